@@ -1,0 +1,53 @@
+# Each tests/<label>/test_*.c is one ctest executable labelled <label>.
+# tests/lua/*.lua run through `icl script`; tests/cli/*.sh run with bash (ICL=path of the binary).
+file(GLOB test_dirs LIST_DIRECTORIES true ${CMAKE_CURRENT_SOURCE_DIR}/tests/*)
+foreach(dir ${test_dirs})
+  if(NOT IS_DIRECTORY ${dir})
+    continue()
+  endif()
+  get_filename_component(label ${dir} NAME)
+  if(label STREQUAL "fuzz")
+    continue()
+  endif()
+  file(GLOB csrcs CONFIGURE_DEPENDS ${dir}/test_*.c)
+  foreach(src ${csrcs})
+    get_filename_component(tname ${src} NAME_WE)
+    add_executable(${tname} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c)
+    target_include_directories(${tname} PRIVATE src vk lua tests)
+    target_link_libraries(${tname} PRIVATE iclcore)
+    add_test(NAME ${label}.${tname} COMMAND ${tname})
+    set_tests_properties(${label}.${tname} PROPERTIES LABELS ${label}
+      ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_VALIDATION=1"
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  endforeach()
+endforeach()
+
+file(GLOB lua_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/lua/test_*.lua)
+foreach(t ${lua_tests})
+  get_filename_component(tname ${t} NAME_WE)
+  add_test(NAME lua.${tname} COMMAND icl script ${t})
+  set_tests_properties(lua.${tname} PROPERTIES LABELS lua
+    ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1"
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+endforeach()
+
+file(GLOB cli_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/test_*.sh)
+foreach(t ${cli_tests})
+  get_filename_component(tname ${t} NAME_WE)
+  add_test(NAME cli.${tname} COMMAND bash ${t})
+  set_tests_properties(cli.${tname} PROPERTIES LABELS cli
+    ENVIRONMENT "ICL=$<TARGET_FILE:icl>;ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_BUILD_DIR=${CMAKE_BINARY_DIR};ICL_TEST=1"
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+endforeach()
+
+if(ICL_FUZZ)
+  file(GLOB fuzz_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
+  foreach(src ${fuzz_srcs})
+    get_filename_component(fname ${src} NAME_WE)
+    add_executable(${fname} ${src})
+    target_include_directories(${fname} PRIVATE src)
+    target_compile_options(${fname} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${fname} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${fname} PRIVATE iclcore)
+  endforeach()
+endif()

@@ -1,0 +1,71 @@
+/* Hook points (TransformerLens names), captures and interventions for icl_model_run. */
+#ifndef ICL_HOOKS_H
+#define ICL_HOOKS_H
+
+#include <stdint.h>
+
+#include "icl/icl.h"
+#include "icl/tensor.h"
+
+typedef enum icl_logits_mode { ICL_LOGITS_NONE = 0, ICL_LOGITS_LAST = 1, ICL_LOGITS_ALL = 2 } icl_logits_mode;
+
+/* A capture request: every hook point matching pattern ('*' matches one dot-free field, e.g.
+ * "blocks.*.hook_resid_post"), optionally restricted to positions [pos_begin, pos_end) (negative values
+ * count from the end; 0,0 = all) and to a set of heads (for per-head points). */
+typedef struct icl_capture {
+  const char *pattern;
+  int64_t pos_begin, pos_end;
+  const int *heads; /* NULL = all */
+  int n_heads;
+} icl_capture;
+
+typedef enum icl_iv_kind {
+  ICL_IV_ZERO = 0,     /* zero the point (heads/positions restricted) */
+  ICL_IV_MEAN = 1,     /* replace by value (mean activation, broadcast over positions) */
+  ICL_IV_PATCH = 2,    /* replace by value at the given positions */
+  ICL_IV_ADD = 3,      /* add coef * value (a vector broadcast over positions, or per position) */
+  ICL_IV_KNOCKOUT = 4  /* mask attention edges q_pos -> k_pos of a layer's heads */
+} icl_iv_kind;
+
+/* One intervention. hook names a point ("blocks.3.attn.hook_z"); heads restrict per-head points. */
+typedef struct icl_intervention {
+  icl_iv_kind kind;
+  const char *hook;
+  const int *heads; int n_heads;              /* NULL = all heads */
+  int64_t pos_begin, pos_end;                 /* positions [begin, end); 0,0 = all */
+  const icl_tensor *value;                    /* MEAN/PATCH/ADD: the replacement or addend */
+  float coef;                                 /* ADD */
+  int layer;                                  /* KNOCKOUT */
+  const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) */
+} icl_intervention;
+
+/* Slow-path host callback: receives a point's value [pos, ...] for positions pos0.. of the current chunk;
+ * may modify it in place; return nonzero (with err set) to abort the run. */
+typedef int (*icl_hook_fn)(void *ud, const char *hook, icl_tensor *value, int64_t pos0, icl_error *err);
+
+/* Per-chunk callback for streaming: called after each chunk with its position range; captures of that chunk
+ * are in res (and are dropped after the call when opts.stream is set). */
+struct icl_run_result;
+typedef int (*icl_chunk_fn)(void *ud, int64_t pos0, int64_t n, struct icl_run_result *res, icl_error *err);
+
+typedef struct icl_run_opts {
+  icl_logits_mode logits;
+  const icl_capture *captures; int n_captures;
+  const icl_intervention *interventions; int n_interventions;
+  const char *const *hook_points; int n_hook_points; icl_hook_fn hook; void *hook_ud;
+  icl_chunk_fn on_chunk; void *chunk_ud; int stream;
+  volatile int *interrupt; /* nonzero stops the run between chunks with an error */
+} icl_run_opts;
+
+/* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST) and named captures. */
+typedef struct icl_run_result {
+  icl_tensor *logits;
+  int n_captures;
+  char **names;
+  icl_tensor **captures;
+} icl_run_result;
+
+/* Frees what a run put into res and zeroes it. */
+void icl_run_result_free(icl_run_result *res);
+
+#endif

@@ -1,0 +1,118 @@
+/* The backend contract: buffers and the ops the forward pass is written against.
+ * Three implementations stand behind it: Vulkan (vk/), native CPU (src/cpu/); src/ref/ holds the
+ * same ops as plain scalar C functions on host pointers, the oracle for tests.
+ *
+ * Conventions
+ * - A tensor view (icl_dt) is a contiguous region of a buffer: ne[0] is the innermost dimension,
+ *   rows are ne[1]*ne[2]*ne[3]. Activations are f32 unless an op says otherwise.
+ * - Ops are recorded in order; a backend may execute them immediately (CPU) or batch them into a
+ *   command buffer (Vulkan). icl_be_read() and icl_be_sync() wait for everything recorded before.
+ * - An op may write its output in place (y == x) where the op says so.
+ * - Every op returns ICL_OK or an error code with err filled; shapes are checked by the caller
+ *   (src/ops.c wrappers) so backends can assume consistent shapes.
+ */
+#ifndef ICL_BACKEND_H
+#define ICL_BACKEND_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "icl/icl.h"
+
+typedef struct icl_backend icl_backend;
+typedef struct icl_buf icl_buf; /* backend-specific */
+
+/* A view of a buffer: type, shape and byte offset. */
+typedef struct icl_dt {
+  icl_buf *buf;
+  size_t offset; /* bytes from the start of buf; a multiple of 4 (of the block size for weights) */
+  uint32_t type; /* icl_type */
+  int64_t ne[4]; /* ne[0] innermost; unused dims are 1 */
+} icl_dt;
+
+enum { ICL_ROPE_NORMAL = 0, ICL_ROPE_NEOX = 1 };
+
+/* Parameters of causal attention. */
+typedef struct icl_attn_params {
+  int32_t n_past;      /* keys/values already in the cache before this batch; query i is at position n_past+i */
+  float scale;         /* multiplies q.k */
+  int32_t window;      /* sliding window: key j is masked when (n_past+i) - j >= window; 0 = none */
+  float softcap;       /* logits -> softcap*tanh(logits/softcap) before the mask; 0 = none */
+} icl_attn_params;
+
+/* Buffer usage hints. */
+enum { ICL_BUF_WEIGHT = 1, ICL_BUF_ACT = 2, ICL_BUF_HOST_VISIBLE = 4 };
+
+/* The operations table. Shapes are noted as [innermost, ...] in ne order. */
+typedef struct icl_backend_ops {
+  const char *name; /* "vulkan", "cpu" */
+
+  /* buffers */
+  int (*buf_alloc)(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err);
+  void (*buf_free)(icl_backend *be, icl_buf *b);
+  int (*write)(icl_backend *be, icl_buf *b, size_t off, const void *src, size_t n, icl_error *err);
+  int (*read)(icl_backend *be, icl_buf *b, size_t off, void *dst, size_t n, icl_error *err);
+  int (*sync)(icl_backend *be, icl_error *err);
+  void (*destroy)(icl_backend *be);
+
+  /* out[cols, n] f32 = rows ids[i] of w[cols, rows] (any weight type); ids i32 [n] */
+  int (*get_rows)(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
+  /* y[rows, n] = x[cols, n] . w[cols, rows]^T; w any weight type, x and y f32 */
+  int (*matmul)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* y = x / sqrt(mean(x^2) + eps) * w per row of ne[0]; w f32 [ne0] or NULL; in place allowed */
+  int (*rms_norm)(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+  /* y = (x - mean) / sqrt(var + eps) * w + b per row; w, b f32 [ne0] or NULL; in place allowed */
+  int (*layer_norm)(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y, icl_error *err);
+  /* x[head_dim, n_head, n_tok] rotated in place at positions pos i32 [n_tok]; first n_rot dims of each head */
+  int (*rope)(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+  /* out[head_dim, n_head, n_q] = softmax(q.k^T*scale + causal mask) . v
+   * q[head_dim, n_head, n_q]; k, v [head_dim, n_kv_head, n_kv] f32 (the cache, n_kv = n_past + n_q);
+   * GQA: kv head = head / (n_head / n_kv_head). pattern: NULL or f32 [n_kv, n_q, n_head] (the
+   * softmaxed weights, masked entries 0). mask: NULL or f32 [n_kv, n_q, n_head] added to the scores
+   * after scaling (use -INFINITY to knock out an edge). */
+  int (*attention)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                   const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
+  /* y = a + b, y = a * b; b has a's ne[0] and either a's row count or 1 row (broadcast); in place allowed */
+  int (*add)(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+  int (*mul)(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+  /* y = x * s; in place allowed */
+  int (*scale)(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
+  /* y = silu(x), y = gelu_tanh(x); in place allowed */
+  int (*silu)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+  int (*gelu)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* y = silu(gate) * up; y = gelu_tanh(gate) * up; y may alias gate */
+  int (*swiglu)(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+  int (*geglu)(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+  /* row softmax over ne[0]; in place allowed */
+  int (*softmax)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* element conversion between f32 and f16 (either direction, or same type = copy); same element count */
+  int (*convert)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* out i32 [n] = argmax of each row of x f32 [ne0, n] (first maximum on ties) */
+  int (*argmax)(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+  /* 2-D strided f32 copy for hooks: dst[dst_off + r*dst_stride + c] = src[src_off + r*src_stride + c]
+   * for r < rows, c < cols (offsets and strides in elements, relative to the views' offsets) */
+  int (*copy2d)(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+                int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
+  /* 2-D strided fill: dst[off + r*stride + c] = value */
+  int (*fill2d)(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+                float value, icl_error *err);
+} icl_backend_ops;
+
+struct icl_backend {
+  const icl_backend_ops *ops;
+  void *impl;
+  int is_cpu_device; /* 1 for the CPU backend and for a Vulkan CPU device (lavapipe) */
+};
+
+/* Element count of a view. */
+static inline int64_t icl_dt_nelem(const icl_dt *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+/* Rows of a view (everything but ne[0]). */
+static inline int64_t icl_dt_nrows(const icl_dt *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* Creates the CPU backend with n_threads workers (0 = ICL_THREADS or the core count). */
+int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err);
+
+/* Creates the Vulkan backend on device index dev (-1 = ICL_DEVICE or the preferred device). */
+int icl_vk_backend_new(int dev, icl_backend **out, icl_error *err);
+
+#endif

@@ -1,0 +1,15 @@
+/* The icl command-line tool: one function per subcommand. Each returns the process exit status:
+ * 0 success, 1 runtime failure, 2 bad input or usage (message on stderr). */
+#ifndef ICL_CLI_H
+#define ICL_CLI_H
+
+int icl_cmd_devices(int argc, char **argv);
+int icl_cmd_info(int argc, char **argv);
+int icl_cmd_tokenize(int argc, char **argv);
+int icl_cmd_run(int argc, char **argv);
+int icl_cmd_perplexity(int argc, char **argv);
+int icl_cmd_script(int argc, char **argv);
+int icl_cmd_repl(int argc, char **argv);
+int icl_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,11 @@
+/* icl bench: placeholder until its issue lands (replace this whole file). */
+#include <stdio.h>
+
+#include "cli.h"
+
+int icl_cmd_bench(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "icl bench: not implemented yet\n");
+  return 1;
+}

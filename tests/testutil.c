@@ -1,0 +1,33 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+
+int t_failed = 0, t_passed = 0;
+
+int t_done(void) {
+  printf("%d passed, %d failed\n", t_passed, t_failed);
+  return t_failed ? 1 : 0;
+}
+
+uint64_t t_rand_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+float t_rand_f(uint64_t *s, float lo, float hi) {
+  return lo + (hi - lo) * (float)((t_rand_u64(s) >> 40) * (1.0 / 16777216.0));
+}
+
+void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi) {
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i++) x[i] = t_rand_f(&s, lo, hi);
+}
+
+const char *t_src_path(const char *rel) {
+  static char buf[4096];
+  const char *root = getenv("ICL_SOURCE_DIR");
+  snprintf(buf, sizeof buf, "%s/%s", root ? root : ".", rel);
+  return buf;
+}

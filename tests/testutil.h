@@ -1,0 +1,34 @@
+/* Minimal test harness: CHECK macros, a counter and a deterministic RNG. */
+#ifndef ICL_TESTUTIL_H
+#define ICL_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+extern int t_failed, t_passed;
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (cond) { t_passed++; }                                                         \
+    else { t_failed++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
+  } while (0)
+
+#define CHECKF(cond, ...)                                                             \
+  do {                                                                                \
+    if (cond) { t_passed++; }                                                         \
+    else { t_failed++; fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+           fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); }                       \
+  } while (0)
+
+/* Prints "N passed, N failed" and returns the process exit status. */
+int t_done(void);
+
+/* splitmix64-based RNG: t_rand_u64 and a uniform float in [lo, hi). */
+uint64_t t_rand_u64(uint64_t *state);
+float t_rand_f(uint64_t *state, float lo, float hi);
+void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
+
+/* Path under the source tree (ICL_SOURCE_DIR); returns a static buffer. */
+const char *t_src_path(const char *rel);
+
+#endif
