@@ -1,0 +1,34 @@
+/* Internal interface between the Lua binding's parts (lua/*.c). */
+#ifndef ICL_LUA_H
+#define ICL_LUA_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "icl/tensor.h"
+
+/* Creates a Lua state with the standard libraries and the global `icl` table (all modules registered). */
+lua_State *icl_lua_new_state(void);
+
+/* Runs a script file with `arg` set as the stock interpreter does; prints errors with a traceback; returns the
+ * process exit status. */
+int icl_lua_run_file(lua_State *L, const char *path, int argc, char **argv);
+
+/* Tensor userdata: push takes ownership of t; check raises a Lua argument error if arg is not a tensor. */
+void icl_lua_push_tensor(lua_State *L, icl_tensor *t);
+icl_tensor *icl_lua_check_tensor(lua_State *L, int arg);
+icl_tensor *icl_lua_test_tensor(lua_State *L, int arg); /* NULL if not a tensor */
+
+/* Module openers: each pushes its module table (registered as icl.<name>). */
+int icl_lua_open_tensor(lua_State *L);   /* icl.tensor */
+int icl_lua_open_model(lua_State *L);    /* icl.load, model methods, icl.devices */
+int icl_lua_open_rng(lua_State *L);      /* icl.rng */
+int icl_lua_open_linalg(lua_State *L);   /* icl.pca and friends (LAPACKE) */
+int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
+int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
+int icl_lua_open_progress(lua_State *L); /* icl.progress */
+
+/* Interrupt flag set by SIGINT in the REPL; checked between chunks of long runs. */
+volatile int *icl_lua_interrupt_flag(lua_State *L);
+
+#endif
