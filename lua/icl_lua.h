@@ -1,4 +1,4 @@
-/* Internal interface between the Lua binding's parts (lua/*.c). */
+/* Internal interface between the Lua binding's parts (the C files under lua/). */
 #ifndef ICL_LUA_H
 #define ICL_LUA_H
 

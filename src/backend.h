@@ -89,7 +89,7 @@ typedef struct icl_backend_ops {
   int (*convert)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
   /* out i32 [n] = argmax of each row of x f32 [ne0, n] (first maximum on ties) */
   int (*argmax)(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
-  /* 2-D strided f32 copy for hooks: dst[dst_off + r*dst_stride + c] = src[src_off + r*src_stride + c]
+  /* 2-D strided f32 copy for hooks (src_stride 0 broadcasts one source row): dst[dst_off + r*dst_stride + c] = src[src_off + r*src_stride + c]
    * for r < rows, c < cols (offsets and strides in elements, relative to the views' offsets) */
   int (*copy2d)(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                 int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
@@ -111,6 +111,15 @@ static inline int64_t icl_dt_nrows(const icl_dt *t) { return t->ne[1] * t->ne[2]
 
 /* Creates the CPU backend with n_threads workers (0 = ICL_THREADS or the core count). */
 int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err);
+
+/* Creates the reference backend (scalar src/ref ops on host memory; slow, for checks). */
+int icl_ref_backend_new(icl_backend **out, icl_error *err);
+
+/* Opens a backend by name ("auto", "cpu", "vulkan", "ref"; NULL = ICL_BACKEND or "auto"): auto picks Vulkan on a
+ * real GPU and the CPU backend when the only Vulkan device is a CPU implementation or none exists. desc receives
+ * a one-line description of the choice and why. */
+int icl_backend_open(const char *name, int device, int n_threads, icl_backend **out, char *desc, size_t desc_len,
+                     icl_error *err);
 
 /* Creates the Vulkan backend on device index dev (-1 = ICL_DEVICE or the preferred device). */
 int icl_vk_backend_new(int dev, icl_backend **out, icl_error *err);

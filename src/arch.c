@@ -1,0 +1,87 @@
+/* The architecture table and hyperparameter reading. Adding an architecture is one entry here plus
+ * any missing op. */
+#include "arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+static const icl_arch ARCHS[] = {
+    /* name     rope            act            qk_norm post  bias  escale swa  swa_base default_window */
+    {"llama", ICL_ROPE_NORMAL, ICL_ACT_SILU, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"qwen2", ICL_ROPE_NEOX, ICL_ACT_SILU, 0, 0, 1, 0, 0, 0.0f, 0},
+    {"gemma3", ICL_ROPE_NEOX, ICL_ACT_GELU, 1, 1, 0, 1, 6, 10000.0f, 512},
+};
+
+const icl_arch *icl_arch_find(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+    if (!strcmp(ARCHS[i].name, name)) return &ARCHS[i];
+  return NULL;
+}
+
+const char *icl_arch_list(void) { return "llama, qwen2, gemma3"; }
+
+/* Reads "<arch>.<suffix>" as an int; missing keys take def when def >= 0. */
+static int get_int(const icl_gguf *g, const char *arch, const char *suffix, int64_t def, int64_t lo, int64_t hi,
+                   int *out, icl_error *err) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  int64_t v;
+  int64_t i = icl_gguf_find_key(g, key);
+  if (i < 0) {
+    if (def < 0) return icl_error_set(err, ICL_EFORMAT, "%s: missing key '%s'", icl_gguf_name(g), key);
+    v = def;
+  } else if (icl_gguf_kv_int(g, i, &v) != ICL_OK) {
+    return icl_error_set(err, ICL_EFORMAT, "%s: key '%s' is not an integer", icl_gguf_name(g), key);
+  }
+  if (v < lo || v > hi)
+    return icl_error_set(err, ICL_EFORMAT, "%s: key '%s' = %lld, expected %lld..%lld", icl_gguf_name(g), key,
+                         (long long)v, (long long)lo, (long long)hi);
+  *out = (int)v;
+  return ICL_OK;
+}
+
+static int get_float(const icl_gguf *g, const char *arch, const char *suffix, double def, float *out,
+                     icl_error *err) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  int64_t i = icl_gguf_find_key(g, key);
+  double v = def;
+  if (i >= 0 && icl_gguf_kv_float(g, i, &v) != ICL_OK)
+    return icl_error_set(err, ICL_EFORMAT, "%s: key '%s' is not a number", icl_gguf_name(g), key);
+  if (!(v > 0) && def > 0)
+    return icl_error_set(err, ICL_EFORMAT, "%s: key '%s' = %g, expected > 0", icl_gguf_name(g), key, v);
+  *out = (float)v;
+  return ICL_OK;
+}
+
+int icl_arch_read_hparams(const icl_gguf *g, const icl_arch *a, icl_hparams *hp, int *window, icl_error *err) {
+  const char *n = a->name;
+  memset(hp, 0, sizeof *hp);
+  snprintf(hp->arch, sizeof hp->arch, "%s", n);
+  const char *name = icl_gguf_get_str(g, "general.name");
+  snprintf(hp->name, sizeof hp->name, "%s", name ? name : icl_gguf_name(g));
+  int rc;
+  if ((rc = get_int(g, n, "block_count", -1, 1, 1024, &hp->n_layer, err)) ||
+      (rc = get_int(g, n, "embedding_length", -1, 1, 1 << 16, &hp->n_embd, err)) ||
+      (rc = get_int(g, n, "attention.head_count", -1, 1, 1024, &hp->n_head, err)) ||
+      (rc = get_int(g, n, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)) ||
+      (rc = get_int(g, n, "feed_forward_length", -1, 1, 1 << 20, &hp->n_ff, err)) ||
+      (rc = get_int(g, n, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train, err)) ||
+      (rc = get_int(g, n, "attention.key_length", hp->n_embd / hp->n_head, 1, 4096, &hp->head_dim, err)) ||
+      (rc = get_int(g, n, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->n_rot, err)) ||
+      (rc = get_int(g, n, "attention.sliding_window", a->default_window, 0, 1 << 24, window, err)) ||
+      (rc = get_float(g, n, "attention.layer_norm_rms_epsilon", 1e-5, &hp->eps, err)) ||
+      (rc = get_float(g, n, "rope.freq_base", 10000.0, &hp->rope_base, err)))
+    return rc;
+  if (hp->n_head % hp->n_head_kv != 0)
+    return icl_error_set(err, ICL_EFORMAT, "%s: %s.attention.head_count %d is not a multiple of head_count_kv %d",
+                         icl_gguf_name(g), n, hp->n_head, hp->n_head_kv);
+  if (hp->n_rot % 2 != 0)
+    return icl_error_set(err, ICL_EFORMAT, "%s: %s.rope.dimension_count %d is odd", icl_gguf_name(g), n, hp->n_rot);
+  int vi = (int)icl_gguf_find_key(g, "tokenizer.ggml.tokens");
+  hp->n_vocab = vi >= 0 ? (int)icl_gguf_arr_len(g, vi) : 0;
+  return ICL_OK;
+}

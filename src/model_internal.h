@@ -1,0 +1,104 @@
+/* Model, layer and session structures shared by model.c, forward.c, session.c and hooks.c. */
+#ifndef ICL_MODEL_INTERNAL_H
+#define ICL_MODEL_INTERNAL_H
+
+#include "arch.h"
+#include "backend.h"
+#include "icl/model.h"
+
+typedef struct icl_layer {
+  icl_dt attn_norm;            /* f32 [d] */
+  icl_dt wq, wk, wv, wo;       /* [d, nh*hd], [d, nkv*hd] x2, [nh*hd, d] any weight type */
+  icl_dt bq, bk, bv;           /* f32 biases (qwen2), buf NULL if absent */
+  icl_dt q_norm, k_norm;       /* f32 [hd] (gemma3) */
+  icl_dt post_attn_norm;       /* f32 [d] (gemma3) */
+  icl_dt ffn_norm;             /* f32 [d] */
+  icl_dt w_gate, w_up, w_down; /* [d, ff] x2, [ff, d] */
+  icl_dt post_ffn_norm;        /* f32 [d] (gemma3) */
+  int window;                  /* sliding window of this layer, 0 = global */
+  float rope_base;             /* RoPE base of this layer */
+} icl_layer;
+
+struct icl_model {
+  char path[1024];
+  const icl_arch *arch;
+  icl_hparams hp;
+  int window;           /* the file's sliding window */
+  icl_tokenizer *tok;
+  icl_backend *be;
+  char device[256];
+  icl_dt tok_embd;      /* [d, vocab] */
+  icl_dt output_norm;   /* f32 [d] */
+  icl_dt output;        /* [d, vocab]; == tok_embd when tied */
+  icl_layer *layers;    /* [n_layer] */
+  icl_buf **bufs;       /* every weight buffer, freed with the model */
+  int n_bufs;
+  size_t weight_bytes;
+  int n_ctx, chunk;
+  icl_session *run_session; /* reused by icl_model_run */
+};
+
+/* Device activations for one chunk of up to `chunk` tokens. */
+typedef struct icl_acts {
+  icl_buf *buf;        /* one buffer, views below */
+  icl_dt x;            /* residual [d, C] */
+  icl_dt h;            /* normed / scratch [d, C] */
+  icl_dt q;            /* [hd, nh, C] */
+  icl_dt z;            /* attention output per head [hd, nh, C] */
+  icl_dt o;            /* attention or FFN output [d, C] */
+  icl_dt gate, up;     /* [ff, C] */
+  icl_dt ids, pos;     /* i32 [C] */
+  icl_dt logits;       /* [vocab, L] for L = logit sub-chunk rows */
+  int logit_rows;
+  icl_buf *pattern_buf; /* f32 [n_ctx, C, nh] when patterns are needed, else NULL */
+  icl_buf *mask_buf;    /* f32 [n_ctx, C, nh] when knockouts are used, else NULL */
+  icl_dt result;        /* [d, C] scratch for hook_result, lazily allocated */
+  icl_buf *result_buf;
+  icl_buf *zmask_buf;   /* [hd, nh, C] scratch for hook_result */
+} icl_acts;
+
+struct icl_session {
+  icl_model *m;
+  int64_t n_past;
+  icl_buf **kv_bufs;    /* per layer: one buffer holding k then v */
+  icl_dt *k, *v;        /* per layer [hd, nkv, n_ctx] f32 */
+  icl_acts a;
+  size_t bytes;
+};
+
+struct icl_hookctx;
+
+/* Evaluates tokens[0..n) (n <= chunk) at positions s->n_past..; hooks may be NULL. Leaves the final normalized
+ * hidden state in s->a.h. */
+int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct icl_hookctx *hk, icl_error *err);
+
+/* Computes logits rows [r0, r0+nr) of the current chunk into s->a.logits (nr <= logit_rows). */
+int icl_forward_logits(icl_session *s, int64_t r0, int64_t nr, icl_error *err);
+
+/* Allocates the pattern / mask buffers on demand. */
+int icl_session_need_pattern(icl_session *s, icl_error *err);
+int icl_session_need_mask(icl_session *s, icl_error *err);
+int icl_session_need_result(icl_session *s, icl_error *err);
+
+/* Hook point ids within a layer. */
+typedef enum icl_hp {
+  HP_RESID_PRE, HP_LN1, HP_Q, HP_K, HP_V, HP_PATTERN, HP_Z, HP_RESULT, HP_ATTN_OUT, HP_LN1_POST, HP_RESID_MID,
+  HP_LN2, HP_MLP_PRE, HP_MLP_POST, HP_MLP_OUT, HP_LN2_POST, HP_RESID_POST, HP_LAYER_COUNT
+} icl_hp;
+/* Points outside layers use layer -1: HP_EMBED, HP_LN_FINAL, HP_LOGITS */
+enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_LOGITS, HP_COUNT };
+
+/* Called by the forward pass at each hook point with the chunk's view of the point.
+ * heads: 0 for [inner, n] points, else the head count for [hd, heads, n] points. Returns an error code. */
+int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, int heads, icl_error *err);
+
+/* 1 if the forward pass must compute point (layer, hp) (only hook_result is optional). */
+int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp);
+
+/* The knockout mask to use for a layer's attention, or NULL. */
+const icl_dt *icl_hook_mask(struct icl_hookctx *hk, int layer);
+
+/* 1 if the layer's attention pattern must be written. */
+int icl_hook_needs_pattern(const struct icl_hookctx *hk, int layer);
+
+#endif

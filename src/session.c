@@ -1,0 +1,184 @@
+/* Sessions: the KV cache and chunk activations, incremental evaluation, and hooked runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hooks_internal.h"
+#include "model_internal.h"
+
+static int alloc_view(icl_session *s, icl_buf **b, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t type, icl_dt *out,
+                      icl_error *err) {
+  icl_backend *be = s->m->be;
+  size_t bytes = (size_t)(ne0 * ne1 * ne2) * 4;
+  int rc = be->ops->buf_alloc(be, bytes, ICL_BUF_ACT, b, err);
+  if (rc) return icl_error_wrap(err, "session: allocating %zu bytes", bytes);
+  s->bytes += bytes;
+  if (out) *out = (icl_dt){.buf = *b, .type = type, .ne = {ne0, ne1, ne2, 1}};
+  return ICL_OK;
+}
+
+/* Activation buffers, one per view (each stays under maxStorageBufferRange-sized bindings). */
+enum { A_X, A_H, A_Q, A_Z, A_O, A_GATE, A_UP, A_IDS, A_POS, A_LOGITS, A_COUNT };
+
+static int alloc_acts(icl_session *s, icl_error *err) {
+  const icl_hparams *hp = &s->m->hp;
+  icl_acts *a = &s->a;
+  int64_t C = s->m->chunk, d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
+  int64_t rows = (64 << 20) / ((int64_t)hp->n_vocab * 4); /* logits in sub-chunks of <= 64 MiB */
+  a->logit_rows = (int)(rows < 1 ? 1 : rows > C ? C : rows);
+  struct { int64_t n0, n1; uint32_t type; icl_dt *v; } spec[A_COUNT] = {
+      {d, C, ICL_TYPE_F32, &a->x},      {d, C, ICL_TYPE_F32, &a->h},     {qd, C, ICL_TYPE_F32, &a->q},
+      {qd, C, ICL_TYPE_F32, &a->z},     {d, C, ICL_TYPE_F32, &a->o},     {hp->n_ff, C, ICL_TYPE_F32, &a->gate},
+      {hp->n_ff, C, ICL_TYPE_F32, &a->up}, {C, 1, ICL_TYPE_I32, &a->ids}, {C, 1, ICL_TYPE_I32, &a->pos},
+      {hp->n_vocab, a->logit_rows, ICL_TYPE_F32, &a->logits}};
+  for (int i = 0; i < A_COUNT; i++) {
+    icl_buf *b;
+    int rc = alloc_view(s, &b, spec[i].n0, spec[i].n1, 1, spec[i].type, spec[i].v, err);
+    if (rc) return rc;
+  }
+  return ICL_OK;
+}
+
+static int alloc_kv(icl_session *s, icl_error *err) {
+  const icl_hparams *hp = &s->m->hp;
+  int nl = hp->n_layer;
+  s->kv_bufs = calloc((size_t)nl * 2, sizeof *s->kv_bufs);
+  s->k = calloc((size_t)nl, sizeof *s->k);
+  s->v = calloc((size_t)nl, sizeof *s->v);
+  if (!s->kv_bufs || !s->k || !s->v) return icl_error_set(err, ICL_ENOMEM, "session: out of host memory");
+  for (int il = 0; il < nl; il++) {
+    int rc = alloc_view(s, &s->kv_bufs[2 * il], hp->head_dim, hp->n_head_kv, s->m->n_ctx, ICL_TYPE_F32, &s->k[il], err);
+    if (!rc)
+      rc = alloc_view(s, &s->kv_bufs[2 * il + 1], hp->head_dim, hp->n_head_kv, s->m->n_ctx, ICL_TYPE_F32, &s->v[il],
+                      err);
+    if (rc) return rc;
+  }
+  return ICL_OK;
+}
+
+int icl_session_new(icl_model *m, icl_session **out, icl_error *err) {
+  *out = NULL;
+  icl_session *s = calloc(1, sizeof *s);
+  if (!s) return icl_error_set(err, ICL_ENOMEM, "session: out of host memory");
+  s->m = m;
+  int rc = alloc_kv(s, err);
+  if (!rc) rc = alloc_acts(s, err);
+  if (rc) {
+    icl_session_free(s);
+    return rc;
+  }
+  *out = s;
+  return ICL_OK;
+}
+
+static void free_buf(icl_session *s, icl_buf *b) {
+  if (b) s->m->be->ops->buf_free(s->m->be, b);
+}
+
+void icl_session_free(icl_session *s) {
+  if (!s) return;
+  icl_error e;
+  s->m->be->ops->sync(s->m->be, &e);
+  for (int i = 0; s->kv_bufs && i < 2 * s->m->hp.n_layer; i++) free_buf(s, s->kv_bufs[i]);
+  icl_dt *views[] = {&s->a.x, &s->a.h, &s->a.q, &s->a.z, &s->a.o, &s->a.gate, &s->a.up, &s->a.ids, &s->a.pos,
+                     &s->a.logits};
+  for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) free_buf(s, views[i]->buf);
+  free_buf(s, s->a.pattern_buf);
+  free_buf(s, s->a.mask_buf);
+  free_buf(s, s->a.result_buf);
+  free_buf(s, s->a.zmask_buf);
+  free(s->kv_bufs);
+  free(s->k);
+  free(s->v);
+  free(s);
+}
+
+int icl_session_need_pattern(icl_session *s, icl_error *err) {
+  if (s->a.pattern_buf) return ICL_OK;
+  return alloc_view(s, &s->a.pattern_buf, s->m->n_ctx, s->m->chunk, s->m->hp.n_head, ICL_TYPE_F32, NULL, err);
+}
+
+int icl_session_need_mask(icl_session *s, icl_error *err) {
+  if (s->a.mask_buf) return ICL_OK;
+  return alloc_view(s, &s->a.mask_buf, s->m->n_ctx, s->m->chunk, s->m->hp.n_head, ICL_TYPE_F32, NULL, err);
+}
+
+int icl_session_need_result(icl_session *s, icl_error *err) {
+  if (s->a.result_buf) return ICL_OK;
+  const icl_hparams *hp = &s->m->hp;
+  int rc = alloc_view(s, &s->a.result_buf, hp->n_embd, hp->n_head, s->m->chunk, ICL_TYPE_F32, &s->a.result, err);
+  if (!rc)
+    rc = alloc_view(s, &s->a.zmask_buf, (int64_t)hp->head_dim * hp->n_head, s->m->chunk, 1, ICL_TYPE_F32, NULL, err);
+  return rc;
+}
+
+void icl_session_reset(icl_session *s) { s->n_past = 0; }
+int64_t icl_session_pos(const icl_session *s) { return s->n_past; }
+size_t icl_session_peak_bytes(const icl_session *s) { return s->bytes; }
+
+/* Reads logits rows of the chunk just evaluated into dst (row r of the chunk -> dst row r - first). */
+static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err) {
+  icl_backend *be = s->m->be;
+  int64_t V = s->m->hp.n_vocab, step = s->a.logit_rows;
+  for (int64_t r = first; r < first + n; r += step) {
+    int64_t nr = first + n - r < step ? first + n - r : step;
+    int rc = icl_forward_logits(s, r, nr, err);
+    if (!rc) rc = be->ops->read(be, s->a.logits.buf, 0, dst + (r - first) * V, (size_t)(nr * V) * 4, err);
+    if (rc) return rc;
+  }
+  return ICL_OK;
+}
+
+int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *logits, int want_all, icl_error *err) {
+  const icl_hparams *hp = &s->m->hp;
+  if (n <= 0) return icl_error_set(err, ICL_EINVAL, "eval: no tokens");
+  if (s->n_past + n > s->m->n_ctx)
+    return icl_error_set(err, ICL_EINVAL, "eval: %lld + %lld tokens exceed the context of %d (set n_ctx)",
+                         (long long)s->n_past, (long long)n, s->m->n_ctx);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+      return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected 0..%d", (long long)i, tokens[i],
+                           hp->n_vocab - 1);
+  for (int64_t c = 0; c < n; c += s->m->chunk) {
+    int64_t nc = n - c < s->m->chunk ? n - c : s->m->chunk;
+    int rc = icl_forward_chunk(s, tokens + c, nc, NULL, err);
+    if (!rc && logits && want_all) rc = read_logits(s, 0, nc, logits + c * hp->n_vocab, err);
+    if (!rc && logits && !want_all && c + nc == n) rc = read_logits(s, nc - 1, 1, logits, err);
+    if (rc) return rc;
+  }
+  return s->m->be->ops->sync(s->m->be, err);
+}
+
+int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
+                  icl_error *err) {
+  memset(res, 0, sizeof *res);
+  if (n <= 0) return icl_error_set(err, ICL_EINVAL, "run: no tokens");
+  if (n > m->n_ctx)
+    return icl_error_set(err, ICL_EINVAL, "run: %lld tokens exceed the context of %d (load with a larger n_ctx)",
+                         (long long)n, m->n_ctx);
+  int rc;
+  if (!m->run_session && (rc = icl_session_new(m, &m->run_session, err))) return rc;
+  icl_session *s = m->run_session;
+  icl_session_reset(s);
+  icl_run_opts none = {0};
+  if (!opts) opts = &none;
+  struct icl_hookctx *hk = NULL;
+  if ((rc = icl_hooks_begin(s, tokens, n, opts, res, &hk, err))) return rc;
+  int64_t V = m->hp.n_vocab;
+  for (int64_t c = 0; c < n && !rc; c += m->chunk) {
+    int64_t nc = n - c < m->chunk ? n - c : m->chunk;
+    if (opts->interrupt && *opts->interrupt) {
+      rc = icl_error_set(err, ICL_EINVAL, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
+      break;
+    }
+    if ((rc = icl_hooks_chunk_begin(hk, c, nc, err))) break;
+    if ((rc = icl_forward_chunk(s, tokens + c, nc, hk, err))) break;
+    if (opts->logits == ICL_LOGITS_ALL) rc = read_logits(s, 0, nc, res->logits->data + c * V, err);
+    else if (opts->logits == ICL_LOGITS_LAST && c + nc == n) rc = read_logits(s, nc - 1, 1, res->logits->data, err);
+    if (!rc) rc = icl_hooks_chunk_end(hk, c, nc, err);
+  }
+  if (!rc) rc = m->be->ops->sync(m->be, err);
+  icl_hooks_end(hk);
+  if (rc) icl_run_result_free(res);
+  return rc;
+}
