@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: release build + ctest, AddressSanitizer/UBSan build + ctest, and the GGUF fuzzer.
+# Usage: scripts/test.sh [--quick]   (--quick: release build and ctest only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+jobs=$(nproc)
+start=$(date +%s)
+
+scripts/fetch-models.sh all
+
+echo "== release build + tests"
+scripts/build.sh build
+(cd build && ctest -j"$jobs" --output-on-failure --timeout 1500)
+
+if [ "$quick" = 0 ]; then
+  echo "== ASan + UBSan build + tests"
+  scripts/build.sh build-asan -DICL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  # the Vulkan loader and driver keep allocations until exit: leaks there are not ours
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest -j"$jobs" --output-on-failure --timeout 2400 -LE slow)
+
+  echo "== GGUF fuzzer (60 s)"
+  scripts/fuzz.sh 60
+fi
+echo "test.sh: all passed in $(( $(date +%s) - start )) s"
