@@ -2,6 +2,7 @@
 #include "ref_forward.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
