@@ -98,13 +98,16 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
       TRY(op->copy2d(be, &O, 0, d, &R, h * d, d * nh, n, d, err));
     }
     HOOK(il, HP_RESULT, &R, (int)nh);
+  }
+  if (hk && icl_hook_modifies(hk, il, HP_RESULT)) { /* the (changed) per-head results make the output */
+    icl_dt R = view3(&a->result, 0, d, nh, n);
     TRY(op->fill2d(be, &O, 0, d, n, d, 0.0f, err));
     for (int64_t h = 0; h < nh; h++) {
       icl_dt T = view3(&a->h, 0, d, n, 1); /* H is free again: reuse as scratch */
       TRY(op->copy2d(be, &R, h * d, d * nh, &T, 0, d, n, d, err));
       TRY(op->add(be, &O, &T, &O, err));
     }
-  } else {
+  } else { /* a capture alone leaves the computation, hence the logits, bit-identical */
     TRY(op->matmul(be, &L->wo, &Z2, &O, err));
   }
   if (present(&L->post_attn_norm)) {

@@ -264,7 +264,10 @@ static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *name, v
                          (long long)t->numel, (long long)per_pos_sel,
                          v->kind != ICL_IV_PATCH ? " (one row, broadcast)" : "",
                          v->kind != ICL_IV_MEAN ? " or one row per position" : "", (long long)k->pb, (long long)k->pe);
-  /* build rows of the selected heads only (vrow = nsel*hsz), scaled by coef for ADD */
+  /* build rows of the selected heads only (vrow = nsel*hsz), scaled by coef for ADD; a broadcast MEAN row is
+   * repeated for every position so that device copies never need a zero stride */
+  int64_t src_rows = rows;
+  if (v->kind == ICL_IV_MEAN) rows = npos;
   k->vrow = per_pos_sel;
   k->vrows = rows;
   float *host = malloc((size_t)(rows * k->vrow) * sizeof *host);
@@ -272,7 +275,7 @@ static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *name, v
   for (int64_t r = 0; r < rows; r++)
     for (int j = 0; j < (g.heads ? k->nsel : 1); j++) {
       int64_t n_el = g.heads ? g.hsz : g.row;
-      const float *src = t->data + r * src_row;
+      const float *src = t->data + (src_rows == 1 ? 0 : r) * src_row;
       if (g.heads && src_row == per_pos_all) src += (int64_t)k->heads[j] * g.hsz; /* all heads given */
       else if (g.heads && src_row == per_pos_sel) src += (int64_t)j * g.hsz;      /* selected heads given */
       for (int64_t e = 0; e < n_el; e++)
@@ -460,6 +463,10 @@ int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view
 
 int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp) {
   return hk->want[(layer + 1) * HP_COUNT + hp] != 0;
+}
+
+int icl_hook_modifies(const struct icl_hookctx *hk, int layer, int hp) {
+  return (hk->want[(layer + 1) * HP_COUNT + hp] & (W_IV | W_CALLBACK)) != 0;
 }
 
 int icl_hook_needs_pattern(const struct icl_hookctx *hk, int layer) { return icl_hook_wants(hk, layer, HP_PATTERN); }

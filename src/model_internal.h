@@ -95,6 +95,9 @@ int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view
 /* 1 if the forward pass must compute point (layer, hp) (only hook_result is optional). */
 int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp);
 
+/* 1 if an intervention or callback may change point (layer, hp). */
+int icl_hook_modifies(const struct icl_hookctx *hk, int layer, int hp);
+
 /* The knockout mask to use for a layer's attention, or NULL. */
 const icl_dt *icl_hook_mask(struct icl_hookctx *hk, int layer);
 
