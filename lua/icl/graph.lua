@@ -1,0 +1,286 @@
+-- icl.graph: graphs whose nodes are words, random walks on them, and their text and token ids.
+--
+-- Node ids are 1-based. Edges are undirected, stored once as {i, j} with i < j, sorted. Constructors also set
+-- g.coords, a list of {x, y} per node with the lattice's own geometry (for plotting the ground truth).
+local graph = {}
+
+local Graph = {}
+Graph.__index = Graph
+
+-- The icl.rng generator for a seed, or the one passed as opts.rng.
+local function make_rng(opts, fname)
+  if opts.rng ~= nil then return opts.rng end
+  if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
+    error(fname .. ": seed must be an integer", 3)
+  end
+  return icl.rng.new(opts.seed or 0)
+end
+
+local function default_words(n)
+  local w = {}
+  for i = 1, n do w[i] = "n" .. i end
+  return w
+end
+
+local function check_words(words, n, fname)
+  if words == nil then return default_words(n) end
+  if type(words) ~= "table" then error(fname .. ": words must be a list of strings", 3) end
+  if #words ~= n then
+    error(string.format("%s: %d words for %d nodes", fname, #words, n), 3)
+  end
+  local seen = {}
+  for i = 1, n do
+    local w = words[i]
+    if type(w) ~= "string" or w == "" then error(string.format("%s: words[%d] must be a non-empty string", fname, i), 3) end
+    if seen[w] then error(string.format("%s: word %q appears twice (nodes %d and %d)", fname, w, seen[w], i), 3) end
+    seen[w] = i
+  end
+  local copy = {}
+  for i = 1, n do copy[i] = words[i] end
+  return copy
+end
+
+-- Builds a graph from words and edge pairs (duplicates and both directions merged, self-loops rejected).
+local function build(words, edges, fname)
+  local n = #words
+  local adj, seen, list = {}, {}, {}
+  for i = 1, n do adj[i] = {} end
+  for k, e in ipairs(edges) do
+    local i, j = e[1], e[2]
+    if math.type(i) ~= "integer" or math.type(j) ~= "integer" or i < 1 or j < 1 or i > n or j > n then
+      error(string.format("%s: edge %d must be {i, j} with node ids in 1..%d", fname, k, n), 3)
+    end
+    if i == j then error(string.format("%s: edge %d is a self-loop on node %d", fname, k, i), 3) end
+    if i > j then i, j = j, i end
+    local key = i * (n + 1) + j
+    if not seen[key] then
+      seen[key] = true
+      list[#list + 1] = { i, j }
+      adj[i][#adj[i] + 1] = j
+      adj[j][#adj[j] + 1] = i
+    end
+  end
+  table.sort(list, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  for i = 1, n do table.sort(adj[i]) end
+  return setmetatable({ words = words, n = n, edges = list, _adj = adj }, Graph)
+end
+
+local function check_dims(rows, cols, fname)
+  if math.type(rows) ~= "integer" or math.type(cols) ~= "integer" or rows < 1 or cols < 1 then
+    error(fname .. ": rows and cols must be positive integers", 3)
+  end
+end
+
+--- Constructors ---------------------------------------------------------------------------------------------
+
+-- grid(rows, cols, words): node k (1-based) sits at row (k-1) // cols, column (k-1) % cols; edges join
+-- horizontal and vertical neighbours. coords: x = column, y = row.
+function graph.grid(rows, cols, words)
+  check_dims(rows, cols, "graph.grid")
+  words = check_words(words, rows * cols, "graph.grid")
+  local edges, coords = {}, {}
+  for r = 0, rows - 1 do
+    for c = 0, cols - 1 do
+      local k = r * cols + c + 1
+      coords[k] = { c, r }
+      if c + 1 < cols then edges[#edges + 1] = { k, k + 1 } end
+      if r + 1 < rows then edges[#edges + 1] = { k, k + cols } end
+    end
+  end
+  local g = build(words, edges, "graph.grid")
+  g.coords, g.kind, g.rows, g.cols = coords, "grid", rows, cols
+  return g
+end
+
+-- ring(n, words): a cycle 1 - 2 - ... - n - 1 (n >= 3). coords on the unit circle, node 1 at angle 0.
+function graph.ring(n, words)
+  if math.type(n) ~= "integer" or n < 3 then error("graph.ring: n must be an integer >= 3", 2) end
+  words = check_words(words, n, "graph.ring")
+  local edges, coords = {}, {}
+  for k = 1, n do
+    edges[k] = { k, k % n + 1 }
+    local a = 2 * math.pi * (k - 1) / n
+    coords[k] = { math.cos(a), math.sin(a) }
+  end
+  local g = build(words, edges, "graph.ring")
+  g.coords, g.kind = coords, "ring"
+  return g
+end
+
+-- hex(rows, cols, words): a honeycomb lattice (the vertices and edges of a tiling by hexagons; degree <= 3) in
+-- the "brick wall" layout. Node k (1-based) sits at row r = (k-1) // cols, column c = (k-1) % cols; it joins
+-- (r, c +- 1) in its row, and (r + 1, c) above it when r + c is even. coords: x = c * sqrt(3)/2,
+-- y = 1.5 r + 0.25 (r + c even) or - 0.25 (odd), so that every edge has length 1.
+function graph.hex(rows, cols, words)
+  check_dims(rows, cols, "graph.hex")
+  words = check_words(words, rows * cols, "graph.hex")
+  local edges, coords = {}, {}
+  for r = 0, rows - 1 do
+    for c = 0, cols - 1 do
+      local k = r * cols + c + 1
+      local even = (r + c) % 2 == 0
+      coords[k] = { c * math.sqrt(3) / 2, 1.5 * r + (even and 0.25 or -0.25) }
+      if c + 1 < cols then edges[#edges + 1] = { k, k + 1 } end
+      if even and r + 1 < rows then edges[#edges + 1] = { k, k + cols } end
+    end
+  end
+  local g = build(words, edges, "graph.hex")
+  g.coords, g.kind, g.rows, g.cols = coords, "hex", rows, cols
+  return g
+end
+
+-- from_edges(words, edges): any graph; edges is a list of {i, j} (1-based node ids).
+function graph.from_edges(words, edges)
+  if type(words) ~= "table" then error("graph.from_edges: words must be a list of strings", 2) end
+  if type(edges) ~= "table" then error("graph.from_edges: edges must be a list of {i, j}", 2) end
+  words = check_words(words, #words, "graph.from_edges")
+  local g = build(words, edges, "graph.from_edges")
+  g.kind = "custom"
+  return g
+end
+
+--- Structure ------------------------------------------------------------------------------------------------
+
+local function check_node(g, i, fname, level)
+  if math.type(i) ~= "integer" or i < 1 or i > g.n then
+    error(string.format("%s: node must be an integer in 1..%d, got %s", fname, g.n, tostring(i)), level or 3)
+  end
+end
+
+-- g:neighbors(i): the neighbours of node i, ascending (a new list).
+function Graph:neighbors(i)
+  check_node(self, i, "graph:neighbors")
+  local out = {}
+  for k, j in ipairs(self._adj[i]) do out[k] = j end
+  return out
+end
+
+-- g:degree(i): the number of neighbours of node i.
+function Graph:degree(i)
+  check_node(self, i, "graph:degree")
+  return #self._adj[i]
+end
+
+-- g:adjacency(): a symmetric 0/1 tensor [n, n].
+function Graph:adjacency()
+  local flat = {}
+  for k = 1, self.n * self.n do flat[k] = 0 end
+  for _, e in ipairs(self.edges) do
+    flat[(e[1] - 1) * self.n + e[2]] = 1
+    flat[(e[2] - 1) * self.n + e[1]] = 1
+  end
+  return icl.tensor.new({ self.n, self.n }, flat)
+end
+
+-- g:has_edge(i, j): whether i and j are neighbours.
+function Graph:has_edge(i, j)
+  check_node(self, i, "graph:has_edge")
+  check_node(self, j, "graph:has_edge")
+  for _, k in ipairs(self._adj[i]) do
+    if k == j then return true end
+  end
+  return false
+end
+
+--- Walks and pairs ------------------------------------------------------------------------------------------
+
+-- g:walk{length = L, start = node, seed = s (or rng = generator)}: L node ids; the first is start (random when
+-- not given); each next node is a uniformly chosen neighbour of the current one.
+function Graph:walk(opts)
+  opts = opts or {}
+  local length = opts.length
+  if math.type(length) ~= "integer" or length < 1 then error("graph:walk: length must be a positive integer", 2) end
+  local rng = make_rng(opts, "graph:walk")
+  local cur = opts.start
+  if cur == nil then cur = rng:int(1, self.n) else check_node(self, cur, "graph:walk (start)") end
+  local walk, adj = { cur }, self._adj
+  for t = 2, length do
+    local nb = adj[cur]
+    if #nb == 0 then error(string.format("graph:walk: node %d (%s) has no neighbours", cur, self.words[cur]), 2) end
+    cur = nb[rng:int(1, #nb)]
+    walk[t] = cur
+  end
+  return walk
+end
+
+-- g:pairs{count = n, seed = s (or rng =)}: n random neighbour pairs {i, j}, each a uniformly chosen edge in a
+-- uniformly chosen direction.
+function Graph:pairs(opts)
+  opts = opts or {}
+  local count = opts.count
+  if math.type(count) ~= "integer" or count < 0 then error("graph:pairs: count must be a non-negative integer", 2) end
+  if #self.edges == 0 then error("graph:pairs: the graph has no edges", 2) end
+  local rng = make_rng(opts, "graph:pairs")
+  local out = {}
+  for k = 1, count do
+    local e = self.edges[rng:int(1, #self.edges)]
+    if rng:int(0, 1) == 0 then out[k] = { e[1], e[2] } else out[k] = { e[2], e[1] } end
+  end
+  return out
+end
+
+--- Text and tokens ------------------------------------------------------------------------------------------
+
+-- g:text(walk): the words of the walk, each with a leading space, concatenated (" apple bird ...").
+-- walk may also be a list of {i, j} pairs (from g:pairs), which are flattened.
+function Graph:text(walk)
+  if type(walk) ~= "table" then error("graph:text: walk must be a list of node ids", 2) end
+  local parts = {}
+  for t, v in ipairs(walk) do
+    if type(v) == "table" then
+      for _, u in ipairs(v) do
+        check_node(self, u, "graph:text")
+        parts[#parts + 1] = " " .. self.words[u]
+      end
+    else
+      check_node(self, v, string.format("graph:text (walk[%d])", t))
+      parts[#parts + 1] = " " .. self.words[v]
+    end
+  end
+  return table.concat(parts)
+end
+
+-- The token ids of model:tokenize(text, {bos = false}) as a Lua list.
+local function tokenize(model, text)
+  local ids = model:tokenize(text, { bos = false })
+  if type(ids) ~= "table" then ids = ids:totable() end
+  return ids
+end
+
+-- g:token_ids(model): node -> token id of " word" (a list of n ids). Raises an error naming the word when
+-- " word" is not exactly one token, or when two words share a token.
+function Graph:token_ids(model)
+  local ids, owner = {}, {}
+  for i, w in ipairs(self.words) do
+    local t = tokenize(model, " " .. w)
+    if #t ~= 1 then
+      error(string.format("graph: word %q (node %d) is %d tokens with a leading space, not 1", w, i, #t), 2)
+    end
+    local id = math.tointeger(t[1])
+    if owner[id] then
+      error(string.format("graph: words %q and %q are the same token %d", self.words[owner[id]], w, id), 2)
+    end
+    ids[i], owner[id] = id, i
+  end
+  return ids
+end
+
+-- g:check_tokens(model): true, or an error naming the first word whose " word" is not exactly one token.
+function Graph:check_tokens(model)
+  self:token_ids(model)
+  return true
+end
+
+-- g:node_of_token(ids): the inverse map token id -> node id, from a g:token_ids list.
+function Graph:node_of_token(ids)
+  local inv = {}
+  for i, id in ipairs(ids) do inv[id] = i end
+  return inv
+end
+
+function Graph:__tostring()
+  return string.format("icl.graph (%s, %d nodes, %d edges)", self.kind or "custom", self.n, #self.edges)
+end
+
+graph.Graph = Graph
+return graph

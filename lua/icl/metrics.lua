@@ -1,0 +1,177 @@
+-- icl.metrics: rule-following accuracy on graph walks, class means, Dirichlet energy, per-token losses, the
+-- in-context-learning score and small list helpers. Inner loops run in C (icl.linalg).
+--
+-- Position alignment. A walk of L words tokenized one token per word, with a BOS token first, gives the tokens
+--   row:   0     1      2     ...  L
+--   token: BOS   w1     w2    ...  wL
+-- and logits [L + 1, vocab] whose row p predicts token p + 1. The logits row that follows word t is row t (0-based;
+-- row t + 1 in 1-based Lua indexing), and it is scored against word t's neighbours; row 0 (BOS, predicting w1) is
+-- not scored. In general the offset is rows - L (0 without BOS, 1 with it), and word t sits at 0-based row
+-- offset + t - 1. Activations [pos, d] follow the same rule.
+local metrics = {}
+
+local function linalg() return icl.linalg end
+
+local function rows_of(t, fname, what)
+  local ok, nd = pcall(function() return t.ndim end)
+  if type(t) ~= "userdata" or not ok or nd ~= 2 then
+    error(string.format("%s: %s must be a 2-d tensor", fname, what), 3)
+  end
+  return t:shape()[1]
+end
+
+local function offset_for(rows, walk_len, opts, fname)
+  local offset = opts.offset or rows - walk_len
+  if math.type(offset) ~= "integer" or offset < 0 or offset + walk_len > rows then
+    error(string.format("%s: %d rows cannot hold a walk of %d words (offset %s)", fname, rows, walk_len,
+      tostring(opts.offset)), 3)
+  end
+  return offset
+end
+
+-- rule_following(logits, walk, graph, {mode = "full" | "graph", token_ids = ids, model = m, offset = o}):
+-- a list of #walk accuracies: acc[t] is the probability mass that the logits row following word t puts on the
+-- tokens of walk[t]'s neighbours. mode "full" (default): softmax over the whole vocabulary; "graph": softmax
+-- over the graph's word tokens only. token_ids (node -> token id) comes from graph:token_ids(model), or is
+-- computed from opts.model.
+function metrics.rule_following(logits, walk, g, opts)
+  opts = opts or {}
+  local fname = "metrics.rule_following"
+  local rows = rows_of(logits, fname, "logits")
+  if type(walk) ~= "table" or #walk == 0 then error(fname .. ": walk must be a non-empty list of node ids", 2) end
+  if type(g) ~= "table" or not g._adj then error(fname .. ": graph must be an icl.graph", 2) end
+  local ids = opts.token_ids or (opts.model and g:token_ids(opts.model))
+  if type(ids) ~= "table" or #ids ~= g.n then
+    error(fname .. ": opts.token_ids must map each of the graph's nodes to a token id (see graph:token_ids)", 2)
+  end
+  local vocab = logits:shape()[2]
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" or id < 0 or id >= vocab then
+      error(string.format("%s: token_ids[%d] = %s is not a token id of the logits' %d columns", fname, i,
+        tostring(id), vocab), 2)
+    end
+  end
+  local mode = opts.mode or "full"
+  if mode ~= "full" and mode ~= "graph" then error(fname .. ": mode must be \"full\" or \"graph\"", 2) end
+  local offset = offset_for(rows, #walk, opts, fname)
+  local row_list, targets, cache = {}, {}, {}
+  for t, node in ipairs(walk) do
+    if math.type(node) ~= "integer" or node < 1 or node > g.n then
+      error(string.format("%s: walk[%d] is not a node id in 1..%d", fname, t, g.n), 2)
+    end
+    if not cache[node] then
+      local tg = {}
+      for k, j in ipairs(g._adj[node]) do tg[k] = ids[j] end
+      cache[node] = tg
+    end
+    row_list[t] = offset + t
+    targets[t] = cache[node]
+  end
+  return linalg().softmax_mass(logits, row_list, targets, mode == "graph" and ids or nil)
+end
+
+-- class_means(acts, walk, window, n_classes): tensor [n_classes, d] of the mean activation row of each node
+-- over the words of the window ({last = L}, {from = a, to = b} with 1-based word indices, or nil for all), and a
+-- list of counts. acts [pos, d] is aligned with the walk as described at the top (offset rows - #walk). Lists of
+-- acts and walks pool several sequences. Classes never seen get NaN rows. n_classes defaults to the largest
+-- node id in the walks.
+function metrics.class_means(acts, walk, window, n_classes)
+  return linalg().class_means(acts, walk, window, n_classes)
+end
+
+-- dirichlet_energy(X, graph, {normalized = false}): X [n, d] holds one row per node. Raw: the mean over edges of
+-- |x_i - x_j|^2. Normalized: X / |X|_F, then E = 1/2 sum_ij A_ij |x_i - x_j|^2 / d (d the number of columns).
+function metrics.dirichlet_energy(X, g, opts)
+  return linalg().dirichlet_energy(X, g, opts)
+end
+
+local function to_list(x)
+  if type(x) == "table" then return x end
+  if type(x) == "userdata" then return x:totable() end
+  error("expected a list or a 1-d tensor", 3)
+end
+
+-- token_loss(logits, tokens): tokens are the P token ids the logits [P, vocab] were computed on. Returns P - 1
+-- losses: losses[i] = -log p(tokens[i + 1] | tokens[1..i]) from logits row i (1-based), i.e. the loss on the
+-- (i + 1)-th token of the sequence.
+function metrics.token_loss(logits, tokens)
+  local fname = "metrics.token_loss"
+  local rows = rows_of(logits, fname, "logits")
+  tokens = to_list(tokens)
+  if #tokens ~= rows then
+    error(string.format("%s: %d tokens for %d logits rows", fname, #tokens, rows), 2)
+  end
+  local row_list, targets = {}, {}
+  for i = 1, rows - 1 do
+    row_list[i] = i
+    targets[i] = tokens[i + 1]
+  end
+  return linalg().token_nll(logits, row_list, targets)
+end
+
+-- mean_std(lists): per-position mean and (population) standard deviation over several equal-length lists.
+function metrics.mean_std(lists)
+  if type(lists) ~= "table" or #lists == 0 then error("metrics.mean_std: expected a non-empty list of lists", 2) end
+  local k, ls = #lists, {}
+  for j = 1, k do ls[j] = to_list(lists[j]) end
+  local n, mean, std = #ls[1], {}, {}
+  for i = 1, n do
+    local s, s2 = 0, 0
+    for j = 1, k do
+      local v = ls[j][i]
+      if v == nil then error(string.format("metrics.mean_std: list %d is shorter than list 1", j), 2) end
+      s, s2 = s + v, s2 + v * v
+    end
+    mean[i] = s / k
+    std[i] = math.sqrt(math.max(0, s2 / k - mean[i] * mean[i]))
+  end
+  return mean, std
+end
+
+-- icl_score(losses, {late = 500, early = 50}): the loss on token `late` minus the loss on token `early` (1-based
+-- token indices in the sequence, BOS included when present: losses from token_loss, so losses[late - 1] -
+-- losses[early - 1]), after Olsson et al. (2022). Negative when later tokens are predicted better. losses may be
+-- a list of loss lists (one per sequence), averaged per position first.
+function metrics.icl_score(losses, opts)
+  opts = opts or {}
+  local late, early = opts.late or 500, opts.early or 50
+  if type(losses) == "table" and type(losses[1]) ~= "number" then losses = metrics.mean_std(losses) end
+  losses = to_list(losses)
+  if math.type(early) ~= "integer" or math.type(late) ~= "integer" or early < 2 or late < 2 then
+    error("metrics.icl_score: late and early must be token indices >= 2", 2)
+  end
+  if #losses < math.max(late, early) - 1 then
+    error(string.format("metrics.icl_score: need losses up to token %d, have %d tokens", math.max(late, early),
+      #losses + 1), 2)
+  end
+  return losses[late - 1] - losses[early - 1]
+end
+
+-- moving_average(xs, w): trailing mean over windows of w values: out[i] = mean of the finite values among
+-- xs[max(1, i - w + 1) .. i] (NaN when none). Same length as xs.
+function metrics.moving_average(xs, w)
+  xs = to_list(xs)
+  if math.type(w) ~= "integer" or w < 1 then error("metrics.moving_average: w must be a positive integer", 2) end
+  local out, s, cnt = {}, 0, 0
+  local function add(v, sign)
+    if v == v and v ~= math.huge and v ~= -math.huge then s, cnt = s + sign * v, cnt + sign end
+  end
+  for i = 1, #xs do
+    add(xs[i], 1)
+    if i > w then add(xs[i - w], -1) end
+    out[i] = cnt > 0 and s / cnt or 0 / 0
+  end
+  return out
+end
+
+-- mean(xs, from, to): the mean of xs[from..to] (defaults: the whole list).
+function metrics.mean(xs, from, to)
+  xs = to_list(xs)
+  from, to = from or 1, to or #xs
+  if from < 1 or to > #xs or from > to then error("metrics.mean: range outside the list", 2) end
+  local s = 0
+  for i = from, to do s = s + xs[i] end
+  return s / (to - from + 1)
+end
+
+return metrics

@@ -1,0 +1,96 @@
+-- icl.metrics: rule-following accuracy on hand-built distributions, class means, Dirichlet energy, losses, the
+-- ICL score and list helpers.
+local passed, failed = 0, 0
+local function check(cond, what)
+  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
+end
+local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
+local function near_list(a, b, tol)
+  if #a ~= #b then return false end
+  for i = 1, #a do if not near(a[i], b[i], tol) then return false end end
+  return true
+end
+local function errs(f, pat)
+  local ok, msg = pcall(f)
+  return not ok and tostring(msg):find(pat, 1, true) ~= nil
+end
+local M = icl.metrics
+
+-- Ring a - b - c - d - a with tokens 10..13 in a vocabulary of 16. Walk 1, 2, 3 after a BOS row.
+local g = icl.graph.ring(4, { "a", "b", "c", "d" })
+local ids = { 10, 11, 12, 13 }
+local V = 16
+local rows = {}
+for r = 1, 4 do
+  rows[r] = {}
+  for v = 1, V do rows[r][v] = 0 end
+end
+rows[1][1] = 50                -- BOS row: not scored
+rows[2][11 + 1] = math.log(6)  -- after word 1 (a): neighbours b, d = tokens 11, 13
+rows[3][10 + 1] = math.log(3)  -- after word 2 (b): neighbours a, c = tokens 10, 12
+rows[3][12 + 1] = math.log(3)
+                               -- after word 3 (c): uniform
+local logits = icl.tensor.from(rows)
+local walk = { 1, 2, 3 }
+local full = M.rule_following(logits, walk, g, { token_ids = ids })
+check(near_list(full, { 7 / 21, 6 / 20, 2 / 16 }), "full-vocabulary accuracy")
+local graph_only = M.rule_following(logits, walk, g, { token_ids = ids, mode = "graph" })
+check(near_list(graph_only, { 7 / 9, 6 / 8, 2 / 4 }), "graph-restricted accuracy")
+local no_bos = icl.tensor.from({ rows[2], rows[3], rows[4] })
+check(near_list(M.rule_following(no_bos, walk, g, { token_ids = ids }), full), "without BOS: offset 0")
+check(near_list(M.rule_following(logits, { 2, 3 }, g, { token_ids = ids, offset = 2 }), { 6 / 20, 2 / 16 }),
+  "explicit offset")
+check(errs(function() M.rule_following(logits, walk, g, {}) end, "token_ids"), "token_ids required")
+check(errs(function() M.rule_following(logits, walk, g, { token_ids = { 10, 11, 12, 16 } }) end, "token_ids[4] = 16"),
+  "token ids checked against the vocabulary")
+check(errs(function() M.rule_following(logits, { 1, 2, 3, 4, 1 }, g, { token_ids = ids }) end, "rows cannot hold"),
+  "walk longer than logits")
+check(errs(function() M.rule_following(logits, walk, g, { token_ids = ids, mode = "x" }) end, "mode"), "bad mode")
+
+-- class means: BOS row, then words 1, 2, 1
+local acts = icl.tensor.from({ { 100, 100 }, { 1, 2 }, { 3, 4 }, { 5, 6 } })
+local means, counts = M.class_means(acts, { 1, 2, 1 }, nil, 3)
+check(near(means:get(1, 1), 3) and near(means:get(1, 2), 4) and near(means:get(2, 1), 3), "class means")
+check(means:get(3, 1) ~= means:get(3, 1) and counts[1] == 2 and counts[2] == 1 and counts[3] == 0,
+  "unseen class is NaN, counts")
+local last2 = M.class_means(acts, { 1, 2, 1 }, { last = 2 }, 2)
+check(near(last2:get(1, 1), 5) and near(last2:get(2, 2), 4), "window last = 2")
+local mid = M.class_means(acts, { 1, 2, 1 }, { from = 1, to = 2 })
+check(near(mid:get(1, 1), 1) and mid:shape()[1] == 2, "window from/to, n_classes from the walk")
+local acts2 = icl.tensor.from({ { 0, 0 }, { 7, 8 }, { 9, 10 } })
+local pooled, pc = M.class_means({ acts, acts2 }, { { 1, 2, 1 }, { 2, 1 } }, nil, 2)
+check(near(pooled:get(1, 1), (1 + 5 + 9) / 3) and near(pooled:get(2, 2), (4 + 8) / 2) and pc[1] == 3, "pooled")
+check(errs(function() M.class_means(acts, { 1, 2, 1, 2, 1 }, nil, 2) end, "fewer rows"), "acts too short")
+check(errs(function() M.class_means(acts, { 1, 2, 7 }, nil, 3) end, "walk holds node 7"), "class id out of range")
+
+-- Dirichlet energy of a unit square embedding of the 4-ring
+local X = icl.tensor.from({ { 0, 0 }, { 1, 0 }, { 1, 1 }, { 0, 1 } })
+check(near(M.dirichlet_energy(X, g), 1), "raw energy = mean squared edge length")
+check(near(M.dirichlet_energy(X, g, { normalized = true }), 4 / 4 / 2), "normalized energy")
+local Xs = icl.tensor.from({ { 0, 0 }, { 1, 0 }, { 0, 1 }, { 1, 1 } }) -- crossed: two diagonals
+check(near(M.dirichlet_energy(Xs, g), 1.5), "crossed embedding has higher energy")
+check(near(M.dirichlet_energy(X, g.edges), 1), "edges list accepted")
+
+-- token loss: row 1 gives token 1 probability 1/2, row 2 is uniform over 4
+local L = icl.tensor.from({ { 0, math.log(3), 0, 0 }, { 0, 0, 0, 0 }, { 9, 9, 9, 9 } })
+local losses = M.token_loss(L, { 0, 1, 3 })
+check(#losses == 2 and near(losses[1], math.log(2)) and near(losses[2], math.log(4)), "token_loss")
+check(errs(function() M.token_loss(L, { 0, 1 }) end, "2 tokens for 3 logits rows"), "token count")
+
+-- ICL score: loss on token 500 minus loss on token 50
+local ls = {}
+for i = 1, 600 do ls[i] = 10 / i end
+check(near(M.icl_score(ls), 10 / 499 - 10 / 49, 1e-12), "icl_score")
+check(near(M.icl_score({ ls, ls }), 10 / 499 - 10 / 49, 1e-12), "icl_score over sequences")
+check(near(M.icl_score(ls, { late = 100, early = 10 }), 10 / 99 - 10 / 9, 1e-12), "icl_score positions")
+check(errs(function() M.icl_score({ 1, 2, 3 }) end, "need losses up to token 500"), "short losses")
+
+-- helpers
+check(near_list(M.moving_average({ 1, 2, 3, 4 }, 2), { 1, 1.5, 2.5, 3.5 }), "moving_average")
+check(near_list(M.moving_average({ 1, 0 / 0, 3 }, 2), { 1, 1, 3 }), "moving_average skips NaN")
+local mean, std = M.mean_std({ { 1, 2 }, { 3, 6 } })
+check(near_list(mean, { 2, 4 }) and near_list(std, { 1, 2 }), "mean_std")
+check(near(M.mean({ 1, 2, 3, 4 }, 2, 3), 2.5) and near(M.mean({ 2, 4 }), 3), "mean")
+
+print(string.format("%d passed, %d failed", passed, failed))
+if failed > 0 then error(failed .. " checks failed") end
