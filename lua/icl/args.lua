@@ -1,0 +1,43 @@
+-- Command-line options for experiment scripts: `--name value`, `--flag`, and defaults with types.
+--   local a = require("icl.args").parse(arg, {model = "models/x.gguf", layer = 0, quick = false},
+--                                       "usage: icl script experiments/x.lua [--model M] ...")
+-- Numbers are converted, booleans are flags; an unknown option or a bad value raises an error naming it.
+local M = {}
+
+function M.parse(argv, defaults, usage)
+  local out = {}
+  for k, v in pairs(defaults) do out[k] = v end
+  local i = 1
+  while argv and argv[i] do
+    local a = argv[i]
+    if a == "-h" or a == "--help" then
+      io.stdout:write((usage or "") .. "\n")
+      os.exit(0)
+    end
+    local key = a:match("^%-%-([%w_%-]+)$")
+    if not key then error(("unexpected argument '%s'\n%s"):format(a, usage or ""), 0) end
+    key = key:gsub("-", "_")
+    local def = defaults[key]
+    if def == nil and defaults["_" .. key] == nil then
+      error(("unknown option --%s\n%s"):format(key, usage or ""), 0)
+    end
+    if type(def) == "boolean" then
+      out[key] = true
+      i = i + 1
+    else
+      local v = argv[i + 1]
+      if v == nil then error(("option --%s needs a value"):format(key), 0) end
+      if type(def) == "number" then
+        local n = tonumber(v)
+        if not n then error(("option --%s: '%s' is not a number"):format(key, v), 0) end
+        out[key] = n
+      else
+        out[key] = v
+      end
+      i = i + 2
+    end
+  end
+  return out
+end
+
+return M
