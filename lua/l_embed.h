@@ -1,0 +1,12 @@
+/* What cmake/embed_lua.cmake generates (lua_embed.c in the build tree): the pure-Lua modules lua/icl/NAME.lua as
+ * byte arrays, preloaded by icl_lua.c so `require "icl.graph"` and `icl.graph` work without the source tree. */
+#ifndef ICL_L_EMBED_H
+#define ICL_L_EMBED_H
+
+#include <stddef.h>
+
+extern const char *const icl_lua_embedded_names[];   /* "icl.graph", ..., NULL */
+extern const char *const icl_lua_embedded_sources[]; /* the file's bytes */
+extern const size_t icl_lua_embedded_sizes[];          /* their lengths */
+
+#endif

@@ -1,0 +1,841 @@
+/* icl.load, the model userdata (fields, tokenize/detokenize, run with captures and interventions) and
+ * icl.devices. Layers and heads are 0-based (they are names: blocks.3, head 2); token positions are 1-based and
+ * inclusive like Lua indices, negative ones counting from the end. Token ids are the vocabulary's ids. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "icl/devices.h"
+#include "icl/model.h"
+#include "icl_lua.h"
+#include "l_tensor.h"
+#include "tensor_ops.h"
+
+#define MODEL_MT "icl.model"
+#define GUARD_MT "icl.model.run"
+
+typedef struct mbox {
+  icl_model *m; /* NULL: closed (or not loaded yet) */
+  int busy;     /* inside m:run (callbacks may not close or re-run it) */
+} mbox;
+
+static mbox *check_box(lua_State *L, int arg) {
+  mbox *b = luaL_checkudata(L, arg, MODEL_MT);
+  if (!b->m) luaL_argerror(L, arg, "model is closed");
+  return b;
+}
+
+static icl_model *check_model(lua_State *L, int arg) { return check_box(L, arg)->m; }
+
+/* Raises for an unknown key in the options table at idx (typos must not pass silently). */
+static void check_keys(lua_State *L, int arg, int idx, const char *const *allowed, const char *what) {
+  for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+    int ok = 0;
+    for (int i = 0; allowed[i] && !ok; i++)
+      ok = lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), allowed[i]);
+    if (!ok) {
+      lua_pop(L, 1);
+      luaL_argerror(L, arg, lua_pushfstring(L, "%sunknown option '%s'", what, luaL_tolstring(L, -1, NULL)));
+    }
+  }
+}
+
+/* ---- loading --------------------------------------------------------------------------------------------- */
+
+static lua_Integer opt_int(lua_State *L, int idx, const char *key, lua_Integer def, lua_Integer lo, lua_Integer hi) {
+  lua_Integer v = def;
+  if (lua_getfield(L, idx, key) != LUA_TNIL) {
+    int isint;
+    v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < lo || v > hi)
+      luaL_argerror(L, idx, lua_pushfstring(L, "%s: expected an integer in %I..%I", key, lo, hi));
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static const char *const LOAD_KEYS[] = {"backend", "device", "threads", "n_ctx", "chunk", NULL};
+
+/* icl.load(path [, {backend=, device=, threads=, n_ctx=, chunk=}]) -> model, or nil + message. */
+static int l_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  icl_load_opts o = {.device = -1};
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    check_keys(L, 2, 2, LOAD_KEYS, "");
+    if (lua_getfield(L, 2, "backend") != LUA_TNIL && !lua_isstring(L, -1))
+      luaL_argerror(L, 2, "backend: expected 'auto', 'cpu', 'vulkan' or 'ref'");
+    o.backend = lua_tostring(L, -1); /* stays on the stack */
+    o.device = (int)opt_int(L, 2, "device", -1, -1, INT_MAX);
+    o.n_threads = (int)opt_int(L, 2, "threads", 0, 0, 4096);
+    o.n_ctx = (int)opt_int(L, 2, "n_ctx", 0, 0, 1 << 24);
+    o.chunk = (int)opt_int(L, 2, "chunk", 0, 0, 1 << 16);
+  }
+  mbox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->m = NULL, b->busy = 0;
+  luaL_setmetatable(L, MODEL_MT);
+  icl_error err;
+  int rc = icl_model_load(path, &o, &b->m, &err);
+  if (rc == ICL_EINVAL) return luaL_error(L, "%s", err.msg);
+  if (rc) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  return 1;
+}
+
+static int m_close(lua_State *L) {
+  mbox *b = luaL_checkudata(L, 1, MODEL_MT);
+  if (b->busy) return luaL_error(L, "cannot close a model while it runs");
+  icl_model_free(b->m);
+  b->m = NULL;
+  return 0;
+}
+
+static int m_tostring(lua_State *L) {
+  mbox *b = luaL_checkudata(L, 1, MODEL_MT);
+  if (!b->m) {
+    lua_pushliteral(L, "icl.model (closed)");
+    return 1;
+  }
+  const icl_hparams *h = icl_model_hparams(b->m);
+  lua_pushfstring(L, "icl.model: %s (%s, %d layers, %d heads, d_model %d, vocab %d) on %s", h->name, h->arch,
+                  h->n_layer, h->n_head, h->n_embd, h->n_vocab, icl_model_backend(b->m));
+  return 1;
+}
+
+/* ---- fields ---------------------------------------------------------------------------------------------- */
+
+static int push_field(lua_State *L, icl_model *m, const char *k) {
+  const icl_hparams *h = icl_model_hparams(m);
+  const icl_tokenizer *tok = icl_model_tokenizer(m);
+  static const char *const INTS[] = {"n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "d_mlp", "n_vocab",
+                                     "n_ctx_train", NULL};
+  const int vals[] = {h->n_layer, h->n_head, h->n_head_kv, h->n_embd, h->head_dim, h->n_ff, h->n_vocab, h->n_ctx_train};
+  for (int i = 0; INTS[i]; i++)
+    if (!strcmp(k, INTS[i])) return lua_pushinteger(L, vals[i]), 1;
+  if (!strcmp(k, "arch")) return lua_pushstring(L, h->arch), 1;
+  if (!strcmp(k, "name")) return lua_pushstring(L, h->name), 1;
+  if (!strcmp(k, "backend")) return lua_pushstring(L, icl_model_backend(m)), 1;
+  if (!strcmp(k, "device")) return lua_pushstring(L, icl_model_device(m)), 1;
+  if (!strcmp(k, "weight_bytes")) return lua_pushinteger(L, (lua_Integer)icl_model_weight_bytes(m)), 1;
+  if (!strcmp(k, "bos")) return lua_pushinteger(L, icl_tokenizer_bos(tok)), 1;
+  if (!strcmp(k, "eos")) return lua_pushinteger(L, icl_tokenizer_eos(tok)), 1;
+  return 0;
+}
+
+/* m.<field> or a method (the methods table is upvalue 1). */
+static int m_index(lua_State *L) {
+  luaL_checkudata(L, 1, MODEL_MT);
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+  if (k && push_field(L, check_model(L, 1), k)) return 1;
+  return luaL_error(L, "model has no field '%s'", luaL_tolstring(L, 2, NULL));
+}
+
+/* ---- tokens ---------------------------------------------------------------------------------------------- */
+
+/* Reads token ids at arg (a table or a 1-D tensor) into an array anchored on the stack; checks their range. */
+static int32_t *check_tokens(lua_State *L, int arg, int32_t n_vocab, int64_t *n) {
+  icl_tensor *t = icl_lua_test_tensor(L, arg);
+  if (!t) luaL_checktype(L, arg, LUA_TTABLE);
+  *n = t ? t->numel : (int64_t)luaL_len(L, arg);
+  int32_t *ids = lua_newuserdatauv(L, (size_t)(*n ? *n : 1) * sizeof *ids, 0);
+  for (int64_t i = 0; i < *n; i++) {
+    int isint = 0;
+    lua_Integer v = 0;
+    if (t) {
+      float f = t->data[i];
+      if (f > -1e9f && f < 1e9f) v = (lua_Integer)f, isint = (float)v == f;
+    } else {
+      lua_geti(L, arg, i + 1);
+      v = lua_tointegerx(L, -1, &isint);
+      lua_pop(L, 1);
+    }
+    if (!isint || v < 0 || v >= n_vocab)
+      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %s out of range 0..%d", (lua_Integer)i + 1,
+                                            isint ? lua_pushfstring(L, "%I", v) : "not an integer", n_vocab - 1));
+    ids[i] = (int32_t)v;
+  }
+  return ids;
+}
+
+static int opt_bool_field(lua_State *L, int idx, const char *key, int def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  int t = lua_getfield(L, idx, key), v = t == LUA_TNIL ? def : lua_toboolean(L, -1);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN) luaL_argerror(L, idx, lua_pushfstring(L, "%s: expected a boolean", key));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* m:tokenize(text [, {bos=, special=}]) -> {ids}. bos: true/false, default the model's own setting. */
+static int m_tokenize(lua_State *L) {
+  icl_model *m = check_model(L, 1);
+  size_t len;
+  const char *text = luaL_checklstring(L, 2, &len);
+  int bos = opt_bool_field(L, 3, "bos", -1), special = opt_bool_field(L, 3, "special", 0);
+  int32_t *ids = NULL;
+  int64_t n = 0;
+  icl_error err;
+  if (icl_tokenize(icl_model_tokenizer(m), text, len, bos, special, &ids, &n, &err))
+    return luaL_error(L, "%s", err.msg);
+  if (!lua_checkstack(L, 2) || n > INT_MAX) {
+    free(ids);
+    return luaL_error(L, "tokenize: too many tokens");
+  }
+  lua_createtable(L, (int)n, 0); /* may raise only on memory errors: ids leaks then */
+  for (int64_t i = 0; i < n; i++) {
+    lua_pushinteger(L, ids[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(ids);
+  return 1;
+}
+
+/* m:detokenize(ids [, {special=}]) -> string. */
+static int m_detokenize(lua_State *L) {
+  lua_settop(L, 3);
+  icl_model *m = check_model(L, 1);
+  int64_t n;
+  int32_t *ids = check_tokens(L, 2, icl_model_hparams(m)->n_vocab, &n);
+  int special = opt_bool_field(L, 3, "special", 0);
+  char *s = NULL;
+  size_t len = 0;
+  icl_error err;
+  if (icl_detokenize(icl_model_tokenizer(m), ids, n, special, &s, &len, &err)) return luaL_error(L, "%s", err.msg);
+  lua_pushlstring(L, s, len); /* a memory error here would leak s; acceptable at this size */
+  free(s);
+  return 1;
+}
+
+/* m:token_text(id) -> the bytes the token stands for. */
+static int m_token_text(lua_State *L) {
+  icl_model *m = check_model(L, 1);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  size_t len;
+  const char *s = id >= 0 && id <= INT32_MAX ? icl_token_text(icl_model_tokenizer(m), (int32_t)id, &len) : NULL;
+  if (!s)
+    return luaL_argerror(L, 2,
+                         lua_pushfstring(L, "token %I out of range 0..%d", id, icl_model_hparams(m)->n_vocab - 1));
+  lua_pushlstring(L, s, len);
+  return 1;
+}
+
+/* ---- run: options ---------------------------------------------------------------------------------------- */
+
+/* What m:run builds from its options. Arrays are userdata and strings are Lua strings, all kept alive in the
+ * anchor table at stack index `anchor`, so a raised error leaks nothing. */
+typedef struct run_spec {
+  lua_State *L;
+  const icl_hparams *hp;
+  int64_t n;  /* tokens */
+  int arg;    /* stack index of the options table (for argument errors) */
+  int anchor; /* stack index of the anchor table */
+  int nanchor;
+  icl_capture *caps;
+  int ncaps;
+  icl_intervention *ivs;
+  int nivs, cap_ivs;
+  const char **points;
+  int npoints;
+} run_spec;
+
+/* Pops the value on top into the anchor table. */
+static void anchor(run_spec *s) { lua_rawseti(s->L, s->anchor, ++s->nanchor); }
+
+static void *scratch(run_spec *s, size_t bytes) {
+  void *p = lua_newuserdatauv(s->L, bytes ? bytes : 1, 0);
+  memset(p, 0, bytes ? bytes : 1);
+  anchor(s);
+  return p;
+}
+
+/* Raises "bad argument #3 to 'run' (<what>.<msg>)". */
+static int field_error(run_spec *s, const char *what, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const char *msg = lua_pushvfstring(s->L, fmt, ap);
+  va_end(ap);
+  return luaL_argerror(s->L, s->arg, lua_pushfstring(s->L, "%s%s", what, msg));
+}
+
+/* Integer field of the item at idx; def when absent (required: error instead). */
+static lua_Integer int_field(run_spec *s, int idx, const char *what, const char *key, lua_Integer def, int required,
+                             lua_Integer lo, lua_Integer hi) {
+  lua_Integer v = def;
+  int t = lua_getfield(s->L, idx, key), isint = 1;
+  if (t == LUA_TNIL && required) field_error(s, what, "%s%s: required", *what ? "." : "", key);
+  if (t != LUA_TNIL) v = lua_tointegerx(s->L, -1, &isint);
+  if (!isint) field_error(s, what, "%s%s: expected an integer, got %s", *what ? "." : "", key, luaL_typename(s->L, -1));
+  if (v < lo || v > hi) field_error(s, what, "%s%s: %I out of range %I..%I", *what ? "." : "", key, v, lo, hi);
+  lua_pop(s->L, 1);
+  return v;
+}
+
+/* String field (kept alive by the item); NULL when absent and not required. */
+static const char *str_field(run_spec *s, int idx, const char *what, const char *key, int required) {
+  int t = lua_getfield(s->L, idx, key);
+  if (t == LUA_TNIL && required) field_error(s, what, "%s%s: required", *what ? "." : "", key);
+  if (t != LUA_TNIL && t != LUA_TSTRING)
+    field_error(s, what, "%s%s: expected a string, got %s", *what ? "." : "", key, luaL_typename(s->L, -1));
+  const char *v = lua_tostring(s->L, -1);
+  lua_pop(s->L, 1);
+  return v;
+}
+
+/* 1-based position (negative from the end) -> 0-based. */
+static int64_t position(run_spec *s, const char *what, lua_Integer p) {
+  int64_t q = p < 0 ? p + s->n : p - 1;
+  if (q < 0 || q >= s->n) field_error(s, what, ": position %I out of range 1..%I", p, (lua_Integer)s->n);
+  return q;
+}
+
+/* pos = p (one position) or {a, b} (inclusive) -> [*b, *e); absent: every position (0, 0). */
+static void pos_field(run_spec *s, int idx, const char *what, int64_t *b, int64_t *e) {
+  lua_State *L = s->L;
+  char w[96];
+  snprintf(w, sizeof w, "%s.pos", what);
+  int t = lua_getfield(L, idx, "pos");
+  *b = *e = 0;
+  if (t == LUA_TNUMBER) {
+    *b = position(s, w, int_field(s, idx, what, "pos", 0, 1, LUA_MININTEGER, LUA_MAXINTEGER));
+    *e = *b + 1;
+  } else if (t == LUA_TTABLE) {
+    lua_Integer ab[2];
+    for (int i = 0; i < 2; i++) {
+      int isint;
+      lua_geti(L, -1, i + 1);
+      ab[i] = lua_tointegerx(L, -1, &isint);
+      if (!isint) field_error(s, w, ": expected {first, last} positions");
+      lua_pop(L, 1);
+    }
+    *b = position(s, w, ab[0]);
+    *e = position(s, w, ab[1]) + 1;
+    if (*e <= *b) field_error(s, w, ": range {%I, %I} is empty", ab[0], ab[1]);
+  } else if (t != LUA_TNIL) {
+    field_error(s, w, ": expected a position or {first, last}");
+  }
+  lua_pop(L, 1);
+}
+
+/* head = h or heads = {h, ...}, each in 0..max-1; absent: NULL (all heads). */
+static void heads_field(run_spec *s, int idx, const char *what, int max, const int **heads, int *n) {
+  lua_State *L = s->L;
+  *heads = NULL, *n = 0;
+  if (lua_getfield(L, idx, "head") != LUA_TNIL) {
+    lua_pop(L, 1);
+    int *h = scratch(s, sizeof *h);
+    h[0] = (int)int_field(s, idx, what, "head", 0, 1, 0, max - 1);
+    *heads = h, *n = 1;
+    return;
+  }
+  lua_pop(L, 1);
+  int t = lua_getfield(L, idx, "heads");
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (t != LUA_TTABLE) field_error(s, what, ".heads: expected a list of head indices");
+  int k = (int)luaL_len(L, -1);
+  int *h = scratch(s, (size_t)k * sizeof *h);
+  for (int i = 0; i < k; i++) {
+    int isint;
+    lua_geti(L, -1, i + 1);
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0 || v >= max)
+      field_error(s, what, ".heads[%d]: %s out of range 0..%d", i + 1, luaL_tolstring(L, -1, NULL), max - 1);
+    h[i] = (int)v;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  *heads = h, *n = k;
+}
+
+/* value = tensor or nested table, copied (so the run cannot see it change); NULL when absent. */
+static const icl_tensor *value_field(run_spec *s, int idx, const char *what, int required) {
+  lua_State *L = s->L;
+  int t = lua_getfield(L, idx, "value");
+  if (t == LUA_TNIL) {
+    if (required) field_error(s, what, ".value: required (a tensor)");
+    lua_pop(L, 1);
+    return NULL;
+  }
+  if (t != LUA_TTABLE && !icl_lua_test_tensor(L, -1)) field_error(s, what, ".value: expected a tensor");
+  icl_tensor *v = icl_lua_to_tensor(L, -1);
+  anchor(s);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Calls fn(s, idx of item, "<name>[i]", i) for each item of the list opts[name] (a table of tables). */
+static void each_item(run_spec *s, const char *name, void (*fn)(run_spec *, int, const char *)) {
+  lua_State *L = s->L;
+  int t = lua_getfield(L, s->arg, name);
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (t != LUA_TTABLE) field_error(s, name, ": expected a list of tables");
+  int list = lua_gettop(L);
+  lua_Integer n = luaL_len(L, list);
+  for (lua_Integer i = 1; i <= n; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s[%d]", name, (int)i);
+    int ti = lua_geti(L, list, i);
+    if (ti != LUA_TTABLE && !(ti == LUA_TSTRING && !strcmp(name, "capture")))
+      field_error(s, what, ": expected a table, got %s", luaL_typename(L, -1));
+    fn(s, lua_gettop(L), what);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+static icl_intervention *new_iv(run_spec *s, icl_iv_kind kind) {
+  luaL_argcheck(s->L, s->nivs < s->cap_ivs, s->arg, "too many interventions");
+  icl_intervention *v = &s->ivs[s->nivs++];
+  memset(v, 0, sizeof *v);
+  v->kind = kind;
+  v->coef = 1.0f;
+  return v;
+}
+
+static const char *const CAPTURE_KEYS[] = {"name", "pos", "heads", "head", NULL};
+
+/* capture entry: "pattern" or {name = pattern, pos =, heads =}. */
+static void parse_capture(run_spec *s, int idx, const char *what) {
+  icl_capture *c = &s->caps[s->ncaps++];
+  if (lua_type(s->L, idx) == LUA_TSTRING) {
+    c->pattern = lua_tostring(s->L, idx);
+    return;
+  }
+  check_keys(s->L, s->arg, idx, CAPTURE_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  c->pattern = str_field(s, idx, what, "name", 1);
+  pos_field(s, idx, what, &c->pos_begin, &c->pos_end);
+  heads_field(s, idx, what, s->hp->n_head, &c->heads, &c->n_heads);
+}
+
+/* The point of an ablation: hook = "z" (default), "result", "q", "k", "v" with layer, or a full hook name. */
+static const char *ablate_hook(run_spec *s, int idx, const char *what, int *max_heads) {
+  const char *h = str_field(s, idx, what, "hook", 0);
+  *max_heads = s->hp->n_head;
+  if (h && strchr(h, '.')) return h;
+  if (!h) h = "z";
+  if (strcmp(h, "z") && strcmp(h, "result") && strcmp(h, "q") && strcmp(h, "k") && strcmp(h, "v"))
+    field_error(s, what, ".hook: '%s' is not z, result, q, k, v or a full hook name", h);
+  if (!strcmp(h, "k") || !strcmp(h, "v")) *max_heads = s->hp->n_head_kv;
+  int layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
+  const char *name = lua_pushfstring(s->L, "blocks.%d.attn.hook_%s", layer, h);
+  anchor(s);
+  return name;
+}
+
+static const char *const ABLATE_KEYS[] = {"layer", "head", "heads", "mode", "value", "hook", "pos", NULL};
+
+/* ablate entry: {layer =, head = | heads =, mode = "zero" | "mean", value =, hook =, pos =}. */
+static void parse_ablate(run_spec *s, int idx, const char *what) {
+  check_keys(s->L, s->arg, idx, ABLATE_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  const char *mode = str_field(s, idx, what, "mode", 0);
+  if (mode && strcmp(mode, "zero") && strcmp(mode, "mean"))
+    field_error(s, what, ".mode: '%s' is not zero or mean", mode);
+  int mean = mode && !strcmp(mode, "mean"), max_heads;
+  icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO);
+  v->hook = ablate_hook(s, idx, what, &max_heads);
+  heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
+  pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
+  v->value = value_field(s, idx, what, mean);
+}
+
+static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head", NULL};
+
+/* patch entry: {hook =, value =, pos =, heads =}. */
+static void parse_patch(run_spec *s, int idx, const char *what) {
+  check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  icl_intervention *v = new_iv(s, ICL_IV_PATCH);
+  v->hook = str_field(s, idx, what, "hook", 1);
+  heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
+  pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
+  v->value = value_field(s, idx, what, 1);
+}
+
+static const char *const ADD_KEYS[] = {"hook", "value", "coef", "pos", NULL};
+
+/* add entry: {hook =, value =, coef = 1, pos =}. */
+static void parse_add(run_spec *s, int idx, const char *what) {
+  check_keys(s->L, s->arg, idx, ADD_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  icl_intervention *v = new_iv(s, ICL_IV_ADD);
+  v->hook = str_field(s, idx, what, "hook", 1);
+  pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
+  v->value = value_field(s, idx, what, 1);
+  if (lua_getfield(s->L, idx, "coef") != LUA_TNIL) {
+    if (!lua_isnumber(s->L, -1)) field_error(s, what, ".coef: expected a number");
+    v->coef = (float)lua_tonumber(s->L, -1);
+  }
+  lua_pop(s->L, 1);
+}
+
+static const char *const KNOCKOUT_KEYS[] = {"layer", "heads", "head", "edges", NULL};
+
+/* knockout entry: {layer =, heads =, edges = {{q, k}, ...}} with 1-based positions k <= q. */
+static void parse_knockout(run_spec *s, int idx, const char *what) {
+  lua_State *L = s->L;
+  check_keys(L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(L, "%s: ", what));
+  lua_pop(L, 1);
+  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT);
+  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
+  heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
+  if (lua_getfield(L, idx, "edges") != LUA_TTABLE) field_error(s, what, ".edges: expected a list of {q, k} pairs");
+  int64_t n = (int64_t)luaL_len(L, -1);
+  int64_t *e = scratch(s, (size_t)(2 * n) * sizeof *e);
+  for (int64_t i = 0; i < n; i++) {
+    char w[96];
+    snprintf(w, sizeof w, "%s.edges[%lld]", what, (long long)i + 1);
+    if (lua_geti(L, -1, i + 1) != LUA_TTABLE) field_error(s, w, ": expected {q, k}");
+    for (int j = 0; j < 2; j++) {
+      int isint;
+      lua_geti(L, -1, j + 1);
+      lua_Integer p = lua_tointegerx(L, -1, &isint);
+      if (!isint) field_error(s, w, ": expected {q, k} positions");
+      e[2 * i + j] = position(s, w, p);
+      lua_pop(L, 1);
+    }
+    if (e[2 * i + 1] > e[2 * i]) field_error(s, w, ": key position after query position");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  v->edges = e, v->n_edges = n;
+}
+
+/* Length of the list opts[name] (0 when absent). */
+static int list_len(run_spec *s, const char *name) {
+  int t = lua_getfield(s->L, s->arg, name);
+  int n = t == LUA_TTABLE ? (int)luaL_len(s->L, -1) : t == LUA_TSTRING ? 1 : 0;
+  lua_pop(s->L, 1);
+  return n;
+}
+
+static void parse_lists(run_spec *s) {
+  lua_State *L = s->L;
+  int ncap = list_len(s, "capture");
+  s->cap_ivs = list_len(s, "ablate") + list_len(s, "patch") + list_len(s, "add") + list_len(s, "knockout");
+  s->caps = scratch(s, (size_t)ncap * sizeof *s->caps);
+  s->ivs = scratch(s, (size_t)s->cap_ivs * sizeof *s->ivs);
+  if (lua_getfield(L, s->arg, "capture") == LUA_TSTRING) { /* capture = "pattern" */
+    s->caps[s->ncaps++].pattern = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  } else {
+    lua_pop(L, 1);
+    each_item(s, "capture", parse_capture);
+  }
+  each_item(s, "ablate", parse_ablate);
+  each_item(s, "patch", parse_patch);
+  each_item(s, "add", parse_add);
+  each_item(s, "knockout", parse_knockout);
+}
+
+/* ---- run: callbacks -------------------------------------------------------------------------------------- */
+
+typedef struct run_ctx {
+  lua_State *L;
+  int hook_fn, chunk_fn; /* stack indices of the Lua functions (0: none) */
+  int stream, logits_all;
+  icl_run_result res; /* freed by the guard's __gc */
+} run_ctx;
+
+typedef struct call_args {
+  run_ctx *c;
+  const char *name;
+  icl_tensor *value;
+  int64_t pos0, n;
+  icl_run_result *res;
+} call_args;
+
+/* hook.fn(name, copy of the value, first position): a returned tensor, or the copy as modified, replaces it. */
+static int hook_protected(lua_State *L) {
+  call_args *a = lua_touserdata(L, 1);
+  icl_lua_tbox *b = icl_lua_new_tbox(L); /* index 3: the copy the function sees */
+  if (!(b->t = icl_tensor_clone(a->value))) return luaL_error(L, "out of memory");
+  lua_pushvalue(L, 2); /* hook.fn */
+  lua_pushstring(L, a->name);
+  lua_pushvalue(L, 3);
+  lua_pushinteger(L, a->pos0 + 1);
+  lua_call(L, 3, 1);
+  icl_tensor *ret = icl_lua_test_tensor(L, -1), *src = ret ? ret : icl_lua_test_tensor(L, 3);
+  if (!ret && !lua_isnil(L, -1))
+    return luaL_error(L, "hook.fn returned a %s (expected nil or a tensor)", luaL_typename(L, -1));
+  if (!src) return 0; /* the copy was closed: no change */
+  if (src->numel != a->value->numel)
+    return luaL_error(L, "hook.fn returned %I elements for %s, expected %I", (lua_Integer)src->numel, a->name,
+                      (lua_Integer)a->value->numel);
+  memcpy(a->value->data, src->data, (size_t)src->numel * sizeof(float));
+  return 0;
+}
+
+/* on_chunk(first position, count, {name = tensor, logits = rows of this chunk}): captures when streaming. */
+static int chunk_protected(lua_State *L) {
+  call_args *a = lua_touserdata(L, 1);
+  lua_pushvalue(L, 2); /* on_chunk */
+  lua_pushinteger(L, a->pos0 + 1);
+  lua_pushinteger(L, a->n);
+  lua_newtable(L);
+  for (int i = 0; a->c->stream && i < a->res->n_captures; i++) {
+    if (!a->res->captures[i]) continue;
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    if (!(b->t = icl_tensor_clone(a->res->captures[i]))) return luaL_error(L, "out of memory");
+    lua_setfield(L, -2, a->res->names[i]);
+  }
+  const icl_tensor *lg = a->res->logits;
+  if (lg && a->c->logits_all) {
+    icl_error err;
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    if (icl_tensor_slice(lg, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    lua_setfield(L, -2, "logits");
+  }
+  lua_call(L, 3, 0);
+  return 0;
+}
+
+/* Runs fn(a, the Lua function at stack index lua_fn of m:run's frame) protected; an error becomes err (the model
+ * run then stops and frees its resources). */
+static int call_lua(lua_State *L, lua_CFunction fn, call_args *a, int lua_fn, const char *what, icl_error *err) {
+  if (!lua_checkstack(L, 8)) return icl_error_set(err, ICL_ENOMEM, "%s: Lua stack overflow", what);
+  lua_pushcfunction(L, fn);
+  lua_pushlightuserdata(L, a);
+  lua_pushvalue(L, lua_fn);
+  if (lua_pcall(L, 2, 0, 0) == LUA_OK) return ICL_OK;
+  icl_error_set(err, ICL_EINVAL, "%s: %s", what, lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  lua_pop(L, 1);
+  return ICL_EINVAL;
+}
+
+static int hook_cb(void *ud, const char *hook, icl_tensor *value, int64_t pos0, icl_error *err) {
+  run_ctx *c = ud;
+  call_args a = {.c = c, .name = hook, .value = value, .pos0 = pos0};
+  return call_lua(c->L, hook_protected, &a, c->hook_fn, "hook.fn", err);
+}
+
+static int chunk_cb(void *ud, int64_t pos0, int64_t n, icl_run_result *res, icl_error *err) {
+  run_ctx *c = ud;
+  call_args a = {.c = c, .pos0 = pos0, .n = n, .res = res};
+  return call_lua(c->L, chunk_protected, &a, c->chunk_fn, "on_chunk", err);
+}
+
+/* ---- run ------------------------------------------------------------------------------------------------- */
+
+static int guard_gc(lua_State *L) {
+  run_ctx *c = luaL_checkudata(L, 1, GUARD_MT);
+  icl_run_result_free(&c->res);
+  return 0;
+}
+
+static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "hook",
+                                       "on_chunk", "stream", NULL};
+
+/* logits = "all" | "last" (default) | "none". */
+static icl_logits_mode logits_opt(run_spec *s) {
+  const char *v = str_field(s, s->arg, "", "logits", 0);
+  if (!v || !strcmp(v, "last")) return ICL_LOGITS_LAST;
+  if (!strcmp(v, "all")) return ICL_LOGITS_ALL;
+  if (!strcmp(v, "none")) return ICL_LOGITS_NONE;
+  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last or none", v);
+}
+
+/* hook = {points = {...} | point = "...", fn = function}: leaves fn on the stack and returns its index. */
+static int hook_opt(run_spec *s) {
+  lua_State *L = s->L;
+  int t = lua_getfield(L, s->arg, "hook");
+  if (t == LUA_TNIL) return lua_pop(L, 1), 0;
+  if (t != LUA_TTABLE) field_error(s, "hook", ": expected {points = {...}, fn = function}");
+  int h = lua_gettop(L);
+  if (lua_getfield(L, h, "fn") != LUA_TFUNCTION) field_error(s, "hook", ".fn: expected a function");
+  int fn = lua_gettop(L);
+  t = lua_getfield(L, h, "points");
+  if (t == LUA_TSTRING) {
+    s->points = scratch(s, sizeof *s->points);
+    s->points[s->npoints++] = lua_tostring(L, -1);
+  } else if (t == LUA_TTABLE) {
+    int n = (int)luaL_len(L, -1);
+    s->points = scratch(s, (size_t)n * sizeof *s->points);
+    for (int i = 1; i <= n; i++) {
+      if (lua_geti(L, -1, i) != LUA_TSTRING) field_error(s, "hook", ".points[%d]: expected a hook name", i);
+      s->points[s->npoints++] = lua_tostring(L, -1);
+      lua_pop(L, 1); /* the list keeps it */
+    }
+  } else {
+    field_error(s, "hook", ".points: expected a list of hook names");
+  }
+  lua_pop(L, 1);
+  lua_remove(L, h);
+  return fn - 1;
+}
+
+/* Moves the result's tensors into a new table {logits = ..., [name] = ...}. */
+static void push_results(lua_State *L, run_ctx *c) {
+  icl_run_result *r = &c->res;
+  lua_createtable(L, 0, r->n_captures + 1);
+  if (r->logits) {
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    b->t = r->logits, r->logits = NULL;
+    lua_setfield(L, -2, "logits");
+  }
+  for (int i = 0; !c->stream && i < r->n_captures; i++) {
+    if (!r->captures[i]) continue;
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    b->t = r->captures[i], r->captures[i] = NULL;
+    lua_setfield(L, -2, r->names[i]);
+  }
+}
+
+/* Parses the options into s and o and pushes the guard that owns the result (and frees it if anything raises). */
+static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
+  o->logits = logits_opt(s);
+  o->interrupt = icl_lua_interrupt_flag(L);
+  parse_lists(s);
+  run_ctx *c = lua_newuserdatauv(L, sizeof *c, 0);
+  memset(c, 0, sizeof *c);
+  luaL_setmetatable(L, GUARD_MT);
+  c->L = L;
+  c->logits_all = o->logits == ICL_LOGITS_ALL;
+  c->hook_fn = hook_opt(s);
+  if (lua_getfield(L, s->arg, "on_chunk") != LUA_TNIL && !lua_isfunction(L, -1))
+    field_error(s, "on_chunk", ": expected a function");
+  c->chunk_fn = lua_isnil(L, -1) ? 0 : lua_gettop(L);
+  c->stream = opt_bool_field(L, s->arg, "stream", c->chunk_fn != 0);
+  o->captures = s->caps, o->n_captures = s->ncaps;
+  o->interventions = s->ivs, o->n_interventions = s->nivs;
+  o->hook_points = s->points, o->n_hook_points = s->npoints;
+  o->hook = c->hook_fn ? hook_cb : NULL, o->hook_ud = c;
+  o->on_chunk = c->chunk_fn ? chunk_cb : NULL, o->chunk_ud = c, o->stream = c->stream;
+  return c;
+}
+
+/* The three tiers after a run: Ctrl-C and bad requests raise, memory exhaustion returns nil + message. */
+static int finish_run(lua_State *L, int rc, const icl_error *err, run_ctx *c) {
+  volatile int *flag = icl_lua_interrupt_flag(L);
+  if (rc && *flag) { /* Ctrl-C between chunks: consumed here, so the hook does not raise a second time */
+    *flag = 0;
+    lua_sethook(L, NULL, 0, 0);
+    return luaL_error(L, "interrupted");
+  }
+  if (rc == ICL_ENOMEM || rc == ICL_EDEVICE || rc == ICL_EIO) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err->msg);
+    return 2;
+  }
+  if (rc) return luaL_error(L, "%s", err->msg);
+  push_results(L, c);
+  return 1;
+}
+
+/* m:run(tokens [, opts]) -> {logits = tensor, [hook name] = tensor, ...}, or nil + message when memory runs out. */
+static int m_run(lua_State *L) {
+  mbox *box = check_box(L, 1);
+  if (box->busy) return luaL_error(L, "model is already running (m:run called from a hook or on_chunk?)");
+  const icl_hparams *hp = icl_model_hparams(box->m);
+  if (lua_isnoneornil(L, 3)) lua_settop(L, 2), lua_newtable(L);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_settop(L, 3);
+  int64_t n;
+  int32_t *tokens = check_tokens(L, 2, hp->n_vocab, &n);
+  luaL_argcheck(L, n > 0, 2, "no tokens");
+  check_keys(L, 3, 3, RUN_KEYS, "");
+  lua_newtable(L); /* the anchor */
+  run_spec s = {.L = L, .hp = hp, .n = n, .arg = 3, .anchor = lua_gettop(L)};
+  icl_run_opts o;
+  memset(&o, 0, sizeof o);
+  run_ctx *c = prepare_run(L, &s, &o);
+  icl_error err;
+  box->busy = 1;
+  int rc = icl_model_run(box->m, tokens, n, &o, &c->res, &err);
+  box->busy = 0;
+  return finish_run(L, rc, &err, c);
+}
+
+/* ---- devices --------------------------------------------------------------------------------------------- */
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_bool(lua_State *L, const char *k, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void push_device(lua_State *L, const icl_device_info *d, int chosen) {
+  lua_createtable(L, 0, 16);
+  set_int(L, "index", d->index);
+  lua_pushstring(L, d->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, d->type ? d->type : "other");
+  lua_setfield(L, -2, "type");
+  lua_pushstring(L, d->driver);
+  lua_setfield(L, -2, "driver");
+  lua_pushfstring(L, "%d.%d.%d", (int)(d->api_version >> 22) & 0x7f, (int)(d->api_version >> 12) & 0x3ff,
+                  (int)d->api_version & 0xfff);
+  lua_setfield(L, -2, "api_version");
+  set_int(L, "subgroup_size", d->subgroup_size);
+  set_bool(L, "fp16", d->fp16);
+  set_bool(L, "int8", d->int8);
+  set_int(L, "max_storage_range", (lua_Integer)d->max_storage_range);
+  set_int(L, "max_alloc", (lua_Integer)d->max_alloc);
+  set_int(L, "max_shared", d->max_shared);
+  uint64_t local = 0;
+  for (int i = 0; i < d->n_heaps; i++) local += d->heaps[i].device_local ? d->heaps[i].size : 0;
+  set_int(L, "device_memory", (lua_Integer)local);
+  set_bool(L, "uma", d->uma);
+  set_bool(L, "usable", d->usable);
+  set_bool(L, "chosen", d->index == chosen);
+}
+
+/* icl.devices() -> list of device descriptions, or nil + message when there is no Vulkan loader or device. */
+static int l_devices(lua_State *L) {
+  enum { CAP = 16 };
+  icl_device_info *d = lua_newuserdatauv(L, CAP * sizeof *d, 0);
+  int n = 0, chosen = -1;
+  icl_error err;
+  if (icl_vk_list_devices(d, CAP, &n, &chosen, &err)) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_createtable(L, n < CAP ? n : CAP, 0);
+  for (int i = 0; i < n && i < CAP; i++) {
+    push_device(L, &d[i], chosen);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* ---- registration ---------------------------------------------------------------------------------------- */
+
+static const luaL_Reg METHODS[] = {{"tokenize", m_tokenize}, {"detokenize", m_detokenize}, {"token_text", m_token_text},
+                                   {"run", m_run},           {"close", m_close},           {NULL, NULL}};
+
+static const luaL_Reg META[] = {
+    {"__index", m_index}, {"__gc", m_close}, {"__close", m_close}, {"__tostring", m_tostring}, {NULL, NULL}};
+
+int icl_lua_open_model(lua_State *L) {
+  luaL_newmetatable(L, MODEL_MT);
+  luaL_newlib(L, METHODS);
+  luaL_setfuncs(L, META, 1); /* the methods table is upvalue 1 of each */
+  lua_pop(L, 1);
+  luaL_newmetatable(L, GUARD_MT);
+  lua_pushcfunction(L, guard_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, l_load);
+  lua_setfield(L, -2, "load");
+  lua_pushcfunction(L, l_devices);
+  lua_setfield(L, -2, "devices");
+  return 1;
+}
