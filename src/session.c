@@ -163,7 +163,11 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   icl_run_opts none = {0};
   if (!opts) opts = &none;
   struct icl_hookctx *hk = NULL;
-  if ((rc = icl_hooks_begin(s, tokens, n, opts, res, &hk, err))) return rc;
+  if ((rc = icl_hooks_begin(s, tokens, n, opts, res, &hk, err))) {
+    icl_hooks_end(hk);
+    icl_run_result_free(res);
+    return rc;
+  }
   int64_t V = m->hp.n_vocab;
   for (int64_t c = 0; c < n && !rc; c += m->chunk) {
     int64_t nc = n - c < m->chunk ? n - c : m->chunk;
