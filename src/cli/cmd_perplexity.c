@@ -1,7 +1,7 @@
 /* icl perplexity: perplexity of a model over a text file, in windows. Window definition (the same as the
  * reference fixtures, docs/fixtures.md): the file's tokens without BOS are cut into consecutive pieces of
  * ctx-1 tokens; each window is BOS + piece; every position of the window predicts the next token of the
- * window, so a window of ctx tokens scores ctx-1 predictions. A last partial piece is scored too. */
+ * window, so a window of ctx tokens scores ctx-1 predictions. Tokens after the last full piece are not scored. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,11 @@ static int score(icl_model *m, const int32_t *ids, int64_t n, long ctx, long max
   const icl_hparams *hp = icl_model_hparams(m);
   int32_t bos = icl_tokenizer_bos(icl_model_tokenizer(m));
   int64_t piece = bos >= 0 ? ctx - 1 : ctx;
-  int64_t windows = (n + piece - 1) / piece;
+  int64_t windows = n / piece;
+  if (windows == 0) {
+    fprintf(stderr, "icl perplexity: %lld tokens are fewer than one window of %lld\n", (long long)n, (long long)piece);
+    return 2;
+  }
   if (max_windows > 0 && windows > max_windows) windows = max_windows;
   int32_t *win = malloc((size_t)ctx * sizeof *win);
   float *logits = malloc((size_t)ctx * (size_t)hp->n_vocab * sizeof *logits);

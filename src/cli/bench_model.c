@@ -1,0 +1,157 @@
+/* icl bench model / icl bench hooks: whole-model throughput (prefill, decode, all-logits forward) and the
+ * overhead of hook captures, each best of a few repetitions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_common.h"
+#include "icl/model.h"
+
+typedef struct bench_opts {
+  const char *model, *backend;
+  long tokens, reps, layer;
+} bench_opts;
+
+static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
+  *o = (bench_opts){.tokens = 1400, .reps = 3, .layer = -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf("usage: icl bench %s -m MODEL [--backend B] [--tokens N] [--reps R]%s\n", cmd,
+             strcmp(cmd, "hooks") ? "" : " [--layer L]");
+      exit(0);
+    }
+    if (!v) { fprintf(stderr, "icl bench %s: %s needs a value\n", cmd, a); return 2; }
+    if (!strcmp(a, "-m")) o->model = v;
+    else if (!strcmp(a, "--backend")) o->backend = v;
+    else if (!strcmp(a, "--tokens")) { if (cli_int("bench", a, v, 2, 1 << 20, &o->tokens)) return 2; }
+    else if (!strcmp(a, "--reps")) { if (cli_int("bench", a, v, 1, 1000, &o->reps)) return 2; }
+    else if (!strcmp(a, "--layer")) { if (cli_int("bench", a, v, 0, 4096, &o->layer)) return 2; }
+    else { fprintf(stderr, "icl bench %s: unknown option '%s'\n", cmd, a); return 2; }
+    i++;
+  }
+  if (!o->model) { fprintf(stderr, "icl bench %s: -m MODEL is required\n", cmd); return 2; }
+  return 0;
+}
+
+static icl_model *open_model(const bench_opts *o, long n_ctx) {
+  icl_load_opts lo = {.backend = o->backend, .device = -1, .n_ctx = (int)n_ctx};
+  icl_model *m = NULL;
+  icl_error e = {0};
+  if (icl_model_load(o->model, &lo, &m, &e)) fprintf(stderr, "icl bench: %s\n", e.msg);
+  return m;
+}
+
+/* Deterministic pseudo-random tokens (speed does not depend on content). */
+static int32_t *make_tokens(const icl_model *m, long n) {
+  int32_t *t = malloc((size_t)n * sizeof *t);
+  uint64_t s = 12345;
+  for (long i = 0; t && i < n; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t[i] = (int32_t)((s >> 33) % (uint64_t)(icl_model_hparams(m)->n_vocab / 2));
+  }
+  return t;
+}
+
+/* Best wall time of reps runs of icl_model_run with opts. */
+static double time_run(icl_model *m, const int32_t *t, long n, const icl_run_opts *opts, long reps) {
+  double best = 1e30;
+  for (long r = 0; r < reps; r++) {
+    icl_run_result res;
+    icl_error e = {0};
+    double t0 = cli_now();
+    if (icl_model_run(m, t, n, opts, &res, &e)) {
+      fprintf(stderr, "icl bench: %s\n", e.msg);
+      return -1;
+    }
+    double dt = cli_now() - t0;
+    icl_run_result_free(&res);
+    if (dt < best) best = dt;
+  }
+  return best;
+}
+
+/* Best prefill time of n tokens and decode rate over `steps` single-token steps after a short prompt. */
+static int time_session(icl_model *m, const int32_t *t, long n, long steps, long reps, double *prefill, double *decode) {
+  icl_session *s = NULL;
+  icl_error e = {0};
+  float *logits = malloc((size_t)icl_model_hparams(m)->n_vocab * sizeof *logits);
+  int rc = logits ? icl_session_new(m, &s, &e) : ICL_ENOMEM;
+  *prefill = *decode = 1e30;
+  for (long r = 0; r < reps && !rc; r++) {
+    icl_session_reset(s);
+    double t0 = cli_now();
+    rc = icl_session_eval(s, t, n, logits, 0, &e);
+    double t1 = cli_now();
+    if (t1 - t0 < *prefill) *prefill = t1 - t0;
+    icl_session_reset(s);
+    if (!rc) rc = icl_session_eval(s, t, 8, logits, 0, &e);
+    double t2 = cli_now();
+    for (long i = 0; i < steps && !rc; i++) rc = icl_session_eval(s, t + 8 + i, 1, logits, 0, &e);
+    double t3 = cli_now();
+    if (t3 - t2 < *decode) *decode = t3 - t2;
+  }
+  if (rc) fprintf(stderr, "icl bench: %s\n", e.msg);
+  icl_session_free(s);
+  free(logits);
+  return rc;
+}
+
+int icl_bench_model(int argc, char **argv) {
+  bench_opts o;
+  if (parse_bench("model", argc, argv, &o)) return 2;
+  long n = o.tokens < 1400 ? 1400 : o.tokens;
+  icl_model *m = open_model(&o, n + 8);
+  if (!m) return 2;
+  int32_t *t = make_tokens(m, n + 8);
+  printf("model: %s\nbackend: %s\n", icl_model_hparams(m)->name, icl_model_device(m));
+  printf("%-34s %10s %12s\n", "measure", "seconds", "tokens/s");
+  int rc = 0;
+  long sizes[] = {128, 512};
+  for (int i = 0; i < 2 && !rc; i++) {
+    double pf, dec;
+    rc = time_session(m, t, sizes[i], i == 0 ? 128 : 0, o.reps, &pf, &dec);
+    if (rc) break;
+    printf("prefill %-26ld %10.3f %12.1f\n", sizes[i], pf, sizes[i] / pf);
+    if (i == 0) printf("%-34s %10.3f %12.1f\n", "decode 128 (after 8 tokens)", dec, 128 / dec);
+  }
+  icl_run_opts all = {.logits = ICL_LOGITS_ALL};
+  double dt = rc ? -1 : time_run(m, t, 1400, &all, o.reps);
+  if (dt > 0) printf("%-34s %10.3f %12.1f\n", "forward 1400, all-position logits", dt, 1400 / dt);
+  free(t);
+  icl_model_free(m);
+  return rc || dt < 0 ? 1 : 0;
+}
+
+int icl_bench_hooks(int argc, char **argv) {
+  bench_opts o;
+  if (parse_bench("hooks", argc, argv, &o)) return 2;
+  icl_model *m = open_model(&o, o.tokens);
+  if (!m) return 2;
+  int L = o.layer >= 0 ? (int)o.layer : icl_model_hparams(m)->n_layer / 2;
+  int32_t *t = make_tokens(m, o.tokens);
+  char resid[64], pattern[64];
+  snprintf(resid, sizeof resid, "blocks.%d.hook_resid_post", L);
+  snprintf(pattern, sizeof pattern, "blocks.%d.attn.hook_pattern", L);
+  icl_capture c_resid = {.pattern = resid}, c_pat = {.pattern = pattern};
+  icl_run_opts plain = {.logits = ICL_LOGITS_LAST};
+  icl_run_opts with_resid = plain, with_pat = plain;
+  with_resid.captures = &c_resid, with_resid.n_captures = 1;
+  with_pat.captures = &c_pat, with_pat.n_captures = 1;
+  printf("model: %s\nbackend: %s\ntokens: %ld, best of %ld\n", icl_model_hparams(m)->name, icl_model_device(m),
+         o.tokens, o.reps);
+  time_run(m, t, o.tokens, &plain, 1); /* warm-up */
+  double base = time_run(m, t, o.tokens, &plain, o.reps);
+  double r1 = time_run(m, t, o.tokens, &with_resid, o.reps);
+  double r2 = time_run(m, t, o.tokens, &with_pat, o.reps);
+  int rc = base < 0 || r1 < 0 || r2 < 0;
+  if (!rc) {
+    printf("%-44s %9.3f s\n", "plain run (last-position logits)", base);
+    printf("%-44s %9.3f s  overhead %+6.2f%%\n", resid, r1, 100 * (r1 / base - 1));
+    printf("%-44s %9.3f s  overhead %+6.2f%%\n", pattern, r2, 100 * (r2 / base - 1));
+  }
+  free(t);
+  icl_model_free(m);
+  return rc;
+}
