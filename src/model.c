@@ -133,7 +133,7 @@ static int read_model(icl_model *m, const icl_gguf *g, const icl_load_opts *o, i
                          m->path, archname, icl_arch_list());
   int rc = icl_arch_read_hparams(g, m->arch, &m->hp, &m->window, err);
   if (rc) return rc;
-  if ((rc = icl_tokenizer_from_gguf(g, &m->tok, err))) return icl_error_wrap(err, "%s: tokenizer", m->path);
+  if ((rc = icl_tokenizer_from_gguf(g, &m->tok, err))) return rc; /* the message names the file */
   const icl_gguf_tensor *te = icl_gguf_find_tensor(g, "token_embd.weight");
   if (!te) return icl_error_set(err, ICL_EFORMAT, "%s: missing tensor 'token_embd.weight'", m->path);
   /* logits cover the embedding rows (which may pad the tokenizer's vocabulary) */
