@@ -1,0 +1,12 @@
+#!/bin/sh
+# Builds and runs the CPU backend micro-benchmark (tests/ops/bench_cpu.c) with the compiler
+# directly, independent of the CMake build. Arguments go to the benchmark: [threads] [type].
+# BENCH_ONLY=matmul|forward limits it to one part.
+set -e
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${TMPDIR:-/tmp}/icl-bench-cpu
+cc=${CC:-cc}
+$cc -std=c11 -O2 -D_GNU_SOURCE -I"$root/src" -I"$root/include" -o "$out" \
+  "$root/tests/ops/bench_cpu.c" "$root"/src/cpu/*.c "$root"/src/ref/ref_*.c "$root/src/ops.c" \
+  "$root/src/types.c" "$root/src/error.c" -lm -lpthread
+exec "$out" "$@"

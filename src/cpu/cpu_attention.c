@@ -1,0 +1,231 @@
+/* Causal attention on the CPU, threaded over items claimed dynamically (later queries see more
+ * keys, so static splits would be uneven). Two paths:
+ * - few queries (decode): one query row at a time for all query heads of a GQA group, so the
+ *   cache is read once per group; float dots against each visible key; items (query, kv head);
+ * - many queries (prefill): per (kv head, block of queries) the visible keys are packed
+ *   transposed into 32-key tiles and the values into 32-dim tiles, so both q.k^T and p.v run
+ *   on the matmul's register-blocked kernel (gemm_tile) for all query heads of the group.
+ * Keys outside the causal/window range are skipped where whole tiles allow, masked otherwise. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+
+/* Query rows per item of the blocked path, and the fewest queries that use it. */
+#define ATTN_QB 64
+#define ATTN_BLOCKED_MIN_Q 4
+#define TR CPU_TILE_ROWS
+
+typedef struct attn_ctx {
+  const cpu_kernels *k;
+  cpu_scratch *scratch;
+  const float *q, *kc, *vc, *mask;
+  float *out, *pattern;
+  int64_t hd, nh, nkvh, nq, nkv;
+  icl_attn_params p;
+} attn_ctx;
+
+/* Query row i for every query head of kv head kvh (the GQA group): each key and value row is
+ * loaded once for the whole group (decode reads the cache once, not once per head); s holds
+ * group rows of n_kv scores. */
+static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t i, float *s) {
+  const cpu_kernels *k = c->k;
+  int64_t group = c->nh / c->nkvh, h0 = kvh * group, qpos = c->p.n_past + i;
+  int64_t j1 = qpos + 1 < c->nkv ? qpos + 1 : c->nkv;
+  int64_t j0 = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
+  const float *q = c->q + (i * c->nh + h0) * c->hd;
+  for (int64_t j = j0; j < j1; j++) {
+    const float *kv = c->kc + (j * c->nkvh + kvh) * c->hd;
+    for (int64_t g = 0; g < group; g++) s[g * c->nkv + j] = k->dot(q + g * c->hd, kv, c->hd);
+  }
+  for (int64_t g = 0; g < group; g++) {
+    int64_t h = h0 + g;
+    float *sg = s + g * c->nkv;
+    const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv : NULL;
+    float mx = k->scale_max(sg + j0, j1 - j0, c->p.scale);
+    if (c->p.softcap > 0.0f || mrow) {
+      mx = -INFINITY;
+      for (int64_t j = j0; j < j1; j++) {
+        float v = sg[j];
+        if (c->p.softcap > 0.0f) v = c->p.softcap * tanhf(v / c->p.softcap);
+        if (mrow) v += mrow[j];
+        sg[j] = v;
+        mx = v > mx ? v : mx;
+      }
+    }
+    double sum = mx != -INFINITY ? k->exp_sum(sg + j0, j1 - j0, mx) : 0.0;
+    /* fully masked: zeros, as in the reference */
+    k->scale_max(sg + j0, j1 - j0, sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+    if (sum == 0.0) memset(sg + j0, 0, (size_t)(j1 - j0) * sizeof *sg);
+    memset(c->out + (i * c->nh + h) * c->hd, 0, (size_t)c->hd * sizeof(float));
+    if (c->pattern) {
+      float *prow = c->pattern + (h * c->nq + i) * c->nkv;
+      memset(prow, 0, (size_t)c->nkv * sizeof *prow);
+      memcpy(prow + j0, sg + j0, (size_t)(j1 - j0) * sizeof *prow);
+    }
+  }
+  float *o = c->out + (i * c->nh + h0) * c->hd;
+  for (int64_t j = j0; j < j1; j++) {
+    const float *vv = c->vc + (j * c->nkvh + kvh) * c->hd;
+    for (int64_t g = 0; g < group; g++) {
+      float wgt = s[g * c->nkv + j];
+      if (wgt != 0.0f) k->axpy(o + g * c->hd, wgt, vv, c->hd);
+    }
+  }
+}
+
+/* Item = (query, kv head) of the row path. */
+static void attn_item(void *arg, int64_t it, int ith) {
+  attn_ctx *c = arg;
+  attn_row_group(c, it % c->nkvh, it / c->nkvh, c->scratch[ith].p);
+}
+
+/* ---- blocked path -------------------------------------------------------------------------- */
+
+/* Visible key range [*lo, *hi) of query i: causal limit and sliding window. */
+static void attn_range(const attn_ctx *c, int64_t i, int64_t *lo, int64_t *hi) {
+  int64_t qpos = c->p.n_past + i;
+  *hi = qpos + 1 < c->nkv ? qpos + 1 : c->nkv;
+  *lo = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
+}
+
+/* Packs keys [j0, j0 + nk) of kv head kvh as tiles kp[tile][d][32] (missing keys zero). */
+static void pack_keys(const attn_ctx *c, int64_t kvh, int64_t j0, int64_t nk, float *kp) {
+  int64_t nt = (nk + TR - 1) / TR;
+  memset(kp + (nt - 1) * c->hd * TR, 0, (size_t)(c->hd * TR) * sizeof(float));
+  for (int64_t j = 0; j < nk; j++) {
+    const float *kv = c->kc + ((j0 + j) * c->nkvh + kvh) * c->hd;
+    float *dst = kp + (j / TR) * c->hd * TR + j % TR;
+    for (int64_t d = 0; d < c->hd; d++) dst[d * TR] = kv[d];
+  }
+}
+
+/* Packs values of keys [j0, j0 + nk) as dim tiles vp[dtile][j][32] (rows past nk zero, so
+ * zero probabilities never meet uninitialized memory). */
+static void pack_values(const attn_ctx *c, int64_t kvh, int64_t j0, int64_t nk, int64_t nk_pad, float *vp) {
+  int64_t ndt = (c->hd + TR - 1) / TR;
+  memset(vp, 0, (size_t)(ndt * nk_pad * TR) * sizeof(float));
+  for (int64_t j = 0; j < nk; j++) {
+    const float *vv = c->vc + ((j0 + j) * c->nkvh + kvh) * c->hd;
+    for (int64_t dt = 0; dt < ndt; dt++) {
+      int64_t n = c->hd - dt * TR < TR ? c->hd - dt * TR : TR;
+      memcpy(vp + (dt * nk_pad + j) * TR, vv + dt * TR, (size_t)n * sizeof(float));
+    }
+  }
+}
+
+/* Turns raw q.k scores s[0..ns) (keys j0 + x) of query i into probabilities in place: scale,
+ * softcap, mask, visibility; entries outside the visible range become exactly 0. Writes the
+ * pattern row when requested. */
+static void softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0, float *s, int64_t ns) {
+  int64_t lo, hi;
+  attn_range(c, i, &lo, &hi);
+  lo = lo > j0 ? lo - j0 : 0;
+  hi = hi - j0 < ns ? hi - j0 : ns;
+  const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv + j0 : NULL;
+  float mx = c->k->scale_max(s + lo, hi - lo, c->p.scale);
+  if (c->p.softcap > 0.0f || mrow) {
+    mx = -INFINITY;
+    for (int64_t x = lo; x < hi; x++) {
+      float v = s[x];
+      if (c->p.softcap > 0.0f) v = c->p.softcap * tanhf(v / c->p.softcap);
+      if (mrow) v += mrow[x];
+      s[x] = v;
+      mx = v > mx ? v : mx;
+    }
+  }
+  double sum = mx != -INFINITY ? c->k->exp_sum(s + lo, hi - lo, mx) : 0.0;
+  memset(s, 0, (size_t)lo * sizeof *s);
+  memset(s + hi, 0, (size_t)(ns - hi) * sizeof *s);
+  if (sum > 0.0) c->k->scale_max(s + lo, hi - lo, (float)(1.0 / sum));
+  else memset(s + lo, 0, (size_t)(hi - lo) * sizeof *s); /* fully masked: all zero (and no -inf * 0) */
+  if (c->pattern) {
+    float *prow = c->pattern + (h * c->nq + i) * c->nkv;
+    memset(prow, 0, (size_t)c->nkv * sizeof *prow);
+    memcpy(prow + j0, s, (size_t)ns * sizeof *prow);
+  }
+}
+
+typedef struct attn_blk {
+  int64_t kvh, i0, i1;  /* kv head and query rows of the item */
+  int64_t j0, nk, nk_pad; /* keys packed: [j0, j0 + nk), padded to whole tiles */
+  float *kp, *vp, *s;     /* packed keys, packed values, scores [gemm_nt][nk_pad] */
+  float *qp, *pp;         /* queries [hd][gemm_nt] and probabilities [nk_pad][gemm_nt], packed */
+} attn_blk;
+
+/* Queries [t0, t0+nt) of head h: scores over the tiles they can see, softmax, then p.v. */
+static void attn_block_rows(const attn_ctx *c, const attn_blk *b, int64_t h, int64_t t0, int nt) {
+  const cpu_kernels *k = c->k;
+  int64_t ldq = c->nh * c->hd, last_hi, lo_unused;
+  attn_range(c, t0 + nt - 1, &lo_unused, &last_hi);
+  int64_t ns = last_hi - b->j0, ntile = (ns + TR - 1) / TR; /* keys the last (widest) row sees */
+  cpu_pack_x(c->q + (t0 * c->nh + h) * c->hd, ldq, c->hd, nt, k->gemm_nt, b->qp);
+  for (int64_t t = 0; t < ntile; t++) {
+    int nr = ns - t * TR < TR ? (int)(ns - t * TR) : TR;
+    k->gemm_tile(b->kp + t * c->hd * TR, c->hd, b->qp, nt, b->s + t * TR, b->nk_pad, nr);
+  }
+  for (int r = 0; r < nt; r++) softmax_scores(c, h, t0 + r, b->j0, b->s + r * b->nk_pad, ns);
+  cpu_pack_x(b->s, b->nk_pad, ns, nt, k->gemm_nt, b->pp);
+  int64_t ndt = (c->hd + TR - 1) / TR;
+  float *o = c->out + (t0 * c->nh + h) * c->hd;
+  for (int64_t dt = 0; dt < ndt; dt++) {
+    int nr = c->hd - dt * TR < TR ? (int)(c->hd - dt * TR) : TR;
+    k->gemm_tile(b->vp + dt * b->nk_pad * TR, ns, b->pp, nt, o + dt * TR, ldq, nr);
+  }
+}
+
+/* Item = (block of ATTN_QB queries, kv head): pack once, then every query head of the group. */
+static void attn_block_item(void *arg, int64_t it, int ith) {
+  attn_ctx *c = arg;
+  attn_blk b = {.kvh = it % c->nkvh, .i0 = (it / c->nkvh) * ATTN_QB};
+  b.i1 = b.i0 + ATTN_QB < c->nq ? b.i0 + ATTN_QB : c->nq;
+  int64_t lo, hi, lo_unused;
+  attn_range(c, b.i0, &lo, &hi);
+  attn_range(c, b.i1 - 1, &lo_unused, &hi);
+  b.j0 = lo / TR * TR;
+  b.nk = hi - b.j0;
+  b.nk_pad = (b.nk + TR - 1) / TR * TR;
+  b.kp = c->scratch[ith].p;
+  b.vp = b.kp + b.nk_pad * c->hd;
+  b.s = b.vp + b.nk_pad * ((c->hd + TR - 1) / TR * TR);
+  b.pp = b.s + b.nk_pad * c->k->gemm_nt;
+  b.qp = b.pp + b.nk_pad * c->k->gemm_nt;
+  pack_keys(c, b.kvh, b.j0, b.nk, b.kp);
+  pack_values(c, b.kvh, b.j0, b.nk, b.nk_pad, b.vp);
+  int64_t group = c->nh / c->nkvh, gnt = c->k->gemm_nt;
+  for (int64_t h = b.kvh * group; h < (b.kvh + 1) * group; h++)
+    for (int64_t t0 = b.i0; t0 < b.i1; t0 += gnt)
+      attn_block_rows(c, &b, h, t0, b.i1 - t0 < gnt ? (int)(b.i1 - t0) : (int)gnt);
+}
+
+/* Scratch of the blocked path per thread: packed keys and values for up to n_kv keys, gemm_nt
+ * score rows, the same packed, and gemm_nt packed query rows. */
+static size_t attn_block_scratch(const attn_ctx *c) {
+  int64_t nk_pad = (c->nkv + 2 * TR) / TR * TR, hd_pad = (c->hd + TR - 1) / TR * TR, gnt = c->k->gemm_nt;
+  return (size_t)(nk_pad * (c->hd + hd_pad + 2 * gnt) + c->hd * gnt) * sizeof(float);
+}
+
+int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                  const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  attn_ctx c = {.k = &cb->k, .scratch = cb->scratch, .q = cpu_f32(q), .kc = cpu_f32(k), .vc = cpu_f32(v),
+                .mask = mask ? cpu_f32(mask) : NULL, .out = cpu_f32(out), .pattern = pattern ? cpu_f32(pattern) : NULL,
+                .hd = q->ne[0], .nh = q->ne[1], .nkvh = k->ne[1], .nq = q->ne[2] * q->ne[3],
+                .nkv = k->ne[2] * k->ne[3], .p = *p};
+  int blocked = c.nq >= ATTN_BLOCKED_MIN_Q;
+  size_t need = blocked ? attn_block_scratch(&c) : (size_t)(c.nkv * (c.nh / c.nkvh)) * sizeof(float);
+  for (int i = 0; i < cb->n_threads; i++)
+    if (!cpu_scratch_get(&cb->scratch[i], need))
+      return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes of scratch", need);
+  if (blocked) {
+    cpu_pool_for(cb->pool, (c.nq + ATTN_QB - 1) / ATTN_QB * c.nkvh, attn_block_item, &c);
+    return ICL_OK;
+  }
+  int64_t n_items = c.nq * c.nkvh;
+  /* a short cache is too little work to wake the pool for */
+  if (c.nq * c.nkv * c.nh * c.hd < 65536)
+    for (int64_t i = 0; i < n_items; i++) attn_item(&c, i, 0);
+  else
+    cpu_pool_for(cb->pool, n_items, attn_item, &c);
+  return ICL_OK;
+}

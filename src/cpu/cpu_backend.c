@@ -1,0 +1,166 @@
+/* The native CPU backend: host-memory buffers, ops executed immediately on a persistent
+ * thread pool, kernels chosen at run time for the CPU's SIMD level. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu/cpu_internal.h"
+
+const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
+  const char *env = getenv("ICL_CPU_SIMD");
+  if (!want && env && *env) want = env;
+  cpu_kernels_generic(k);
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int has512 = has2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vnni");
+  /* a request above what the CPU has falls back to the best it does have */
+  if (want && strcmp(want, "generic") == 0) return k->name;
+  if (has512 && (!want || strcmp(want, "avx512") == 0)) cpu_kernels_avx512(k);
+  else if (has2) cpu_kernels_avx2(k);
+#else
+  (void)want;
+#endif
+  return k->name;
+}
+
+void *cpu_scratch_get(cpu_scratch *s, size_t size) {
+  if (s->size >= size) return s->p;
+  size_t n = (size + 4095) & ~(size_t)4095;
+  void *p = aligned_alloc(64, n);
+  if (!p) return NULL;
+  free(s->p);
+  s->p = p;
+  s->size = n;
+  return p;
+}
+
+static int default_threads(void) {
+  const char *env = getenv("ICL_THREADS");
+  if (env && atoi(env) > 0) return atoi(env);
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err) {
+  icl_buf *b = calloc(1, sizeof *b);
+  /* 64-byte alignment for full-width vector loads; size rounded up as aligned_alloc requires */
+  size_t n = ((size ? size : 1) + 63) & ~(size_t)63;
+  if (b) b->data = aligned_alloc(64, n);
+  if (!b || !b->data) {
+    free(b);
+    return icl_error_set(err, ICL_ENOMEM, "cpu: cannot allocate a buffer of %zu bytes", size);
+  }
+  b->size = size;
+  *out = b;
+  return ICL_OK;
+}
+
+static void cpu_buf_free(icl_backend *be, icl_buf *b) {
+  if (!b) return;
+  free(b->data);
+  free(b);
+}
+
+static int check_range(const char *what, const icl_buf *b, size_t off, size_t n, icl_error *err) {
+  if (off > b->size || n > b->size - off)
+    return icl_error_set(err, ICL_EINVAL, "cpu: %s of %zu bytes at offset %zu is outside the buffer of %zu bytes", what,
+                         n, off, b->size);
+  return ICL_OK;
+}
+
+static int cpu_write(icl_backend *be, icl_buf *b, size_t off, const void *src, size_t n, icl_error *err) {
+  int rc = check_range("write", b, off, n, err);
+  if (rc) return rc;
+  memcpy((char *)b->data + off, src, n);
+  return ICL_OK;
+}
+
+static int cpu_read(icl_backend *be, icl_buf *b, size_t off, void *dst, size_t n, icl_error *err) {
+  int rc = check_range("read", b, off, n, err);
+  if (rc) return rc;
+  memcpy(dst, (const char *)b->data + off, n);
+  return ICL_OK;
+}
+
+/* Ops run to completion when called, so there is never anything to wait for. */
+static int cpu_sync(icl_backend *be, icl_error *err) { return ICL_OK; }
+
+static void cpu_destroy(icl_backend *be) {
+  cpu_backend *cb = cpu_of(be);
+  if (!cb) return;
+  cpu_pool_free(cb->pool);
+  if (cb->scratch)
+    for (int i = 0; i < cb->n_threads; i++) free(cb->scratch[i].p);
+  free(cb->scratch);
+  free(cb->shared.p);
+  free(cb->panel.p);
+  free(cb);
+}
+
+static const icl_backend_ops CPU_OPS = {
+    .name = "cpu",
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .write = cpu_write,
+    .read = cpu_read,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+    .get_rows = cpu_get_rows,
+    .matmul = cpu_matmul,
+    .rms_norm = cpu_rms_norm,
+    .layer_norm = cpu_layer_norm,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .add = cpu_add,
+    .mul = cpu_mul,
+    .scale = cpu_scale,
+    .silu = cpu_silu,
+    .gelu = cpu_gelu,
+    .swiglu = cpu_swiglu,
+    .geglu = cpu_geglu,
+    .softmax = cpu_softmax,
+    .convert = cpu_convert,
+    .argmax = cpu_argmax,
+    .copy2d = cpu_copy2d,
+    .fill2d = cpu_fill2d,
+};
+
+int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
+  *out = NULL;
+  cpu_backend *cb = calloc(1, sizeof *cb);
+  if (!cb) return icl_error_set(err, ICL_ENOMEM, "cpu: out of memory creating the backend");
+  cb->be.ops = &CPU_OPS;
+  cb->be.impl = cb;
+  cb->be.is_cpu_device = 1;
+  cb->n_threads = n_threads > 0 ? n_threads : default_threads();
+  if (cb->n_threads > 256) cb->n_threads = 256;
+  cpu_kernels_init(&cb->k, NULL);
+  /* the crossover measured with scripts/bench-cpu.sh; ICL_CPU_TILE_MIN overrides it for tuning */
+  const char *tm = getenv("ICL_CPU_TILE_MIN");
+  cb->tile_min_tokens = tm && atoi(tm) > 0 ? atoi(tm) : 32;
+  cb->pool = cpu_pool_new(cb->n_threads);
+  if (cb->pool) cb->n_threads = cpu_pool_threads(cb->pool);
+  cb->scratch = cb->pool ? calloc((size_t)cb->n_threads, sizeof *cb->scratch) : NULL;
+  if (!cb->scratch) {
+    cpu_destroy(&cb->be);
+    return icl_error_set(err, ICL_ENOMEM, "cpu: cannot start %d threads", n_threads);
+  }
+  *out = &cb->be;
+  return ICL_OK;
+}
+
+/* Name of the SIMD level and thread count, for logs and benchmarks. */
+const char *icl_cpu_backend_describe(icl_backend *be, char *buf, size_t n) {
+  cpu_backend *cb = cpu_of(be);
+  snprintf(buf, n, "cpu (%s, %d threads)", cb->k.name, cb->n_threads);
+  return buf;
+}

@@ -1,0 +1,153 @@
+/* Internals of the native CPU backend: the thread pool, the SIMD kernel table and the op
+ * implementations shared between the files of src/cpu/. */
+#ifndef ICL_CPU_INTERNAL_H
+#define ICL_CPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* ---- thread pool (cpu_pool.c) ------------------------------------------------------------- */
+
+/* Work item i of a parallel loop, run on thread ith (0 = the caller; ith < n_threads indexes
+ * per-thread scratch). Items must be independent: any thread may run any item, once. */
+typedef void (*cpu_item_fn)(void *ctx, int64_t item, int ith);
+/* A range [lo, hi) of a parallel loop over n elements. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t lo, int64_t hi, int ith);
+
+typedef struct cpu_pool cpu_pool;
+
+/* Starts n_threads - 1 workers (the caller is thread 0). Returns NULL on failure. */
+cpu_pool *cpu_pool_new(int n_threads);
+void cpu_pool_free(cpu_pool *p);
+int cpu_pool_threads(const cpu_pool *p);
+/* Runs fn for items 0..n_items-1 on all threads; returns when all are done. */
+void cpu_pool_for(cpu_pool *p, int64_t n_items, cpu_item_fn fn, void *ctx);
+/* Runs fn over [0, n) in ranges of grain elements (one range on the caller if n <= grain). */
+void cpu_pool_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+
+/* ---- activation blocks for integer dot products ------------------------------------------ */
+
+/* 32 activations quantized to int8 with scale d (x ~ d*q), s = d * sum(q) (the offset term of
+ * Q4_1/Q5_1, the -8/-16 bias of Q4_0/Q5_0) and h[i] = d * sum of q over half i (K types have
+ * offsets per 16 elements). */
+typedef struct cpu_q8 {
+  float d, s, h[2];
+  int8_t q[32];
+} cpu_q8;
+
+/* ---- SIMD kernel table (cpu_kernels_generic.c, cpu_kernels_x86.c) -------------------------------------------------- */
+
+/* Rows of the packed weight tile the gemm kernels work on. */
+#define CPU_TILE_ROWS 32
+/* Tokens one gemm kernel call handles at most (each kernel states its own gemm_nt <= this). */
+#define CPU_TILE_TOKS 8
+
+/* Dot of nb 32-blocks of one quantized weight row with nt (1..4) activation rows, each nb
+ * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
+typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int nt, int64_t xstride, float *out);
+
+typedef struct cpu_kernels {
+  const char *name; /* "generic", "avx2", "avx512" */
+  int gemm_nt;      /* tokens per gemm_tile call that suit the register file */
+  /* y[t*ldy + r] = sum_c wp[c*32 + r] * xp[c*gemm_nt + t] for t < nt (<= gemm_nt), r < nr (<= 32):
+   * a 32-row weight tile times nt activation rows, both packed so each is one sequential stream
+   * (see cpu_pack_x) */
+  void (*gemm_tile)(const float *wp, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr);
+  float (*dot)(const float *a, const float *b, int64_t n);
+  /* y += a * x over n floats */
+  void (*axpy)(float *y, float a, const float *x, int64_t n);
+  /* y = exp(x) over n floats (y may be x); about 1 ulp; results below ~1e-38 flush to 0 */
+  void (*vexp)(const float *x, float *y, int64_t n);
+  /* softmax steps: x *= s and return max(x) (-inf for n = 0); x = exp(x - m) and return the sum */
+  float (*scale_max)(float *x, int64_t n, float s);
+  double (*exp_sum)(float *x, int64_t n, float m);
+  /* n f16 values (a multiple of 8 is fastest) to f32 */
+  void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+  /* quantizes n floats (a multiple of 32) into n/32 cpu_q8 blocks */
+  void (*quantize_q8)(const float *x, cpu_q8 *q, int64_t n);
+  cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
+  /* n elements (whole blocks) of a quantized row to f32; NULL = the scalar reference */
+  void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
+} cpu_kernels;
+
+/* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,
+ * overridable by ICL_CPU_SIMD). Returns the level's name. */
+const char *cpu_kernels_init(cpu_kernels *k, const char *want);
+
+void cpu_kernels_generic(cpu_kernels *k);
+#if defined(__x86_64__) || defined(__i386__)
+void cpu_kernels_avx2(cpu_kernels *k);
+void cpu_kernels_avx512(cpu_kernels *k);
+#endif
+
+/* Packs nt rows of K floats (ldx apart) interleaved: xp[c*gnt + t], lanes t >= nt zero. */
+static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp) {
+  for (int64_t c = 0; c < K; c++)
+    for (int t = 0; t < gnt; t++) xp[c * gnt + t] = t < nt ? x[t * ldx + c] : 0.0f;
+}
+
+/* ---- the backend ------------------------------------------------------------------------- */
+
+struct icl_buf {
+  void *data;
+  size_t size;
+};
+
+/* Per-thread scratch that grows on demand (weight tiles, dequantized rows, attention scores). */
+typedef struct cpu_scratch {
+  void *p;
+  size_t size;
+} cpu_scratch;
+
+typedef struct cpu_backend {
+  icl_backend be;
+  cpu_pool *pool;
+  int n_threads;
+  cpu_kernels k;
+  int tile_min_tokens;  /* matmuls with this many tokens or more use the packed-tile path */
+  cpu_scratch *scratch; /* [n_threads] */
+  cpu_scratch shared;   /* quantized or packed activations, shared by all threads of one op */
+  cpu_scratch panel;    /* matmul: a panel of packed weight tiles */
+} cpu_backend;
+
+static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }
+static inline void *cpu_ptr(const icl_dt *t) { return (char *)t->buf->data + t->offset; }
+static inline float *cpu_f32(const icl_dt *t) { return (float *)cpu_ptr(t); }
+
+/* Returns scratch of at least size bytes (64-byte aligned), or NULL when out of memory. */
+void *cpu_scratch_get(cpu_scratch *s, size_t size);
+
+/* Ops (cpu_matmul.c, cpu_attention.c, cpu_ops.c), with the backend.h signatures. */
+int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
+int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                  const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
+int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
+                   icl_error *err);
+int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+int cpu_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
+int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+int cpu_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+int cpu_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+int cpu_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+               int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
+int cpu_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+               float value, icl_error *err);
+
+/* "cpu (avx512, 2 threads)": the SIMD level and thread count, for logs and benchmarks. */
+const char *icl_cpu_backend_describe(icl_backend *be, char *buf, size_t n);
+
+/* Dequantizes n elements of one row of type t to f32 with the fastest kernel available. */
+void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n);
+
+#endif

@@ -1,0 +1,388 @@
+/* x86 SIMD kernels: AVX2+FMA (8 floats per register) and AVX-512 with VNNI (16 floats, int8 dot
+ * products in one instruction). Each function carries its own target attribute so the library
+ * builds for baseline x86-64 and picks the level at run time (cpu_kernels_init). */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+
+#define AVX2 "avx2,fma,f16c"
+#define AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define AI inline __attribute__((always_inline))
+
+/* ================================ AVX2 ======================================================== */
+
+/* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. */
+static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t K, const float *xp, const int NT,
+                                                         float *y, int64_t ldy, int nr) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    __m256 w0 = _mm256_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
+      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) {
+    float *yt = y + t * ldy;
+    if (nr >= 16) {
+      _mm256_storeu_ps(yt, acc[t][0]);
+      _mm256_storeu_ps(yt + 8, acc[t][1]);
+    } else {
+      float tmp[16];
+      _mm256_storeu_ps(tmp, acc[t][0]);
+      _mm256_storeu_ps(tmp + 8, acc[t][1]);
+      memcpy(yt, tmp, (size_t)nr * sizeof(float));
+    }
+  }
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_avx2(const float *wp, int64_t K, const float *xp, int nt,
+                                                         float *y, int64_t ldy, int nr) {
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    const float *w = wp + 16 * h;
+    float *yh = y + 16 * h;
+    int n = nr - 16 * h;
+    switch (nt) {
+    case 1: gemm16_avx2(w, K, xp, 1, yh, ldy, n); break;
+    case 2: gemm16_avx2(w, K, xp, 2, yh, ldy, n); break;
+    case 3: gemm16_avx2(w, K, xp, 3, yh, ldy, n); break;
+    case 4: gemm16_avx2(w, K, xp, 4, yh, ldy, n); break;
+    case 5: gemm16_avx2(w, K, xp, 5, yh, ldy, n); break;
+    default: gemm16_avx2(w, K, xp, 6, yh, ldy, n); break;
+    }
+  }
+}
+
+static AI __attribute__((target(AVX2))) float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target(AVX2))) static float dot_avx2(const float *a, const float *b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  float s = hsum256(_mm256_add_ps(s0, s1));
+  for (; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+__attribute__((target(AVX2))) static void axpy_avx2(float *y, float a, const float *x, int64_t n) {
+  __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts so r is
+ * exact), e^r from a degree-7 polynomial on |r| <= ln2/2 (the Cephes single-precision
+ * coefficients; about 1 ulp). */
+#define EXP_C1 0.693359375f
+#define EXP_C2 -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+static AI __attribute__((target(AVX2))) __m256 exp256(__m256 x) {
+  /* inputs below -87.33 would need a subnormal 2^n: return 0 for them (exp(-inf) = 0 too) */
+  __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+  /* clamp with x second: MAXPS/MINPS return the second operand for NaN, so NaN propagates */
+  x = _mm256_min_ps(_mm256_set1_ps(88.7f), _mm256_max_ps(_mm256_set1_ps(-87.33654f), x));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_C1), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_C2), r);
+  __m256 p = _mm256_set1_ps(EXP_P0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+__attribute__((target(AVX2))) static void vexp_avx2(const float *x, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float tmp[8] = {0};
+    memcpy(tmp, x + i, (size_t)(n - i) * sizeof(float));
+    _mm256_storeu_ps(tmp, exp256(_mm256_loadu_ps(tmp)));
+    memcpy(y + i, tmp, (size_t)(n - i) * sizeof(float));
+  }
+}
+
+__attribute__((target(AVX2))) static float scale_max_avx2(float *x, int64_t n, float s) {
+  __m256 vs = _mm256_set1_ps(s), mx = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+    _mm256_storeu_ps(x + i, v);
+    mx = _mm256_max_ps(mx, v);
+  }
+  float tmp[8], m = -INFINITY;
+  _mm256_storeu_ps(tmp, mx);
+  for (int j = 0; j < 8; j++) m = tmp[j] > m ? tmp[j] : m;
+  for (; i < n; i++) {
+    x[i] *= s;
+    m = x[i] > m ? x[i] : m;
+  }
+  return m;
+}
+
+__attribute__((target(AVX2))) static double exp_sum_avx2(float *x, int64_t n, float m) {
+  __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  double sum = hsum256(acc);
+  if (i < n) {
+    float tmp[8];
+    for (int j = 0; j < 8; j++) tmp[j] = i + j < n ? x[i + j] - m : -INFINITY;
+    _mm256_storeu_ps(tmp, exp256(_mm256_loadu_ps(tmp)));
+    for (int j = 0; i + j < n; j++) {
+      x[i + j] = tmp[j];
+      sum += tmp[j];
+    }
+  }
+  return sum;
+}
+
+__attribute__((target(AVX2))) static void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+  for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
+}
+
+/* Rounds 32 floats per block to int8 with d = max|x|/127 (round to nearest even, like the
+ * generic kernel, so both levels produce identical blocks). */
+__attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q8 *q, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; b++) {
+    const float *xb = x + 32 * b;
+    __m256 v[4], mx = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float amax = _mm_cvtss_f32(m4), d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    __m256i i32[4];
+    for (int j = 0; j < 4; j++)
+      i32[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], _mm256_set1_ps(id)),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    /* packs interleave 128-bit lanes; the permute restores element order */
+    __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
+    __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+    p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q[b].q, p8);
+    /* half sums: elements 0-15 are i32[0..1], 16-31 are i32[2..3] */
+    __m256i h0 = _mm256_add_epi32(i32[0], i32[1]), h1 = _mm256_add_epi32(i32[2], i32[3]);
+    __m256i hh = _mm256_hadd_epi32(h0, h1); /* per lane: h0 pairs, h1 pairs */
+    hh = _mm256_hadd_epi32(hh, hh);
+    int s0 = _mm256_extract_epi32(hh, 0) + _mm256_extract_epi32(hh, 4);
+    int s1 = _mm256_extract_epi32(hh, 1) + _mm256_extract_epi32(hh, 5);
+    q[b].d = d;
+    q[b].h[0] = d * (float)s0;
+    q[b].h[1] = d * (float)s1;
+    q[b].s = d * (float)(s0 + s1);
+  }
+}
+
+#define QD_TARGET AVX2
+#define QD_SFX avx2
+#define QD_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+#include "cpu/cpu_qdot_x86.h"
+#undef QD_TARGET
+#undef QD_SFX
+#undef QD_DOT
+
+void cpu_kernels_avx2(cpu_kernels *k) {
+  cpu_kernels_generic(k);
+  k->name = "avx2";
+  k->gemm_nt = 6;
+  k->gemm_tile = gemm_tile_avx2;
+  k->dot = dot_avx2;
+  k->axpy = axpy_avx2;
+  k->f16_to_f32 = f16_to_f32_avx2;
+  k->vexp = vexp_avx2;
+  k->scale_max = scale_max_avx2;
+  k->exp_sum = exp_sum_avx2;
+  k->quantize_q8 = quantize_q8_avx2;
+  qd_install_avx2(k);
+}
+
+/* ================================ AVX-512 ===================================================== */
+
+/* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. */
+static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t K, const float *xp,
+                                                             const int NT, float *y, int64_t ldy, int nr) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    __m512 w0 = _mm512_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm512_load_ps(wp + c * CPU_TILE_ROWS + 16);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      __m512 b = _mm512_set1_ps(xp[c * 8 + t]);
+      acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) {
+    _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
+    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
+  }
+}
+
+__attribute__((target(AVX512))) static void gemm_tile_avx512(const float *wp, int64_t K, const float *xp, int nt,
+                                                             float *y, int64_t ldy, int nr) {
+  switch (nt) {
+  case 1: gemm32_avx512(wp, K, xp, 1, y, ldy, nr); break;
+  case 2: gemm32_avx512(wp, K, xp, 2, y, ldy, nr); break;
+  case 3: gemm32_avx512(wp, K, xp, 3, y, ldy, nr); break;
+  case 4: gemm32_avx512(wp, K, xp, 4, y, ldy, nr); break;
+  case 5: gemm32_avx512(wp, K, xp, 5, y, ldy, nr); break;
+  case 6: gemm32_avx512(wp, K, xp, 6, y, ldy, nr); break;
+  case 7: gemm32_avx512(wp, K, xp, 7, y, ldy, nr); break;
+  default: gemm32_avx512(wp, K, xp, 8, y, ldy, nr); break;
+  }
+}
+
+__attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  if (i + 16 <= n) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    i += 16;
+  }
+  if (i < n) { /* masked tail: no scalar loop */
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+__attribute__((target(AVX512))) static void axpy_avx512(float *y, float a, const float *x, int64_t n) {
+  __m512 av = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+/* As exp256, with scalef doing 2^n (it handles the subnormal range and overflow itself). */
+static AI __attribute__((target(AVX512))) __m512 exp512(__m512 x) {
+  /* below -110 the result rounds to exactly 0 (also for -inf); NaN propagates as in exp256 */
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_C1), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_C2), r);
+  __m512 p = _mm512_set1_ps(EXP_P0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target(AVX512))) static void vexp_avx512(const float *x, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, exp512(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+__attribute__((target(AVX512))) static float scale_max_avx512(float *x, int64_t n, float s) {
+  __m512 vs = _mm512_set1_ps(s), mx = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vs);
+    _mm512_storeu_ps(x + i, v);
+    mx = _mm512_max_ps(mx, v);
+  }
+  if (i < n) {
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
+    _mm512_mask_storeu_ps(x + i, k, v);
+    mx = _mm512_mask_max_ps(mx, k, mx, v);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
+__attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n, float m) {
+  __m512 vm = _mm512_set1_ps(m), acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (i < n) {
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+#define QD_TARGET AVX512
+#define QD_SFX avx512
+#define QD_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#include "cpu/cpu_qdot_x86.h"
+#undef QD_TARGET
+#undef QD_SFX
+#undef QD_DOT
+
+void cpu_kernels_avx512(cpu_kernels *k) {
+  cpu_kernels_avx2(k);
+  k->name = "avx512";
+  k->gemm_nt = 8;
+  k->gemm_tile = gemm_tile_avx512;
+  k->dot = dot_avx512;
+  k->axpy = axpy_avx512;
+  k->vexp = vexp_avx512;
+  k->scale_max = scale_max_avx512;
+  k->exp_sum = exp_sum_avx512;
+  qd_install_avx512(k);
+}
+
+#endif

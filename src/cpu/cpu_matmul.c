@@ -1,0 +1,235 @@
+/* Matrix multiplication y[rows, n] = x[cols, n] . w[cols, rows]^T and the embedding lookup.
+ *
+ * Two strategies, picked by the number of tokens n:
+ * - few tokens (decode): the activations are quantized to int8 blocks (cpu_q8) and each weight
+ *   row is dotted with them using integer SIMD (32-block types); other types dequantize one row
+ *   at a time and use a float dot. Memory traffic is the weights read once.
+ * - many tokens (prefill): 32 weight rows at a time are dequantized into a packed f32 tile
+ *   [cols][32] and a register-blocked kernel computes 32 rows x up to 8 tokens per pass, so
+ *   each dequantized weight is reused for every token. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "ref/ref.h"
+
+/* Tile path blocking, see mm_tiles. */
+#define MM_PANEL_BYTES ((size_t)4 << 20)
+#define MM_TOK_BLOCK 64
+/* Tokens per qdot call (the integer kernels reuse an unpacked weight block for up to 4). */
+#define MM_QDOT_TOKENS 4
+
+typedef struct mm_ctx {
+  cpu_backend *cb;
+  uint32_t type;
+  const uint8_t *w; /* [rows] rows of wrb bytes */
+  size_t wrb;
+  int64_t K, rows, n;
+  const float *x; /* [n][K] */
+  const float *xp; /* tile path: x packed per group of gemm_nt tokens, [n/gnt][K][gnt] */
+  float *y;       /* [n][rows] */
+  const cpu_q8 *xq; /* [n][K/32], integer path only */
+  int64_t n_items, item_rows; /* row-wise paths */
+  float *panel;                 /* tile path: packed tiles [n_ptiles][K][32] */
+  int64_t tile0, n_ptiles, tblock;
+} mm_ctx;
+
+void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n) {
+  switch (t) {
+  case ICL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+  case ICL_TYPE_F16: k->f16_to_f32(src, dst, n); break;
+  case ICL_TYPE_BF16: { /* bf16 is the top half of an f32: a shift the compiler vectorizes */
+    const uint16_t *h = src;
+    uint32_t *bits = (uint32_t *)dst;
+    for (int64_t i = 0; i < n; i++) bits[i] = (uint32_t)h[i] << 16;
+    break;
+  }
+  default:
+    if (k->dequant[t]) k->dequant[t](src, dst, n);
+    else icl_ref_dequant(t, src, dst, n);
+    break;
+  }
+}
+
+/* ---- integer path ------------------------------------------------------------------------- */
+
+/* Items are runs of item_rows weight rows. */
+static void mm_qdot_item(void *arg, int64_t it, int ith) {
+  mm_ctx *c = arg;
+  cpu_qdot_fn f = c->cb->k.qdot[c->type];
+  int64_t nb = c->K / 32;
+  float out[MM_QDOT_TOKENS];
+  int64_t r0 = it * c->item_rows, r1 = r0 + c->item_rows < c->rows ? r0 + c->item_rows : c->rows;
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t *wr = c->w + (size_t)r * c->wrb;
+    for (int64_t t0 = 0; t0 < c->n; t0 += MM_QDOT_TOKENS) {
+      int nt = c->n - t0 < MM_QDOT_TOKENS ? (int)(c->n - t0) : MM_QDOT_TOKENS;
+      f(wr, c->xq + t0 * nb, nb, nt, nb, out);
+      for (int i = 0; i < nt; i++) c->y[(t0 + i) * c->rows + r] = out[i];
+    }
+  }
+}
+
+/* ---- row-at-a-time float path (few tokens, types without an integer kernel) --------------- */
+
+static void mm_rows_item(void *arg, int64_t it, int ith) {
+  mm_ctx *c = arg;
+  const cpu_kernels *k = &c->cb->k;
+  float *tmp = c->cb->scratch[ith].p;
+  int64_t r0 = it * c->item_rows, r1 = r0 + c->item_rows < c->rows ? r0 + c->item_rows : c->rows;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *wr = (const float *)(c->w + (size_t)r * c->wrb);
+    if (c->type != ICL_TYPE_F32) {
+      cpu_dequant_row(k, c->type, wr, tmp, c->K);
+      wr = tmp;
+    }
+    for (int64_t t = 0; t < c->n; t++) c->y[t * c->rows + r] = k->dot(wr, c->x + t * c->K, c->K);
+  }
+}
+
+/* ---- packed-tile path (many tokens) ------------------------------------------------------- */
+
+/* Dequantizes rows [r0, r0+nr) into wp[c*32 + r] (rows past nr zeroed so the kernel reads
+ * defined values). The rows go first to tmp [32][K], row-major, and are then transposed in
+ * 8-column strips so the strided writes stay within a few cache lines. */
+static void mm_pack_tile(const mm_ctx *c, int64_t r0, int nr, float *wp, float *tmp) {
+  const cpu_kernels *k = &c->cb->k;
+  const int64_t K = c->K;
+  for (int r = 0; r < nr; r++) cpu_dequant_row(k, c->type, c->w + (size_t)(r0 + r) * c->wrb, tmp + r * K, K);
+  if (nr < CPU_TILE_ROWS) memset(tmp + nr * K, 0, (size_t)((CPU_TILE_ROWS - nr) * K) * sizeof(float));
+  for (int64_t c0 = 0; c0 < K; c0 += 8) {
+    int64_t cw = K - c0 < 8 ? K - c0 : 8;
+    for (int r = 0; r < CPU_TILE_ROWS; r++) {
+      const float *src = tmp + r * K + c0;
+      for (int64_t j = 0; j < cw; j++) wp[(c0 + j) * CPU_TILE_ROWS + r] = src[j];
+    }
+  }
+}
+
+static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {
+  for (int i = 0; i < cb->n_threads; i++)
+    if (!cpu_scratch_get(&cb->scratch[i], per_thread))
+      return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: cannot allocate %zu bytes of scratch", per_thread);
+  return ICL_OK;
+}
+
+/* Phase 1 of a panel: item = one tile, dequantized and packed into the panel. */
+static void mm_pack_item(void *arg, int64_t it, int ith) {
+  mm_ctx *c = arg;
+  int64_t r0 = (c->tile0 + it) * CPU_TILE_ROWS;
+  int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
+  mm_pack_tile(c, r0, nr, c->panel + it * c->K * CPU_TILE_ROWS, c->cb->scratch[ith].p);
+}
+
+/* Phase 2: item = (token block, tile of the panel), token-block-major so the threads share one
+ * block of packed activations while they sweep the panel. */
+static void mm_gemm_item(void *arg, int64_t it, int ith) {
+  mm_ctx *c = arg;
+  const cpu_kernels *k = &c->cb->k;
+  int64_t tb = it / c->n_ptiles, pt = it % c->n_ptiles;
+  int64_t r0 = (c->tile0 + pt) * CPU_TILE_ROWS;
+  int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
+  const float *wp = c->panel + pt * c->K * CPU_TILE_ROWS;
+  int64_t t0 = tb * c->tblock, t1 = t0 + c->tblock < c->n ? t0 + c->tblock : c->n;
+  for (int64_t t = t0; t < t1; t += k->gemm_nt) {
+    int nt = t1 - t < k->gemm_nt ? (int)(t1 - t) : k->gemm_nt;
+    k->gemm_tile(wp, c->K, c->xp + t * c->K, nt, c->y + t * c->rows + r0, c->rows, nr);
+  }
+}
+
+/* The tile path: panels of packed weight tiles (at most MM_PANEL_BYTES, so a panel stays in
+ * L3) swept by blocks of about MM_TOK_BLOCK tokens, whose packed activations and output strip
+ * stay in L2. Without this blocking, outputs larger than L2 halved the kernel's speed. */
+static int mm_tiles(mm_ctx *c, icl_error *err) {
+  cpu_backend *cb = c->cb;
+  int gnt = cb->k.gemm_nt;
+  size_t tile_bytes = (size_t)c->K * CPU_TILE_ROWS * sizeof(float);
+  int64_t n_tiles = (c->rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+  int64_t per_panel = MM_PANEL_BYTES / tile_bytes > 0 ? (int64_t)(MM_PANEL_BYTES / tile_bytes) : 1;
+  if (per_panel > n_tiles) per_panel = n_tiles;
+  int64_t groups = (c->n + gnt - 1) / gnt;
+  int rc = mm_reserve(cb, tile_bytes, err);
+  if (rc) return rc;
+  c->panel = cpu_scratch_get(&cb->panel, (size_t)per_panel * tile_bytes);
+  float *xp = cpu_scratch_get(&cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
+  if (!c->panel || !xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+  /* activations interleaved per token group: the kernel then reads one sequential stream */
+  for (int64_t g = 0; g < groups; g++) {
+    int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
+    cpu_pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
+  }
+  c->xp = xp;
+  c->tblock = (MM_TOK_BLOCK + gnt - 1) / gnt * gnt;
+  int64_t n_tblocks = (c->n + c->tblock - 1) / c->tblock;
+  for (c->tile0 = 0; c->tile0 < n_tiles; c->tile0 += per_panel) {
+    c->n_ptiles = n_tiles - c->tile0 < per_panel ? n_tiles - c->tile0 : per_panel;
+    cpu_pool_for(cb->pool, c->n_ptiles, mm_pack_item, c);
+    cpu_pool_for(cb->pool, n_tblocks * c->n_ptiles, mm_gemm_item, c);
+  }
+  return ICL_OK;
+}
+
+/* Rows per claimed item for the row-wise paths: small enough to balance, large enough that the
+ * atomic counter is not contended. */
+static int64_t mm_item_rows(int64_t rows, int nth) {
+  int64_t r = rows / (8 * nth);
+  if (r < 4) r = 4;
+  if (r > 64) r = 64;
+  return r;
+}
+
+
+int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  int nth = cb->n_threads;
+  mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1],
+              .n = icl_dt_nrows(x), .x = cpu_f32(x), .y = cpu_f32(y)};
+  c.wrb = icl_type_row_bytes(w->type, c.K);
+  if (c.n >= cb->tile_min_tokens) return mm_tiles(&c, err);
+  c.item_rows = mm_item_rows(c.rows, nth);
+  c.n_items = (c.rows + c.item_rows - 1) / c.item_rows;
+  cpu_item_fn task = mm_rows_item;
+  if (cb->k.qdot[c.type]) {
+    cpu_q8 *xq = cpu_scratch_get(&cb->shared, (size_t)(c.n * c.K / 32) * sizeof(cpu_q8));
+    if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+    for (int64_t t = 0; t < c.n; t++) cb->k.quantize_q8(c.x + t * c.K, xq + t * (c.K / 32), c.K);
+    c.xq = xq;
+    task = mm_qdot_item;
+  } else {
+    int rc = mm_reserve(cb, (size_t)c.K * sizeof(float), err);
+    if (rc) return rc;
+  }
+  cpu_pool_for(cb->pool, c.n_items, task, &c);
+  return ICL_OK;
+}
+
+/* ---- get_rows ----------------------------------------------------------------------------- */
+
+typedef struct rows_ctx {
+  const cpu_kernels *k;
+  uint32_t type;
+  const uint8_t *w;
+  size_t wrb;
+  int64_t cols, n;
+  const int32_t *ids;
+  float *out;
+} rows_ctx;
+
+static void get_rows_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  rows_ctx *c = arg;
+  for (int64_t i = lo; i < hi; i++)
+    cpu_dequant_row(c->k, c->type, c->w + (size_t)c->ids[i] * c->wrb, c->out + i * c->cols, c->cols);
+}
+
+int cpu_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  rows_ctx c = {.k = &cb->k, .type = w->type, .w = cpu_ptr(w), .cols = w->ne[0], .n = icl_dt_nelem(ids),
+                .ids = cpu_ptr(ids), .out = cpu_f32(out)};
+  c.wrb = icl_type_row_bytes(w->type, c.cols);
+  for (int64_t i = 0; i < c.n; i++)
+    if (c.ids[i] < 0 || c.ids[i] >= w->ne[1])
+      return icl_error_set(err, ICL_EINVAL, "get_rows: id %d at %lld is outside 0..%lld", c.ids[i], (long long)i,
+                           (long long)w->ne[1] - 1);
+  cpu_pool_range(cb->pool, c.n, 16384 / c.cols + 1, get_rows_range, &c);
+  return ICL_OK;
+}

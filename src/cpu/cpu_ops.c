@@ -1,0 +1,268 @@
+/* Norms, RoPE and elementwise ops of the CPU backend. Small tensors (decode) run on the calling
+ * thread, since waking the pool costs more than the work; large ones split by rows or ranges. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "ref/ref.h"
+
+/* Elements per parallel work item: below this an op runs on the calling thread alone. */
+#define GRAIN_ELEMS 16384
+
+/* Parallel loop over n units of unit_elems elements each, in items of about GRAIN_ELEMS. */
+static void run(cpu_backend *cb, int64_t n, int64_t unit_elems, cpu_range_fn fn, void *ctx) {
+  int64_t grain = GRAIN_ELEMS / (unit_elems > 0 ? unit_elems : 1);
+  cpu_pool_range(cb->pool, n, grain > 0 ? grain : 1, fn, ctx);
+}
+
+/* ---- norms -------------------------------------------------------------------------------- */
+
+typedef struct norm_ctx {
+  const cpu_kernels *k;
+  const float *x, *w, *b;
+  float *y;
+  int64_t d, rows;
+  float eps;
+} norm_ctx;
+
+static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  norm_ctx *c = arg;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = c->x + r * c->d;
+    float *y = c->y + r * c->d;
+    double ss = c->k->dot(x, x, c->d);
+    float inv = (float)(1.0 / sqrt(ss / (double)c->d + (double)c->eps));
+    if (c->w)
+      for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv * c->w[i];
+    else
+      for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv;
+  }
+}
+
+static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  norm_ctx *c = arg;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = c->x + r * c->d;
+    float *y = c->y + r * c->d;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < c->d; i++) mean += x[i];
+    mean /= (double)c->d;
+    for (int64_t i = 0; i < c->d; i++) var += (x[i] - mean) * (x[i] - mean);
+    float inv = (float)(1.0 / sqrt(var / (double)c->d + (double)c->eps)), m = (float)mean;
+    for (int64_t i = 0; i < c->d; i++)
+      y[i] = (x[i] - m) * inv * (c->w ? c->w[i] : 1.0f) + (c->b ? c->b[i] : 0.0f);
+  }
+}
+
+int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, NULL, cpu_f32(y), x->ne[0], icl_dt_nrows(x), eps};
+  run(cb, c.rows, c.d, rms_norm_range, &c);
+  return ICL_OK;
+}
+
+int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
+                   icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, b ? cpu_f32(b) : NULL, cpu_f32(y), x->ne[0],
+                icl_dt_nrows(x), eps};
+  run(cb, c.rows, c.d, layer_norm_range, &c);
+  return ICL_OK;
+}
+
+/* ---- rope --------------------------------------------------------------------------------- */
+
+typedef struct rope_ctx {
+  float *x;
+  const int32_t *pos;
+  int64_t hd, nh, n;
+  int n_rot, mode;
+  const double *inv_freq; /* [n_rot/2] base^(-2i/n_rot) */
+} rope_ctx;
+
+/* Angles in double, as in the reference: positions reach thousands of radians, where float
+ * argument reduction would lose digits. */
+static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  rope_ctx *c = arg;
+  int half = c->n_rot / 2;
+  float cs[512], sn[512]; /* n_rot <= 1024 checked by the caller */
+  for (int64_t t = lo; t < hi; t++) {
+    for (int i = 0; i < half; i++) {
+      double th = (double)c->pos[t] * c->inv_freq[i];
+      cs[i] = (float)cos(th);
+      sn[i] = (float)sin(th);
+    }
+    for (int64_t h = 0; h < c->nh; h++) {
+      float *v = c->x + (t * c->nh + h) * c->hd;
+      for (int i = 0; i < half; i++) {
+        int a = c->mode == ICL_ROPE_NEOX ? i : 2 * i, b = c->mode == ICL_ROPE_NEOX ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  }
+}
+
+int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  if (n_rot > 1024) return icl_error_set(err, ICL_EUNSUPPORTED, "cpu: rope: n_rot %d > 1024", n_rot);
+  double inv_freq[512];
+  for (int i = 0; i < n_rot / 2; i++) inv_freq[i] = pow((double)base, -2.0 * i / (double)n_rot);
+  rope_ctx c = {cpu_f32(x), cpu_ptr(pos), x->ne[0], x->ne[1], x->ne[2] * x->ne[3], n_rot, mode, inv_freq};
+  run(cb, c.n, c.hd * c.nh, rope_range, &c);
+  return ICL_OK;
+}
+
+/* ---- elementwise -------------------------------------------------------------------------- */
+
+enum { EW_ADD, EW_MUL, EW_SCALE, EW_SILU, EW_GELU, EW_SWIGLU, EW_GEGLU };
+
+typedef struct ew_ctx {
+  int op;
+  const cpu_kernels *k;
+  const float *a, *b;
+  float *y;
+  int64_t n, d, b_rows; /* binary ops: b is [d, b_rows] */
+  float s;
+} ew_ctx;
+
+/* silu(x) = x * sigmoid(x) and gelu_tanh(x) = 0.5x(1 + tanh(u)) = x * sigmoid(2u) with
+ * u = sqrt(2/pi)(x + 0.044715x^3): both are x / (1 + exp(-z)), which has no cancellation for
+ * small z and whose exp runs vectorized in chunks. out may alias x; up may be NULL. */
+static void sigmoid_gate(const cpu_kernels *k, int gelu, const float *x, const float *up, float *out, int64_t n) {
+  enum { CH = 256 };
+  float t[CH];
+  for (int64_t i0 = 0; i0 < n; i0 += CH) {
+    int64_t m = n - i0 < CH ? n - i0 : CH;
+    const float *xs = x + i0;
+    if (gelu)
+      for (int64_t j = 0; j < m; j++) t[j] = -1.5957691216057308f * (xs[j] + 0.044715f * xs[j] * xs[j] * xs[j]);
+    else
+      for (int64_t j = 0; j < m; j++) t[j] = -xs[j];
+    k->vexp(t, t, m);
+    if (up)
+      for (int64_t j = 0; j < m; j++) out[i0 + j] = xs[j] / (1.0f + t[j]) * up[i0 + j];
+    else
+      for (int64_t j = 0; j < m; j++) out[i0 + j] = xs[j] / (1.0f + t[j]);
+  }
+}
+
+/* b broadcast over rows: element i of a pairs with b[i % d] when b has one row. */
+static void ew_binary(const ew_ctx *c, int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi;) {
+    int64_t col = i % c->d, end = i - col + c->d < hi ? i - col + c->d : hi;
+    const float *b = c->b + (c->b_rows == 1 ? 0 : i - col);
+    if (c->op == EW_ADD)
+      for (; i < end; i++, col++) c->y[i] = c->a[i] + b[col];
+    else
+      for (; i < end; i++, col++) c->y[i] = c->a[i] * b[col];
+  }
+}
+
+static void ew_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  ew_ctx *c = arg;
+  const float *a = c->a, *b = c->b;
+  float *y = c->y;
+  switch (c->op) {
+  case EW_ADD: case EW_MUL: ew_binary(c, lo, hi); break;
+  case EW_SCALE: for (int64_t i = lo; i < hi; i++) y[i] = a[i] * c->s; break;
+  case EW_SILU: sigmoid_gate(c->k, 0, a + lo, NULL, y + lo, hi - lo); break;
+  case EW_GELU: sigmoid_gate(c->k, 1, a + lo, NULL, y + lo, hi - lo); break;
+  case EW_SWIGLU: sigmoid_gate(c->k, 0, a + lo, b + lo, y + lo, hi - lo); break;
+  case EW_GEGLU: sigmoid_gate(c->k, 1, a + lo, b + lo, y + lo, hi - lo); break;
+  }
+}
+
+static int ew(icl_backend *be, int op, const icl_dt *a, const icl_dt *b, float s, const icl_dt *y) {
+  cpu_backend *cb = cpu_of(be);
+  ew_ctx c = {op, &cb->k, cpu_f32(a), b ? cpu_f32(b) : NULL, cpu_f32(y), icl_dt_nelem(a), a->ne[0], b ? icl_dt_nrows(b) : 0, s};
+  run(cb, c.n, 1, ew_range, &c);
+  return ICL_OK;
+}
+
+int cpu_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { return ew(be, EW_ADD, a, b, 0, y); }
+int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { return ew(be, EW_MUL, a, b, 0, y); }
+int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err) { return ew(be, EW_SCALE, x, NULL, s, y); }
+int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_SILU, x, NULL, 0, y); }
+int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_GELU, x, NULL, 0, y); }
+int cpu_swiglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_SWIGLU, g, u, 0, y); }
+int cpu_geglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_GEGLU, g, u, 0, y); }
+
+/* ---- softmax, argmax ---------------------------------------------------------------------- */
+
+typedef struct rows_ctx {
+  const cpu_kernels *k;
+  const float *x;
+  float *y;
+  int32_t *idx;
+  int64_t d, rows;
+} rows_ctx;
+
+static void softmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  rows_ctx *c = arg;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = c->x + r * c->d;
+    float *y = c->y + r * c->d;
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < c->d; i++) mx = x[i] > mx ? x[i] : mx; /* not fmaxf: a libm call */
+    if (mx == -INFINITY) { /* every entry masked: zeros, as in the reference */
+      memset(y, 0, (size_t)c->d * sizeof *y);
+      continue;
+    }
+    if (y != x) memcpy(y, x, (size_t)c->d * sizeof *y);
+    double sum = c->k->exp_sum(y, c->d, mx);
+    c->k->scale_max(y, c->d, (float)(1.0 / sum));
+  }
+}
+
+static void argmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  rows_ctx *c = arg;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = c->x + r * c->d;
+    int64_t best = 0;
+    for (int64_t i = 1; i < c->d; i++)
+      if (x[i] > x[best]) best = i;
+    c->idx[r] = (int32_t)best;
+  }
+}
+
+int cpu_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  rows_ctx c = {&cpu_of(be)->k, cpu_f32(x), cpu_f32(y), NULL, x->ne[0], icl_dt_nrows(x)};
+  run(cpu_of(be), c.rows, c.d, softmax_range, &c);
+  return ICL_OK;
+}
+
+int cpu_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err) {
+  rows_ctx c = {&cpu_of(be)->k, cpu_f32(x), NULL, cpu_ptr(out), x->ne[0], icl_dt_nrows(x)};
+  run(cpu_of(be), c.rows, c.d, argmax_range, &c);
+  return ICL_OK;
+}
+
+/* ---- convert, copy, fill ------------------------------------------------------------------ */
+
+int cpu_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  int64_t n = icl_dt_nelem(x);
+  if (x->type == y->type) memmove(cpu_ptr(y), cpu_ptr(x), icl_type_row_bytes(x->type, n));
+  else if (x->type == ICL_TYPE_F16) cb->k.f16_to_f32(cpu_ptr(x), cpu_f32(y), n);
+  else icl_ref_convert(x->type, cpu_ptr(x), y->type, cpu_ptr(y), n);
+  return ICL_OK;
+}
+
+int cpu_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+               int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err) {
+  const float *s = cpu_f32(src) + src_off;
+  float *d = cpu_f32(dst) + dst_off;
+  for (int64_t r = 0; r < rows; r++) memmove(d + r * dst_stride, s + r * src_stride, (size_t)cols * sizeof(float));
+  return ICL_OK;
+}
+
+int cpu_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+               float value, icl_error *err) {
+  float *d = cpu_f32(dst) + off;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) d[r * stride + c] = value;
+  return ICL_OK;
+}

@@ -1,0 +1,203 @@
+/* A persistent thread pool running parallel-for loops over work items.
+ *
+ * Decode issues hundreds of small ops per token, so waking workers must cost microseconds:
+ * idle workers spin on the task word for a short while, then sleep on a condition variable.
+ *
+ * Items are claimed from one 64-bit word holding (generation << 32 | next item). The caller
+ * works through items too and then waits only for items that were claimed and not yet done,
+ * never for a worker that has not shown up: on a machine shared with other processes, a
+ * descheduled worker then costs nothing instead of a whole scheduler time slice per op. A late
+ * worker holding an old generation fails its compare-and-swap and never touches a task
+ * descriptor that was reused (two descriptor slots alternate by generation). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cpu/cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* How long an idle worker keeps spinning before it sleeps. */
+#define SPIN_NS 300000
+
+typedef struct worker {
+  cpu_pool *pool;
+  int ith;
+  pthread_t tid;
+} worker;
+
+/* One task: written by the caller before its generation is published. Fields are atomics
+ * because a late worker may read a slot while it is being rewritten (it then discards it). */
+typedef struct task_slot {
+  _Atomic(cpu_item_fn) fn;
+  _Atomic(void *) ctx;
+  atomic_llong n_items;
+  atomic_llong done;
+} task_slot;
+
+struct cpu_pool {
+  int n;           /* threads including the caller */
+  worker *workers; /* [n - 1] */
+  _Atomic(uint64_t) claim; /* generation << 32 | next unclaimed item */
+  task_slot slot[2];   /* slot[gen & 1] */
+  atomic_int n_sleeping;
+  atomic_int quit;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint32_t gen_of(uint64_t claim) { return (uint32_t)(claim >> 32); }
+
+/* Claims the next item of generation g, if that generation is still current and has items. */
+static int claim_item(cpu_pool *p, uint32_t g, int64_t n_items, int64_t *item) {
+  uint64_t v = atomic_load(&p->claim);
+  for (;;) {
+    if (gen_of(v) != g || (int64_t)(v & 0xffffffffu) >= n_items) return 0;
+    if (atomic_compare_exchange_weak(&p->claim, &v, v + 1)) {
+      *item = (int64_t)(v & 0xffffffffu);
+      return 1;
+    }
+  }
+}
+
+static void run_items(cpu_pool *p, uint32_t g, int ith) {
+  task_slot *s = &p->slot[g & 1];
+  cpu_item_fn fn = atomic_load(&s->fn);
+  void *ctx = atomic_load(&s->ctx);
+  int64_t n = atomic_load(&s->n_items), it;
+  while (claim_item(p, g, n, &it)) {
+    fn(ctx, it, ith);
+    atomic_fetch_add(&s->done, 1);
+  }
+}
+
+/* Waits until the generation differs from seen (or quit): spin first, then sleep. */
+static uint32_t wait_task(cpu_pool *p, uint32_t seen) {
+  int64_t t0 = now_ns();
+  for (int i = 0;; i++) {
+    uint32_t g = gen_of(atomic_load(&p->claim));
+    if (g != seen || atomic_load(&p->quit)) return g;
+    CPU_RELAX();
+    if ((i & 255) == 255 && now_ns() - t0 > SPIN_NS) break;
+  }
+  pthread_mutex_lock(&p->mu);
+  atomic_fetch_add(&p->n_sleeping, 1); /* seq_cst: pairs with the publisher's claim store */
+  uint32_t g;
+  while ((g = gen_of(atomic_load(&p->claim))) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cond, &p->mu);
+  atomic_fetch_sub(&p->n_sleeping, 1);
+  pthread_mutex_unlock(&p->mu);
+  return g;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  cpu_pool *p = w->pool;
+  uint32_t seen = 0;
+  for (;;) {
+    seen = wait_task(p, seen);
+    if (atomic_load(&p->quit)) break;
+    run_items(p, seen, w->ith);
+  }
+  return NULL;
+}
+
+cpu_pool *cpu_pool_new(int n_threads) {
+  cpu_pool *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->n = n_threads < 1 ? 1 : n_threads;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  p->workers = calloc((size_t)p->n, sizeof *p->workers);
+  if (!p->workers) {
+    cpu_pool_free(p);
+    return NULL;
+  }
+  for (int i = 1; i < p->n; i++) {
+    worker *w = &p->workers[i - 1];
+    w->pool = p;
+    w->ith = i;
+    if (pthread_create(&w->tid, NULL, worker_main, w) != 0) {
+      p->n = i; /* run with the workers we have; free joins those */
+      break;
+    }
+  }
+  return p;
+}
+
+void cpu_pool_free(cpu_pool *p) {
+  if (!p) return;
+  if (p->workers) {
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, 1);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++) pthread_join(p->workers[i - 1].tid, NULL);
+    free(p->workers);
+  }
+  pthread_cond_destroy(&p->cond);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+int cpu_pool_threads(const cpu_pool *p) { return p->n; }
+
+void cpu_pool_for(cpu_pool *p, int64_t n_items, cpu_item_fn fn, void *ctx) {
+  if (n_items <= 0) return;
+  if (p->n == 1 || n_items == 1) {
+    for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
+    return;
+  }
+  uint32_t g = gen_of(atomic_load(&p->claim)) + 1;
+  task_slot *s = &p->slot[g & 1];
+  atomic_store(&s->fn, fn);
+  atomic_store(&s->ctx, ctx);
+  atomic_store(&s->n_items, n_items);
+  atomic_store(&s->done, 0);
+  atomic_store(&p->claim, (uint64_t)g << 32); /* publish */
+  if (atomic_load(&p->n_sleeping) > 0) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+  }
+  run_items(p, g, 0);
+  /* only items already claimed by a worker can be outstanding here */
+  for (int i = 0; atomic_load(&s->done) < n_items; i++) {
+    CPU_RELAX();
+    if ((i & 1023) == 1023) sched_yield();
+  }
+}
+
+typedef struct range_ctx {
+  cpu_range_fn fn;
+  void *ctx;
+  int64_t n, grain;
+} range_ctx;
+
+static void range_item(void *arg, int64_t item, int ith) {
+  range_ctx *r = arg;
+  int64_t lo = item * r->grain, hi = lo + r->grain < r->n ? lo + r->grain : r->n;
+  r->fn(r->ctx, lo, hi, ith);
+}
+
+void cpu_pool_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (n <= grain || p->n == 1) {
+    fn(ctx, 0, n, 0);
+    return;
+  }
+  range_ctx r = {fn, ctx, n, grain};
+  cpu_pool_for(p, (n + grain - 1) / grain, range_item, &r);
+}

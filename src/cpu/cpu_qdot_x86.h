@@ -1,0 +1,319 @@
+/* Integer dot products of 32-block weight rows with cpu_q8 activations, written once and
+ * instantiated per instruction set: the file that includes this defines
+ *   QD_TARGET  the target attribute string ("avx2,fma,f16c", ...)
+ *   QD_SFX     a name suffix (avx2, avx512)
+ *   QD_DOT(u, s)  -> __m256i of 8 int32 sums of u8 u times int8 s over 4-byte groups
+ * Each weight block is unpacked to 32 unsigned codes once and reused for up to 4 tokens.
+ * Symmetric types (Q4_0, Q5_0) fold their -8/-16 bias into a per-block term on the activation
+ * sum (cpu_q8.s); Q8_0 uses |w| and sign(x, w) so its codes stay unsigned. K types decode
+ * each 32-element group to unsigned codes with a multiplier and an offset per 16-element half
+ * (the offset meets the activations' half sums cpu_q8.h). */
+
+#define QD_CAT2(a, b) a##b
+#define QD_CAT(a, b) QD_CAT2(a, b)
+#define QD_FN(name) QD_CAT(name, QD_SFX)
+#define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
+
+QD_ATTR float QD_FN(qd_f16_)(const uint8_t *p) { return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8)); }
+
+QD_ATTR float QD_FN(qd_hsum_)(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 bytes of packed nibbles -> 32 codes: element j is the low nibble of byte j, j+16 the high. */
+QD_ATTR __m256i QD_FN(qd_nibbles_)(const uint8_t *qs) {
+  __m128i q = _mm_loadu_si128((const __m128i *)qs);
+  __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes that are 16 where bit j is set (the fifth bit of Q5 codes). */
+QD_ATTR __m256i QD_FN(qd_bit16_)(const uint8_t *qh) {
+  uint32_t h;
+  memcpy(&h, qh, 4);
+  const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                        3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* The body for weight type T (a constant after inlining) and NT tokens. */
+QD_ATTR void QD_FN(qd_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int64_t nb, const int NT, int64_t xs,
+                             float *out) {
+  const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+  __m256 acc[4];
+  float bias[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) {
+    acc[i] = _mm256_setzero_ps();
+    bias[i] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = w + (size_t)b * bb;
+    float d = QD_FN(qd_f16_)(blk), mb = 0.0f;
+    __m256i u, raw = _mm256_setzero_si256();
+    switch (T) {
+    case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); mb = -8.0f * d; break;
+    case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); mb = QD_FN(qd_f16_)(blk + 2); break;
+    case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); mb = -16.0f * d; break;
+    case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); mb = QD_FN(qd_f16_)(blk + 2); break;
+    default: raw = _mm256_loadu_si256((const __m256i *)(blk + 2)); u = _mm256_abs_epi8(raw); break;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) {
+      const cpu_q8 *xb = x + i * xs + b;
+      __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+      if (T == ICL_TYPE_Q8_0) xv = _mm256_sign_epi8(xv, raw);
+      __m256i p = QD_DOT(u, xv);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * xb->d), acc[i]);
+      if (T != ICL_TYPE_Q8_0) bias[i] += mb * xb->s;
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) out[i] = QD_FN(qd_hsum_)(acc[i]) + bias[i];
+}
+
+#define QD_DEFINE(tname, T)                                                                                    \
+  __attribute__((target(QD_TARGET))) static void QD_FN(qdot_##tname##_)(const uint8_t *w, const cpu_q8 *x,     \
+                                                                         int64_t nb, int nt, int64_t xs,       \
+                                                                         float *out) {                         \
+    switch (nt) {                                                                                              \
+    case 1: QD_FN(qd_body_)(T, w, x, nb, 1, xs, out); break;                                                   \
+    case 2: QD_FN(qd_body_)(T, w, x, nb, 2, xs, out); break;                                                   \
+    case 3: QD_FN(qd_body_)(T, w, x, nb, 3, xs, out); break;                                                   \
+    default: QD_FN(qd_body_)(T, w, x, nb, 4, xs, out); break;                                                  \
+    }                                                                                                          \
+  }
+
+QD_DEFINE(q4_0, ICL_TYPE_Q4_0)
+QD_DEFINE(q4_1, ICL_TYPE_Q4_1)
+QD_DEFINE(q5_0, ICL_TYPE_Q5_0)
+QD_DEFINE(q5_1, ICL_TYPE_Q5_1)
+QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
+
+/* ---- K types: 8 groups of 32 codes per 256-block, multiplier a and offset b per 16-half ---- */
+
+QD_ATTR int QD_FN(qk_scale3_)(const uint8_t *s, int j) {
+  int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+  return (lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+}
+
+/* Multipliers a[2*g + h] and offsets b[2*g + h] of the 8 groups of one block. */
+QD_ATTR void QD_FN(qk_scales_)(const int T, const uint8_t *blk, float *a, float *b) {
+  switch (T) {
+  case ICL_TYPE_Q2_K: {
+    float d = QD_FN(qd_f16_)(blk + 80), dmin = QD_FN(qd_f16_)(blk + 82);
+    for (int j = 0; j < 16; j++) {
+      a[j] = d * (float)(blk[j] & 0xF);
+      b[j] = dmin * (float)(blk[j] >> 4);
+    }
+    break;
+  }
+  case ICL_TYPE_Q3_K: {
+    float d = QD_FN(qd_f16_)(blk + 108);
+    for (int j = 0; j < 16; j++) {
+      a[j] = d * (float)QD_FN(qk_scale3_)(blk + 96, j);
+      b[j] = 4.0f * a[j];
+    }
+    break;
+  }
+  case ICL_TYPE_Q4_K: case ICL_TYPE_Q5_K: {
+    float d = QD_FN(qd_f16_)(blk), dmin = QD_FN(qd_f16_)(blk + 2);
+    const uint8_t *s = blk + 4;
+    for (int g = 0; g < 8; g++) {
+      int sc = g < 4 ? s[g] & 63 : (s[g + 4] & 0xF) | ((s[g - 4] >> 6) << 4);
+      int m = g < 4 ? s[g + 4] & 63 : (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
+      a[2 * g] = a[2 * g + 1] = d * (float)sc;
+      b[2 * g] = b[2 * g + 1] = dmin * (float)m;
+    }
+    break;
+  }
+  default: { /* Q6_K: group g = 4*half + plane uses scales 8*half + 2*plane + h = 2g + h */
+    float d = QD_FN(qd_f16_)(blk + 208);
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    for (int j = 0; j < 16; j++) {
+      a[j] = d * (float)sc[j];
+      b[j] = 32.0f * a[j];
+    }
+    break;
+  }
+  }
+}
+
+/* The 32 unsigned codes of group g (a constant after unrolling). */
+QD_ATTR __m256i QD_FN(qk_codes_)(const int T, const uint8_t *blk, const int g) {
+  const int half = g / 4, plane = g % 4;
+  const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1), m4 = _mm256_set1_epi8(0x0F);
+  __m256i u;
+  switch (T) {
+  case ICL_TYPE_Q2_K:
+    u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * half)), 2 * plane), m2);
+    break;
+  case ICL_TYPE_Q3_K: {
+    u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * half)), 2 * plane), m2);
+    __m256i hb = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)blk), g), m1);
+    u = _mm256_or_si256(u, _mm256_slli_epi16(hb, 2));
+    break;
+  }
+  case ICL_TYPE_Q4_K:
+    u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (g / 2))), 4 * (g % 2)), m4);
+    break;
+  case ICL_TYPE_Q5_K: {
+    u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * (g / 2))), 4 * (g % 2)), m4);
+    __m256i hb = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(blk + 16)), g), m1);
+    u = _mm256_or_si256(u, _mm256_slli_epi16(hb, 4));
+    break;
+  }
+  default: { /* Q6_K */
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * half + 32 * (plane & 1)));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * half));
+    u = _mm256_and_si256(_mm256_srli_epi16(lo, 4 * (plane >> 1)), m4);
+    u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 2 * plane), m2), 4));
+    break;
+  }
+  }
+  return u;
+}
+
+QD_ATTR void QD_FN(qk_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int64_t nb, const int NT, int64_t xs,
+                             float *out) {
+  const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+  __m256 acc[4];
+  float bias[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) {
+    acc[i] = _mm256_setzero_ps();
+    bias[i] = 0.0f;
+  }
+  for (int64_t sb = 0; sb < nb / 8; sb++) {
+    const uint8_t *blk = w + (size_t)sb * bb;
+    float a[16], b[16];
+    QD_FN(qk_scales_)(T, blk, a, b);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+      __m256i u = QD_FN(qk_codes_)(T, blk, g);
+      /* lanes 0-3 of the int32 sums cover elements 0-15, lanes 4-7 elements 16-31 */
+      __m256 av = _mm256_set_m128(_mm_set1_ps(a[2 * g + 1]), _mm_set1_ps(a[2 * g]));
+#pragma GCC unroll 4
+      for (int i = 0; i < NT; i++) {
+        const cpu_q8 *xb = x + i * xs + 8 * sb + g;
+        __m256i p = QD_DOT(u, _mm256_loadu_si256((const __m256i *)xb->q));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(av, _mm256_set1_ps(xb->d)), acc[i]);
+        bias[i] += b[2 * g] * xb->h[0] + b[2 * g + 1] * xb->h[1];
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) out[i] = QD_FN(qd_hsum_)(acc[i]) - bias[i];
+}
+
+#define QK_DEFINE(tname, T)                                                                                    \
+  __attribute__((target(QD_TARGET))) static void QD_FN(qdot_##tname##_)(const uint8_t *w, const cpu_q8 *x,     \
+                                                                         int64_t nb, int nt, int64_t xs,       \
+                                                                         float *out) {                         \
+    switch (nt) {                                                                                              \
+    case 1: QD_FN(qk_body_)(T, w, x, nb, 1, xs, out); break;                                                   \
+    case 2: QD_FN(qk_body_)(T, w, x, nb, 2, xs, out); break;                                                   \
+    case 3: QD_FN(qk_body_)(T, w, x, nb, 3, xs, out); break;                                                   \
+    default: QD_FN(qk_body_)(T, w, x, nb, 4, xs, out); break;                                                  \
+    }                                                                                                          \
+  }
+
+QK_DEFINE(q2_k, ICL_TYPE_Q2_K)
+QK_DEFINE(q3_k, ICL_TYPE_Q3_K)
+QK_DEFINE(q4_k, ICL_TYPE_Q4_K)
+QK_DEFINE(q5_k, ICL_TYPE_Q5_K)
+QK_DEFINE(q6_k, ICL_TYPE_Q6_K)
+
+/* ---- dequantization to f32 (packing weight tiles for the prefill gemm) -------------------- */
+
+/* 32 codes u to floats a*u + c, with a and c per 16-element half (K types) or per block. */
+QD_ATTR void QD_FN(dq_store32_)(__m256i u, float a0, float c0, float a1, float c1, float *y) {
+  __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
+  __m256 va0 = _mm256_set1_ps(a0), vc0 = _mm256_set1_ps(c0), va1 = _mm256_set1_ps(a1), vc1 = _mm256_set1_ps(c1);
+  _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), va0, vc0));
+  _mm256_storeu_ps(y + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), va0, vc0));
+  _mm256_storeu_ps(y + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), va1, vc1));
+  _mm256_storeu_ps(y + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), va1, vc1));
+}
+
+QD_ATTR void QD_FN(dq_body_)(const int T, const uint8_t *w, float *y, int64_t n) {
+  if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
+    const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+      const uint8_t *blk = w + (size_t)b * bb;
+      float d = QD_FN(qd_f16_)(blk), c;
+      __m256i u;
+      switch (T) {
+      case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); c = -8.0f * d; break;
+      case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); c = QD_FN(qd_f16_)(blk + 2); break;
+      case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); c = -16.0f * d; break;
+      case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); c = QD_FN(qd_f16_)(blk + 2); break;
+      default: /* Q8_0: signed codes, shifted by 128 to reuse the unsigned path */
+        u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+        c = -128.0f * d;
+        break;
+      }
+      QD_FN(dq_store32_)(u, d, c, d, c, y);
+    }
+  } else {
+    const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+      const uint8_t *blk = w + (size_t)sb * bb;
+      float a[16], b[16];
+      QD_FN(qk_scales_)(T, blk, a, b);
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++, y += 32)
+        QD_FN(dq_store32_)(QD_FN(qk_codes_)(T, blk, g), a[2 * g], -b[2 * g], a[2 * g + 1], -b[2 * g + 1], y);
+    }
+  }
+}
+
+#define DQ_DEFINE(tname, T)                                                                                    \
+  __attribute__((target(QD_TARGET))) static void QD_FN(dq_##tname##_)(const uint8_t *w, float *y, int64_t n) { \
+    QD_FN(dq_body_)(T, w, y, n);                                                                               \
+  }
+DQ_DEFINE(q4_0, ICL_TYPE_Q4_0)
+DQ_DEFINE(q4_1, ICL_TYPE_Q4_1)
+DQ_DEFINE(q5_0, ICL_TYPE_Q5_0)
+DQ_DEFINE(q5_1, ICL_TYPE_Q5_1)
+DQ_DEFINE(q8_0, ICL_TYPE_Q8_0)
+DQ_DEFINE(q2_k, ICL_TYPE_Q2_K)
+DQ_DEFINE(q3_k, ICL_TYPE_Q3_K)
+DQ_DEFINE(q4_k, ICL_TYPE_Q4_K)
+DQ_DEFINE(q5_k, ICL_TYPE_Q5_K)
+DQ_DEFINE(q6_k, ICL_TYPE_Q6_K)
+#undef DQ_DEFINE
+
+/* Installs this instruction set's integer dot products and dequantizers into k. */
+static void QD_FN(qd_install_)(cpu_kernels *k) {
+  k->qdot[ICL_TYPE_Q4_0] = QD_FN(qdot_q4_0_);
+  k->qdot[ICL_TYPE_Q4_1] = QD_FN(qdot_q4_1_);
+  k->qdot[ICL_TYPE_Q5_0] = QD_FN(qdot_q5_0_);
+  k->qdot[ICL_TYPE_Q5_1] = QD_FN(qdot_q5_1_);
+  k->qdot[ICL_TYPE_Q8_0] = QD_FN(qdot_q8_0_);
+  k->qdot[ICL_TYPE_Q2_K] = QD_FN(qdot_q2_k_);
+  k->qdot[ICL_TYPE_Q3_K] = QD_FN(qdot_q3_k_);
+  k->qdot[ICL_TYPE_Q4_K] = QD_FN(qdot_q4_k_);
+  k->qdot[ICL_TYPE_Q5_K] = QD_FN(qdot_q5_k_);
+  k->qdot[ICL_TYPE_Q6_K] = QD_FN(qdot_q6_k_);
+  k->dequant[ICL_TYPE_Q4_0] = QD_FN(dq_q4_0_);
+  k->dequant[ICL_TYPE_Q4_1] = QD_FN(dq_q4_1_);
+  k->dequant[ICL_TYPE_Q5_0] = QD_FN(dq_q5_0_);
+  k->dequant[ICL_TYPE_Q5_1] = QD_FN(dq_q5_1_);
+  k->dequant[ICL_TYPE_Q8_0] = QD_FN(dq_q8_0_);
+  k->dequant[ICL_TYPE_Q2_K] = QD_FN(dq_q2_k_);
+  k->dequant[ICL_TYPE_Q3_K] = QD_FN(dq_q3_k_);
+  k->dequant[ICL_TYPE_Q4_K] = QD_FN(dq_q4_k_);
+  k->dequant[ICL_TYPE_Q5_K] = QD_FN(dq_q5_k_);
+  k->dequant[ICL_TYPE_Q6_K] = QD_FN(dq_q6_k_);
+}
+
+#undef QK_DEFINE
+#undef QD_DEFINE
+#undef QD_ATTR

@@ -1,0 +1,307 @@
+/* Checked op wrappers: validate operand types and shapes, then call the backend. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+const char *icl_dt_shape_str(const icl_dt *t, char *buf, size_t n) {
+  snprintf(buf, n, "[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]", t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+  return buf;
+}
+
+/* A view must exist, point into a buffer, have a known type and positive extents. */
+static int chk_view(const char *op, const char *name, const icl_dt *t, icl_error *err) {
+  if (!t || !t->buf) return icl_error_set(err, ICL_EINVAL, "%s: %s: missing tensor", op, name);
+  if (!icl_type_known(t->type)) return icl_error_set(err, ICL_EINVAL, "%s: %s: unknown type %u", op, name, t->type);
+  for (int i = 0; i < 4; i++)
+    if (t->ne[i] < 1) {
+      char s[96];
+      return icl_error_set(err, ICL_EINVAL, "%s: %s: empty or negative shape %s", op, name,
+                           icl_dt_shape_str(t, s, sizeof s));
+    }
+  return ICL_OK;
+}
+
+static int chk_type(const char *op, const char *name, const icl_dt *t, uint32_t type, icl_error *err) {
+  int rc = chk_view(op, name, t, err);
+  if (rc) return rc;
+  if (t->type != type)
+    return icl_error_set(err, ICL_EINVAL, "%s: %s: expected type %s, got %s", op, name, icl_type_name(type),
+                         icl_type_name(t->type));
+  return ICL_OK;
+}
+
+static int chk_f32(const char *op, const char *name, const icl_dt *t, icl_error *err) {
+  return chk_type(op, name, t, ICL_TYPE_F32, err);
+}
+
+/* got must equal want; what says where want came from ("w's columns"). */
+static int chk_dim(const char *op, const char *name, const icl_dt *t, const char *dim, int64_t got, int64_t want,
+                   const char *what, icl_error *err) {
+  if (got == want) return ICL_OK;
+  char s[96];
+  return icl_error_set(err, ICL_EINVAL, "%s: %s: expected %s = %" PRId64 " (%s), got %" PRId64 " in shape %s", op,
+                       name, dim, want, what, got, icl_dt_shape_str(t, s, sizeof s));
+}
+
+static int chk_same_shape(const char *op, const char *an, const icl_dt *a, const char *bn, const icl_dt *b,
+                          icl_error *err) {
+  for (int i = 0; i < 4; i++)
+    if (a->ne[i] != b->ne[i]) {
+      char sa[96], sb[96];
+      return icl_error_set(err, ICL_EINVAL, "%s: %s: expected the shape of %s %s, got %s", op, bn, an,
+                           icl_dt_shape_str(a, sa, sizeof sa), icl_dt_shape_str(b, sb, sizeof sb));
+    }
+  return ICL_OK;
+}
+
+/* Two views of the same buffer overlap (the op does not allow in-place use). */
+static int overlaps(const icl_dt *a, const icl_dt *b) {
+  if (a->buf != b->buf) return 0;
+  size_t ea = a->offset + icl_type_row_bytes(a->type, a->ne[0]) * (size_t)icl_dt_nrows(a);
+  size_t eb = b->offset + icl_type_row_bytes(b->type, b->ne[0]) * (size_t)icl_dt_nrows(b);
+  return a->offset < eb && b->offset < ea;
+}
+
+static int chk_no_alias(const char *op, const char *an, const icl_dt *a, const char *bn, const icl_dt *b,
+                        icl_error *err) {
+  if (overlaps(a, b)) return icl_error_set(err, ICL_EINVAL, "%s: %s overlaps %s (not allowed for this op)", op, bn, an);
+  return ICL_OK;
+}
+
+/* Weight matrix [cols, rows]: a weight type, 2-D, cols a whole number of blocks. */
+static int chk_weight(const char *op, const icl_dt *w, icl_error *err) {
+  int rc = chk_view(op, "w", w, err);
+  if (rc) return rc;
+  char s[96];
+  if (!icl_type_is_weight(w->type))
+    return icl_error_set(err, ICL_EINVAL, "%s: w: type %s is not a weight type", op, icl_type_name(w->type));
+  if (w->ne[2] != 1 || w->ne[3] != 1)
+    return icl_error_set(err, ICL_EINVAL, "%s: w: expected a 2-D matrix [cols, rows], got %s", op,
+                         icl_dt_shape_str(w, s, sizeof s));
+  if (w->ne[0] % icl_type_block_elems(w->type) != 0)
+    return icl_error_set(err, ICL_EINVAL, "%s: w: %s rows need a multiple of %" PRId64 " columns, got %" PRId64, op,
+                         icl_type_name(w->type), icl_type_block_elems(w->type), w->ne[0]);
+  return ICL_OK;
+}
+
+#define TRY(x)                                                                                                 \
+  do {                                                                                                         \
+    int rc_ = (x);                                                                                             \
+    if (rc_) return rc_;                                                                                       \
+  } while (0)
+
+int icl_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  TRY(chk_weight("get_rows", w, err));
+  TRY(chk_type("get_rows", "ids", ids, ICL_TYPE_I32, err));
+  TRY(chk_f32("get_rows", "out", out, err));
+  TRY(chk_dim("get_rows", "out", out, "ne[0]", out->ne[0], w->ne[0], "w's columns", err));
+  TRY(chk_dim("get_rows", "out", out, "rows", icl_dt_nrows(out), icl_dt_nelem(ids), "number of ids", err));
+  return be->ops->get_rows(be, w, ids, out, err);
+}
+
+int icl_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_weight("matmul", w, err));
+  TRY(chk_f32("matmul", "x", x, err));
+  TRY(chk_f32("matmul", "y", y, err));
+  TRY(chk_dim("matmul", "x", x, "ne[0]", x->ne[0], w->ne[0], "w's columns", err));
+  TRY(chk_dim("matmul", "y", y, "ne[0]", y->ne[0], w->ne[1], "w's rows", err));
+  TRY(chk_dim("matmul", "y", y, "rows", icl_dt_nrows(y), icl_dt_nrows(x), "x's rows", err));
+  TRY(chk_no_alias("matmul", "x", x, "y", y, err));
+  return be->ops->matmul(be, w, x, y, err);
+}
+
+/* Optional per-channel f32 parameter of length d (norm weight or bias). */
+static int chk_param(const char *op, const char *name, const icl_dt *p, int64_t d, icl_error *err) {
+  if (!p) return ICL_OK;
+  TRY(chk_f32(op, name, p, err));
+  return chk_dim(op, name, p, "size", icl_dt_nelem(p), d, "x's ne[0]", err);
+}
+
+int icl_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
+  TRY(chk_f32("rms_norm", "x", x, err));
+  TRY(chk_f32("rms_norm", "y", y, err));
+  TRY(chk_same_shape("rms_norm", "x", x, "y", y, err));
+  TRY(chk_param("rms_norm", "w", w, x->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "rms_norm: eps must be >= 0, got %g", eps);
+  return be->ops->rms_norm(be, x, w, eps, y, err);
+}
+
+int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
+                      icl_error *err) {
+  TRY(chk_f32("layer_norm", "x", x, err));
+  TRY(chk_f32("layer_norm", "y", y, err));
+  TRY(chk_same_shape("layer_norm", "x", x, "y", y, err));
+  TRY(chk_param("layer_norm", "w", w, x->ne[0], err));
+  TRY(chk_param("layer_norm", "b", b, x->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "layer_norm: eps must be >= 0, got %g", eps);
+  return be->ops->layer_norm(be, x, w, b, eps, y, err);
+}
+
+int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  TRY(chk_f32("rope", "x", x, err));
+  TRY(chk_type("rope", "pos", pos, ICL_TYPE_I32, err));
+  TRY(chk_dim("rope", "pos", pos, "size", icl_dt_nelem(pos), x->ne[2] * x->ne[3], "x's tokens, ne[2]", err));
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > x->ne[0])
+    return icl_error_set(err, ICL_EINVAL, "rope: n_rot must be even and in 2..%" PRId64 " (head_dim), got %d",
+                         x->ne[0], n_rot);
+  if (mode != ICL_ROPE_NORMAL && mode != ICL_ROPE_NEOX)
+    return icl_error_set(err, ICL_EINVAL, "rope: unknown mode %d (expected NORMAL 0 or NEOX 1)", mode);
+  if (!(base > 0.0f) || !isfinite(base)) return icl_error_set(err, ICL_EINVAL, "rope: base must be > 0, got %g", base);
+  return be->ops->rope(be, x, pos, n_rot, base, mode, err);
+}
+
+/* Mask or pattern: f32 [n_kv, n_q, n_head]. */
+static int chk_scores(const char *name, const icl_dt *t, int64_t nkv, int64_t nq, int64_t nh, icl_error *err) {
+  if (!t) return ICL_OK;
+  TRY(chk_f32("attention", name, t, err));
+  TRY(chk_dim("attention", name, t, "ne[0]", t->ne[0], nkv, "n_kv", err));
+  TRY(chk_dim("attention", name, t, "ne[1]", t->ne[1], nq, "n_q", err));
+  return chk_dim("attention", name, t, "ne[2]*ne[3]", t->ne[2] * t->ne[3], nh, "n_head", err);
+}
+
+int icl_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                     const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err) {
+  const char *op = "attention";
+  TRY(chk_f32(op, "q", q, err));
+  TRY(chk_f32(op, "k", k, err));
+  TRY(chk_f32(op, "v", v, err));
+  TRY(chk_f32(op, "out", out, err));
+  if (!p) return icl_error_set(err, ICL_EINVAL, "attention: missing params");
+  int64_t hd = q->ne[0], nh = q->ne[1], nq = q->ne[2] * q->ne[3], nkvh = k->ne[1], nkv = k->ne[2] * k->ne[3];
+  TRY(chk_dim(op, "k", k, "ne[0]", k->ne[0], hd, "q's head_dim", err));
+  TRY(chk_same_shape(op, "k", k, "v", v, err));
+  TRY(chk_same_shape(op, "q", q, "out", out, err));
+  if (nh % nkvh != 0)
+    return icl_error_set(err, ICL_EINVAL, "attention: k: n_kv_head %" PRId64 " must divide n_head %" PRId64, nkvh, nh);
+  if (p->n_past < 0) return icl_error_set(err, ICL_EINVAL, "attention: n_past must be >= 0, got %d", p->n_past);
+  TRY(chk_dim(op, "k", k, "n_kv (ne[2])", nkv, (int64_t)p->n_past + nq, "n_past + n_q", err));
+  if (p->window < 0 || !(p->softcap >= 0.0f) || !isfinite(p->scale))
+    return icl_error_set(err, ICL_EINVAL, "attention: bad params (window %d >= 0, softcap %g >= 0, finite scale %g)",
+                         p->window, p->softcap, p->scale);
+  TRY(chk_scores("mask", mask, nkv, nq, nh, err));
+  TRY(chk_scores("pattern", pattern, nkv, nq, nh, err));
+  TRY(chk_no_alias(op, "q", q, "out", out, err));
+  return be->ops->attention(be, q, k, v, p, mask, out, pattern, err);
+}
+
+/* a, b, y f32; b has a's ne[0] and either 1 row or a's row count; y has a's shape. */
+static int chk_binary(const char *op, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) {
+  TRY(chk_f32(op, "a", a, err));
+  TRY(chk_f32(op, "b", b, err));
+  TRY(chk_f32(op, "y", y, err));
+  TRY(chk_dim(op, "b", b, "ne[0]", b->ne[0], a->ne[0], "a's ne[0]", err));
+  if (icl_dt_nrows(b) != 1) TRY(chk_dim(op, "b", b, "rows", icl_dt_nrows(b), icl_dt_nrows(a), "1 or a's rows", err));
+  return chk_same_shape(op, "a", a, "y", y, err);
+}
+
+int icl_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) {
+  TRY(chk_binary("add", a, b, y, err));
+  return be->ops->add(be, a, b, y, err);
+}
+
+int icl_op_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) {
+  TRY(chk_binary("mul", a, b, y, err));
+  return be->ops->mul(be, a, b, y, err);
+}
+
+/* Elementwise f32 x -> y with the same element count. */
+static int chk_unary(const char *op, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, "y", y, err));
+  return chk_dim(op, "y", y, "size", icl_dt_nelem(y), icl_dt_nelem(x), "x's size", err);
+}
+
+int icl_op_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err) {
+  TRY(chk_unary("scale", x, y, err));
+  return be->ops->scale(be, x, s, y, err);
+}
+
+int icl_op_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_unary("silu", x, y, err));
+  return be->ops->silu(be, x, y, err);
+}
+
+int icl_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_unary("gelu", x, y, err));
+  return be->ops->gelu(be, x, y, err);
+}
+
+static int chk_glu(const char *op, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) {
+  TRY(chk_f32(op, "gate", g, err));
+  TRY(chk_f32(op, "up", u, err));
+  TRY(chk_f32(op, "y", y, err));
+  TRY(chk_same_shape(op, "gate", g, "up", u, err));
+  return chk_same_shape(op, "gate", g, "y", y, err);
+}
+
+int icl_op_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err) {
+  TRY(chk_glu("swiglu", gate, up, y, err));
+  return be->ops->swiglu(be, gate, up, y, err);
+}
+
+int icl_op_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err) {
+  TRY(chk_glu("geglu", gate, up, y, err));
+  return be->ops->geglu(be, gate, up, y, err);
+}
+
+int icl_op_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_f32("softmax", "x", x, err));
+  TRY(chk_f32("softmax", "y", y, err));
+  TRY(chk_same_shape("softmax", "x", x, "y", y, err));
+  return be->ops->softmax(be, x, y, err);
+}
+
+int icl_op_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_view("convert", "x", x, err));
+  TRY(chk_view("convert", "y", y, err));
+  if ((x->type != ICL_TYPE_F32 && x->type != ICL_TYPE_F16) || (y->type != ICL_TYPE_F32 && y->type != ICL_TYPE_F16))
+    return icl_error_set(err, ICL_EINVAL, "convert: expected F32 or F16 operands, got %s -> %s",
+                         icl_type_name(x->type), icl_type_name(y->type));
+  TRY(chk_dim("convert", "y", y, "size", icl_dt_nelem(y), icl_dt_nelem(x), "x's size", err));
+  if (x->type != y->type) TRY(chk_no_alias("convert", "x", x, "y", y, err));
+  return be->ops->convert(be, x, y, err);
+}
+
+int icl_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err) {
+  TRY(chk_f32("argmax", "x", x, err));
+  TRY(chk_type("argmax", "out", out, ICL_TYPE_I32, err));
+  TRY(chk_dim("argmax", "out", out, "size", icl_dt_nelem(out), icl_dt_nrows(x), "x's rows", err));
+  return be->ops->argmax(be, x, out, err);
+}
+
+/* The 2-D region off + r*stride + c (r < rows, c < cols) lies inside the view. */
+static int chk_region(const char *op, const char *name, const icl_dt *t, int64_t off, int64_t stride, int64_t rows,
+                      int64_t cols, icl_error *err) {
+  if (off < 0 || stride < 0 || rows < 0 || cols < 0)
+    return icl_error_set(err, ICL_EINVAL, "%s: %s: negative offset, stride or extent", op, name);
+  if (rows == 0 || cols == 0) return ICL_OK;
+  int64_t last = off + (rows - 1) * stride + cols;
+  if (last > icl_dt_nelem(t)) {
+    char s[96];
+    return icl_error_set(err, ICL_EINVAL,
+                         "%s: %s: region of %" PRId64 " x %" PRId64 " at offset %" PRId64 " stride %" PRId64
+                         " ends at element %" PRId64 ", past the view's %" PRId64 " elements %s",
+                         op, name, rows, cols, off, stride, last, icl_dt_nelem(t), icl_dt_shape_str(t, s, sizeof s));
+  }
+  return ICL_OK;
+}
+
+int icl_op_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+                  int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err) {
+  TRY(chk_f32("copy2d", "src", src, err));
+  TRY(chk_f32("copy2d", "dst", dst, err));
+  TRY(chk_region("copy2d", "src", src, src_off, src_stride, rows, cols, err));
+  TRY(chk_region("copy2d", "dst", dst, dst_off, dst_stride, rows, cols, err));
+  if (rows == 0 || cols == 0) return ICL_OK;
+  return be->ops->copy2d(be, src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols, err);
+}
+
+int icl_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+                  float value, icl_error *err) {
+  TRY(chk_f32("fill2d", "dst", dst, err));
+  TRY(chk_region("fill2d", "dst", dst, off, stride, rows, cols, err));
+  if (rows == 0 || cols == 0) return ICL_OK;
+  return be->ops->fill2d(be, dst, off, stride, rows, cols, value, err);
+}

@@ -1,0 +1,35 @@
+/* Shape- and type-checking wrappers around the backend ops table. The forward pass calls these;
+ * each checks its operands, fails with a message naming the op, the operand and the expected
+ * versus actual shape, and otherwise calls be->ops->X (backends then trust the shapes). */
+#ifndef ICL_OPS_H
+#define ICL_OPS_H
+
+#include "backend.h"
+
+int icl_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
+int icl_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+int icl_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
+                      icl_error *err);
+int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+int icl_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                     const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
+int icl_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int icl_op_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int icl_op_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
+int icl_op_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int icl_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int icl_op_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+int icl_op_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+int icl_op_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int icl_op_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int icl_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+int icl_op_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+                  int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
+int icl_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+                  float value, icl_error *err);
+
+/* Writes "[a, b, c, d]" (the view's ne) into buf; returns buf. */
+const char *icl_dt_shape_str(const icl_dt *t, char *buf, size_t n);
+
+#endif
