@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "model_internal.h"
+#include "ops.h"
 
 #define TRY(x)                  \
   do {                          \
@@ -34,7 +35,6 @@ static int present(const icl_dt *t) { return t->buf != NULL; }
 static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
-  const icl_backend_ops *op = be->ops;
   const icl_hparams *hp = &m->hp;
   const icl_layer *L = &m->layers[il];
   icl_acts *a = &s->a;
@@ -52,28 +52,28 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   icl_dt P = view3(&a->pos, 0, n, 1, 1);
 
   HOOK(il, HP_RESID_PRE, &X, 0);
-  TRY(op->rms_norm(be, &X, &L->attn_norm, hp->eps, &H, err));
+  TRY(icl_op_rms_norm(be, &X, &L->attn_norm, hp->eps, &H, err));
   HOOK(il, HP_LN1, &H, 0);
 
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
-  TRY(op->matmul(be, &L->wq, &H, &Q2, err));
-  TRY(op->matmul(be, &L->wk, &H, &K2, err));
-  TRY(op->matmul(be, &L->wv, &H, &V2, err));
+  TRY(icl_op_matmul(be, &L->wq, &H, &Q2, err));
+  TRY(icl_op_matmul(be, &L->wk, &H, &K2, err));
+  TRY(icl_op_matmul(be, &L->wv, &H, &V2, err));
   if (present(&L->bq)) {
-    TRY(op->add(be, &Q2, &L->bq, &Q2, err));
-    TRY(op->add(be, &K2, &L->bk, &K2, err));
-    TRY(op->add(be, &V2, &L->bv, &V2, err));
+    TRY(icl_op_add(be, &Q2, &L->bq, &Q2, err));
+    TRY(icl_op_add(be, &K2, &L->bk, &K2, err));
+    TRY(icl_op_add(be, &V2, &L->bv, &V2, err));
   }
   if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
     icl_dt Qh = view3(&Q, 0, hd, nh * n, 1), Kh = view3(&K, 0, hd, nkv * n, 1);
-    TRY(op->rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
-    TRY(op->rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
+    TRY(icl_op_rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
+    TRY(icl_op_rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
   }
   HOOK(il, HP_Q, &Q, (int)nh);
   HOOK(il, HP_K, &K, (int)nkv);
   HOOK(il, HP_V, &V, (int)nkv);
-  TRY(op->rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
-  TRY(op->rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+  TRY(icl_op_rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+  TRY(icl_op_rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
 
   icl_attn_params ap = {.n_past = (int32_t)p0, .scale = 1.0f / sqrtf((float)hd), .window = L->window, .softcap = 0};
   icl_dt pattern, *pat = NULL;
@@ -82,7 +82,7 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     pat = &pattern;
   }
   const icl_dt *mask = hk ? icl_hook_mask(hk, il) : NULL;
-  TRY(op->attention(be, &Q, &Kall, &Vall, &ap, mask, &Z, pat, err));
+  TRY(icl_op_attention(be, &Q, &Kall, &Vall, &ap, mask, &Z, pat, err));
   if (pat) HOOK(il, HP_PATTERN, pat, (int)nh);
   HOOK(il, HP_Z, &Z, (int)nh);
 
@@ -92,30 +92,30 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     icl_dt R = view3(&a->result, 0, d, nh, n);
     icl_dt ZM = {.buf = a->zmask_buf, .type = ICL_TYPE_F32, .ne = {hd * nh, n, 1, 1}};
     for (int64_t h = 0; h < nh; h++) {
-      TRY(op->fill2d(be, &ZM, 0, hd * nh, n, hd * nh, 0.0f, err));
-      TRY(op->copy2d(be, &Z2, h * hd, hd * nh, &ZM, h * hd, hd * nh, n, hd, err));
-      TRY(op->matmul(be, &L->wo, &ZM, &O, err));
-      TRY(op->copy2d(be, &O, 0, d, &R, h * d, d * nh, n, d, err));
+      TRY(icl_op_fill2d(be, &ZM, 0, hd * nh, n, hd * nh, 0.0f, err));
+      TRY(icl_op_copy2d(be, &Z2, h * hd, hd * nh, &ZM, h * hd, hd * nh, n, hd, err));
+      TRY(icl_op_matmul(be, &L->wo, &ZM, &O, err));
+      TRY(icl_op_copy2d(be, &O, 0, d, &R, h * d, d * nh, n, d, err));
     }
     HOOK(il, HP_RESULT, &R, (int)nh);
   }
   if (hk && icl_hook_modifies(hk, il, HP_RESULT)) { /* the (changed) per-head results make the output */
     icl_dt R = view3(&a->result, 0, d, nh, n);
-    TRY(op->fill2d(be, &O, 0, d, n, d, 0.0f, err));
+    TRY(icl_op_fill2d(be, &O, 0, d, n, d, 0.0f, err));
     for (int64_t h = 0; h < nh; h++) {
       icl_dt T = view3(&a->h, 0, d, n, 1); /* H is free again: reuse as scratch */
-      TRY(op->copy2d(be, &R, h * d, d * nh, &T, 0, d, n, d, err));
-      TRY(op->add(be, &O, &T, &O, err));
+      TRY(icl_op_copy2d(be, &R, h * d, d * nh, &T, 0, d, n, d, err));
+      TRY(icl_op_add(be, &O, &T, &O, err));
     }
   } else { /* a capture alone leaves the computation, hence the logits, bit-identical */
-    TRY(op->matmul(be, &L->wo, &Z2, &O, err));
+    TRY(icl_op_matmul(be, &L->wo, &Z2, &O, err));
   }
   if (present(&L->post_attn_norm)) {
-    TRY(op->rms_norm(be, &O, &L->post_attn_norm, hp->eps, &O, err));
+    TRY(icl_op_rms_norm(be, &O, &L->post_attn_norm, hp->eps, &O, err));
     HOOK(il, HP_LN1_POST, &O, 0);
   }
   HOOK(il, HP_ATTN_OUT, &O, 0);
-  TRY(op->add(be, &X, &O, &X, err));
+  TRY(icl_op_add(be, &X, &O, &X, err));
   HOOK(il, HP_RESID_MID, &X, 0);
   return ICL_OK;
 }
@@ -124,7 +124,6 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
 static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
-  const icl_backend_ops *op = be->ops;
   const icl_layer *L = &m->layers[il];
   icl_acts *a = &s->a;
   int64_t d = m->hp.n_embd, ff = m->hp.n_ff;
@@ -135,23 +134,23 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   icl_dt U = view3(&a->up, 0, ff, n, 1);
   icl_dt O = view3(&a->o, 0, d, n, 1);
 
-  TRY(op->rms_norm(be, &X, &L->ffn_norm, m->hp.eps, &H, err));
+  TRY(icl_op_rms_norm(be, &X, &L->ffn_norm, m->hp.eps, &H, err));
   HOOK(il, HP_LN2, &H, 0);
-  TRY(op->matmul(be, &L->w_gate, &H, &G, err));
-  TRY(op->matmul(be, &L->w_up, &H, &U, err));
+  TRY(icl_op_matmul(be, &L->w_gate, &H, &G, err));
+  TRY(icl_op_matmul(be, &L->w_up, &H, &U, err));
   HOOK(il, HP_MLP_PRE, &G, 0);
   if (m->arch->act == ICL_ACT_GELU)
-    TRY(op->geglu(be, &G, &U, &G, err));
+    TRY(icl_op_geglu(be, &G, &U, &G, err));
   else
-    TRY(op->swiglu(be, &G, &U, &G, err));
+    TRY(icl_op_swiglu(be, &G, &U, &G, err));
   HOOK(il, HP_MLP_POST, &G, 0);
-  TRY(op->matmul(be, &L->w_down, &G, &O, err));
+  TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
   if (present(&L->post_ffn_norm)) {
-    TRY(op->rms_norm(be, &O, &L->post_ffn_norm, m->hp.eps, &O, err));
+    TRY(icl_op_rms_norm(be, &O, &L->post_ffn_norm, m->hp.eps, &O, err));
     HOOK(il, HP_LN2_POST, &O, 0);
   }
   HOOK(il, HP_MLP_OUT, &O, 0);
-  TRY(op->add(be, &X, &O, &X, err));
+  TRY(icl_op_add(be, &X, &O, &X, err));
   HOOK(il, HP_RESID_POST, &X, 0);
   return ICL_OK;
 }
@@ -175,8 +174,8 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
   icl_dt X = view3(&a->x, 0, d, n, 1);
   icl_dt ids = view3(&a->ids, 0, n, 1, 1);
   ids.type = ICL_TYPE_I32;
-  TRY(op->get_rows(be, &m->tok_embd, &ids, &X, err));
-  if (m->arch->embed_scale) TRY(op->scale(be, &X, sqrtf((float)d), &X, err));
+  TRY(icl_op_get_rows(be, &m->tok_embd, &ids, &X, err));
+  if (m->arch->embed_scale) TRY(icl_op_scale(be, &X, sqrtf((float)d), &X, err));
   HOOK(-1, HP_EMBED, &X, 0);
 
   for (int il = 0; il < m->hp.n_layer; il++) {
@@ -185,7 +184,7 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
   }
 
   icl_dt H = view3(&a->h, 0, d, n, 1);
-  TRY(op->rms_norm(be, &X, &m->output_norm, m->hp.eps, &H, err));
+  TRY(icl_op_rms_norm(be, &X, &m->output_norm, m->hp.eps, &H, err));
   HOOK(-1, HP_LN_FINAL, &H, 0);
   s->n_past += n;
   return ICL_OK;
@@ -195,5 +194,5 @@ int icl_forward_logits(icl_session *s, int64_t r0, int64_t nr, icl_error *err) {
   icl_model *m = s->m;
   icl_dt H = view3(&s->a.h, r0 * m->hp.n_embd, m->hp.n_embd, nr, 1);
   icl_dt Y = view3(&s->a.logits, 0, m->hp.n_vocab, nr, 1);
-  return m->be->ops->matmul(m->be, &m->output, &H, &Y, err);
+  return icl_op_matmul(m->be, &m->output, &H, &Y, err);
 }

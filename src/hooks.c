@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "hooks_internal.h"
+#include "ops.h"
 
 static const char *SUFFIX[HP_LAYER_COUNT] = {
     [HP_RESID_PRE] = "hook_resid_pre",    [HP_LN1] = "ln1.hook_normalized",
@@ -300,15 +301,15 @@ static int apply_iv(struct icl_hookctx *hk, const iv *k, const icl_dt *view, int
   int rc = ICL_OK;
   switch (k->src->kind) {
   case ICL_IV_ZERO:
-    if (!g.heads) return be->ops->fill2d(be, view, r0 * g.row, g.row, nr, g.row, 0.0f, err);
+    if (!g.heads) return icl_op_fill2d(be, view, r0 * g.row, g.row, nr, g.row, 0.0f, err);
     for (int j = 0; j < k->nsel && !rc; j++)
-      rc = be->ops->fill2d(be, view, r0 * g.row + k->heads[j] * g.hsz, g.row, nr, g.hsz, 0.0f, err);
+      rc = icl_op_fill2d(be, view, r0 * g.row + k->heads[j] * g.hsz, g.row, nr, g.hsz, 0.0f, err);
     return rc;
   case ICL_IV_MEAN:
   case ICL_IV_PATCH:
-    if (!g.heads) return be->ops->copy2d(be, &vb, vr0 * k->vrow, vstride, view, r0 * g.row, g.row, nr, g.row, err);
+    if (!g.heads) return icl_op_copy2d(be, &vb, vr0 * k->vrow, vstride, view, r0 * g.row, g.row, nr, g.row, err);
     for (int j = 0; j < k->nsel && !rc; j++)
-      rc = be->ops->copy2d(be, &vb, vr0 * k->vrow + j * g.hsz, vstride, view, r0 * g.row + k->heads[j] * g.hsz, g.row,
+      rc = icl_op_copy2d(be, &vb, vr0 * k->vrow + j * g.hsz, vstride, view, r0 * g.row + k->heads[j] * g.hsz, g.row,
                            nr, g.hsz, err);
     return rc;
   case ICL_IV_ADD: {
@@ -317,7 +318,7 @@ static int apply_iv(struct icl_hookctx *hk, const iv *k, const icl_dt *view, int
     a.ne[0] = g.row, a.ne[1] = nr, a.ne[2] = a.ne[3] = 1;
     vb.offset = (size_t)(vr0 * k->vrow) * 4;
     vb.ne[1] = k->vrows == 1 ? 1 : nr;
-    return be->ops->add(be, &a, &vb, &a, err);
+    return icl_op_add(be, &a, &vb, &a, err);
   }
   default:
     return icl_error_set(err, ICL_EINVAL, "intervention kind %d cannot act on a point", (int)k->src->kind);
