@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# bench-peers.sh [--quick] [--no-vulkan]: icl (CPU backend and Vulkan backend) against llama.cpp (CPU, through
+# llama-cpp-python built natively from PyPI) on SmolLM2-135M Q4_1 and Gemma 3 270M, in one run on this machine:
+# prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position logits (tokens/s);
+# prints a table with ratios icl / llama.cpp. docs/performance.md keeps the latest table.
+#   --quick      one repetition instead of three
+#   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
+# Environment: ICL_BENCH_VENV (default .cache/bench-venv), ICL_THREADS (default: nproc).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+reps=3 vulkan=1
+for a in "$@"; do
+  case "$a" in
+    --quick) reps=1 ;;
+    --no-vulkan) vulkan=0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-peers: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+threads=${ICL_THREADS:-$(nproc)}
+VENV=${ICL_BENCH_VENV:-$ROOT/.cache/bench-venv}
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
+  echo "bench-peers: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION natively into $VENV (about 10 minutes)" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+fi
+scripts/fetch-models.sh all >&2
+[ -x build/icl ] || scripts/build.sh >&2
+
+declare -A R
+run_icl() { # model backend
+  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" |
+    awk '/^prefill 128/{print "prefill_128", $NF} /^prefill 512/{print "prefill_512", $NF}
+         /^decode 128/{print "decode_128", $NF} /^forward 1400/{print "forward_1400_all_logits", $NF}'
+}
+models=("smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-270m-Q4_K_M.gguf")
+for entry in "${models[@]}"; do
+  name=${entry%%:*} path=${entry#*:}
+  echo "bench-peers: $name: llama.cpp" >&2
+  json=$("$VENV/bin/python" scripts/bench_llamacpp.py "$path" "$threads" "$reps")
+  for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
+    R[$name,llama,$k]=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['$k'])" "$json")
+  done
+  backends=(cpu)
+  [ "$vulkan" = 1 ] && backends+=(vulkan)
+  for be in "${backends[@]}"; do
+    echo "bench-peers: $name: icl $be" >&2
+    while read -r k v; do R[$name,$be,$k]=$v; done < <(run_icl "$path" "$be")
+  done
+done
+
+echo
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps"
+printf "%-8s %-26s %12s %12s %8s %12s %8s\n" model measure "llama.cpp" "icl cpu" ratio "icl vulkan" ratio
+for entry in "${models[@]}"; do
+  name=${entry%%:*}
+  for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
+    l=${R[$name,llama,$k]:-nan} c=${R[$name,cpu,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
+    printf "%-8s %-26s %12s %12s %8s %12s %8s\n" "$name" "$k (tok/s)" "$l" "$c" \
+      "$(awk -v a="$c" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')" "$v" \
+      "$(awk -v a="$v" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')"
+  done
+done
