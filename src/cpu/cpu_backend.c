@@ -144,9 +144,11 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
   cb->n_threads = n_threads > 0 ? n_threads : default_threads();
   if (cb->n_threads > 256) cb->n_threads = 256;
   cpu_kernels_init(&cb->k, NULL);
-  /* the crossover measured with scripts/bench-cpu.sh; ICL_CPU_TILE_MIN overrides it for tuning */
+  /* int8 activations only for single-token decode: on Gemma 3 they move logits by up to ~2 (tests/model/
+   * test_fixtures.c against the float64 reference), too much for interpretability runs; every matmul of 2+
+   * tokens is f32. ICL_CPU_TILE_MIN overrides it (1 = f32 everywhere; 32 = the speed crossover). */
   const char *tm = getenv("ICL_CPU_TILE_MIN");
-  cb->tile_min_tokens = tm && atoi(tm) > 0 ? atoi(tm) : 32;
+  cb->tile_min_tokens = tm && atoi(tm) > 0 ? atoi(tm) : 2;
   cb->pool = cpu_pool_new(cb->n_threads);
   if (cb->pool) cb->n_threads = cpu_pool_threads(cb->pool);
   cb->scratch = cb->pool ? calloc((size_t)cb->n_threads, sizeof *cb->scratch) : NULL;
