@@ -1,0 +1,52 @@
+/* Vulkan devices as icl sees them: what `icl devices` prints and how the backend chooses. */
+#ifndef ICL_DEVICES_H
+#define ICL_DEVICES_H
+
+#include <stdint.h>
+
+#include "icl/icl.h"
+
+#define ICL_DEVICE_MAX_HEAPS 16
+
+/* One memory heap of a device. */
+typedef struct icl_device_heap {
+  uint64_t size;     /* bytes */
+  int device_local;  /* VK_MEMORY_HEAP_DEVICE_LOCAL_BIT */
+  int host_visible;  /* some memory type of this heap is HOST_VISIBLE */
+} icl_device_heap;
+
+/* The capabilities of one Vulkan physical device. */
+typedef struct icl_device_info {
+  int index;                 /* position in vkEnumeratePhysicalDevices order (the ICL_DEVICE index) */
+  char name[256];
+  const char *type;          /* "discrete", "integrated", "virtual", "cpu", "other" */
+  uint32_t api_version;      /* VK_MAKE_API_VERSION packed */
+  char driver[256];          /* driver name and info ("llvmpipe Mesa 22.3.6 (LLVM 15.0.6)") */
+  uint32_t subgroup_size;
+  int subgroup_arith;        /* compute shaders have subgroup basic + arithmetic operations */
+  int fp16, int8;            /* shaderFloat16, shaderInt8 */
+  int storage8, storage16;   /* storageBuffer8BitAccess, storageBuffer16BitAccess */
+  uint64_t max_storage_range;      /* maxStorageBufferRange (bytes) */
+  uint64_t min_storage_align;      /* minStorageBufferOffsetAlignment (bytes) */
+  uint32_t max_shared;             /* maxComputeSharedMemorySize (bytes) */
+  uint32_t max_uniform_range;      /* maxUniformBufferRange (bytes) */
+  uint32_t min_uniform_align;      /* minUniformBufferOffsetAlignment (bytes) */
+  uint32_t max_wg_invocations;     /* maxComputeWorkGroupInvocations */
+  uint32_t max_wg_count[3];        /* maxComputeWorkGroupCount */
+  uint64_t max_alloc;              /* maxMemoryAllocationSize (bytes) */
+  int n_heaps;
+  icl_device_heap heaps[ICL_DEVICE_MAX_HEAPS];
+  int uma;                   /* device memory is host memory: map it instead of staging copies */
+  int usable;                /* meets icl's requirements (Vulkan 1.2, subgroup arithmetic, 16-bit storage) */
+} icl_device_info;
+
+/* Lists the Vulkan devices into out[0..cap) and sets *n to their count and *chosen to the index
+ * the Vulkan backend would use (honouring ICL_DEVICE). When none would be chosen (nothing usable,
+ * or ICL_DEVICE matches nothing) it still succeeds, with *chosen = -1 and the reason in err.
+ * Fails with ICL_EDEVICE when there is no Vulkan driver or no device. */
+int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_error *err);
+
+/* Number of validation-layer warnings and errors seen in this process (ICL_VALIDATION=1). */
+int icl_vk_validation_messages(void);
+
+#endif

@@ -1,0 +1,164 @@
+/* The Vulkan device layer and recording machinery: device listing and ICL_DEVICE choice, the
+ * validation counter (a deliberate error in a child process must be counted), buffer
+ * round-trips on the mapped (UMA) path and the staging path (ICL_VK_STAGING=1), dependency
+ * chains that need barriers, host writes to buffers with pending work, more dispatches in one
+ * batch than a descriptor pool or the profiler's query pool holds, and ICL_PROFILE=1. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_vk_util.h"
+#include "vk_internal.h"
+
+static void test_listing(void) {
+  icl_device_info infos[16];
+  int n, chosen;
+  icl_error err;
+  CHECKF(icl_vk_list_devices(infos, 16, &n, &chosen, &err) == ICL_OK, "list: %s", err.msg);
+  CHECK(n >= 1 && chosen >= 0 && chosen < n);
+  const icl_device_info *d = &infos[chosen];
+  CHECK(d->usable && d->subgroup_size >= 1 && (d->subgroup_size & (d->subgroup_size - 1)) == 0);
+  CHECK(d->max_storage_range >= (1u << 27) && d->min_storage_align >= 1 && d->n_heaps >= 1);
+  /* by index and by name substring; a bad value is an error that names the variable */
+  char idx[16];
+  snprintf(idx, sizeof idx, "%d", chosen);
+  setenv("ICL_DEVICE", idx, 1);
+  CHECK(icl_vk_list_devices(infos, 16, &n, &chosen, &err) == ICL_OK && chosen == atoi(idx));
+  setenv("ICL_DEVICE", d->name, 1);
+  CHECK(icl_vk_list_devices(infos, 16, &n, &chosen, &err) == ICL_OK && chosen == atoi(idx));
+  setenv("ICL_DEVICE", "no such device", 1);
+  icl_backend *be = NULL;
+  CHECK(icl_vk_backend_new(-1, &be, &err) == ICL_EINVAL && be == NULL && strstr(err.msg, "ICL_DEVICE"));
+  unsetenv("ICL_DEVICE");
+}
+
+/* In a child: a buffer of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912). */
+static void test_validation_counts(void) {
+  const char *v = getenv("ICL_VALIDATION");
+  if (!v || strcmp(v, "1") != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    icl_backend *be;
+    icl_error err;
+    if (icl_vk_backend_new(-1, &be, &err)) _exit(3);
+    vk_ctx *c = vk_of(be);
+    if (!c->inst.validation) _exit(4); /* layer not installed: the instance warned already */
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 0,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+    VkBuffer b = VK_NULL_HANDLE;
+    fprintf(stderr, "(a validation error is expected next)\n");
+    if (vkCreateBuffer(c->device, &bi, NULL, &b) == VK_SUCCESS && b) vkDestroyBuffer(c->device, b, NULL);
+    int n = icl_vk_validation_messages();
+    be->ops->destroy(be);
+    _exit(n >= 1 ? 0 : 5);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECKF(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 4),
+         "validation messages are not counted (child status %d)", status);
+}
+
+static void test_roundtrip(icl_backend *be, size_t size, size_t off) {
+  icl_error err;
+  icl_buf *b;
+  CHECK(be->ops->buf_alloc(be, size, ICL_BUF_ACT, &b, &err) == ICL_OK);
+  unsigned char *src = vt_xmalloc(size), *dst = vt_xmalloc(size);
+  for (size_t i = 0; i < size; i++) src[i] = (unsigned char)(i * 131 + 7);
+  CHECK(be->ops->write(be, b, 0, src, size, &err) == ICL_OK);
+  CHECK(be->ops->write(be, b, off, src, size - off, &err) == ICL_OK); /* overlapping, shifted */
+  memset(dst, 0, size);
+  CHECK(be->ops->read(be, b, 0, dst, size, &err) == ICL_OK);
+  CHECKF(memcmp(dst, src, off) == 0 && memcmp(dst + off, src, size - off) == 0, "round trip of %zu bytes", size);
+  CHECK(be->ops->write(be, b, size - 1, src, 2, &err) == ICL_EINVAL); /* out of bounds */
+  be->ops->buf_free(be, b);
+  free(src), free(dst);
+}
+
+/* x += b fifty times in place, then y = x * 2 and x = 0 (a write after y's read): every step
+ * depends on the previous one, so a missing barrier shows up as a wrong sum. */
+static void test_chain(icl_backend *be) {
+  icl_error err;
+  float *x, *b;
+  vt xv = vt_rand(577, 3, 1, 1, -1, 1, &x), bv = vt_rand(577, 1, 1, 2, -1, 1, &b);
+  vt yv = vt_new(ICL_TYPE_F32, 577, 3, 1, 4);
+  for (int i = 0; i < 50; i++) CHECK(be->ops->add(be, &xv.dt, &bv.dt, &xv.dt, &err) == ICL_OK);
+  CHECK(be->ops->scale(be, &xv.dt, 2.0f, &yv.dt, &err) == ICL_OK);
+  CHECK(be->ops->fill2d(be, &xv.dt, 0, 577, 3, 577, 0.0f, &err) == ICL_OK);
+  float *ref = vt_xmalloc(577 * 3 * 4), *zero = calloc(577 * 3, 4);
+  for (int r = 0; r < 3; r++)
+    for (int i = 0; i < 577; i++) {
+      float v = x[r * 577 + i];
+      for (int k = 0; k < 50; k++) v += b[i];
+      ref[r * 577 + i] = 2 * v;
+    }
+  vt_expect("chain: 50 x add, scale", &yv, ref, 1e-12);
+  /* host write to a buffer that recorded work still reads: the write must wait for it */
+  CHECK(be->ops->scale(be, &bv.dt, 3.0f, &yv.dt, &err) == ICL_OK);
+  vt_upload(&bv, zero);
+  for (int i = 0; i < 577; i++) ref[i] = 3 * b[i];
+  float got[577];
+  CHECK(be->ops->read(be, yv.dt.buf, yv.pre, got, sizeof got, &err) == ICL_OK);
+  CHECK(icl_nmse(ref, got, 577) < 1e-14);
+  vt_expect("chain: fill after read", &xv, zero, 0);
+  vt_free(&xv), vt_free(&bv), vt_free(&yv);
+  free(x), free(b), free(ref), free(zero);
+}
+
+/* More dispatches in one batch than a descriptor pool holds (and, with ICL_PROFILE=1, than the
+ * query pool times). */
+static void test_many_dispatches(icl_backend *be, int n) {
+  icl_error err;
+  float *x;
+  vt xv = vt_rand(33, 1, 1, 3, -1, 1, &x);
+  for (int i = 0; i < n; i++) CHECK(be->ops->scale(be, &xv.dt, i % 2 ? 2.0f : 0.5f, &xv.dt, &err) == ICL_OK);
+  vt_expect("many dispatches", &xv, x, 1e-14);
+  vt_free(&xv);
+  free(x);
+}
+
+/* A matmul and get_rows through the staging path (device-local memory, copies through a host
+ * buffer in 32 MiB pieces). */
+static void test_staging(void) {
+  setenv("ICL_VK_STAGING", "1", 1);
+  icl_backend *saved = vt_be;
+  vt_be = NULL;
+  icl_backend *be = vt_backend();
+  test_roundtrip(be, (size_t)40 << 20, 12);
+  void *raw;
+  float *x, ref[96 * 2];
+  vt w = vt_weights(ICL_TYPE_Q4_1, 640, 96, 4, &raw), xv = vt_rand(640, 2, 1, 5, -1, 1, &x);
+  vt y = vt_new(ICL_TYPE_F32, 96, 2, 1, 4);
+  icl_error err;
+  CHECK(be->ops->matmul(be, &w.dt, &xv.dt, &y.dt, &err) == ICL_OK);
+  icl_ref_matmul(ICL_TYPE_Q4_1, raw, 640, 96, x, 2, ref);
+  vt_expect("staging path: matmul Q4_1", &y, ref, 1e-9);
+  vt_free(&w), vt_free(&xv), vt_free(&y);
+  free(raw), free(x);
+  be->ops->destroy(be);
+  vt_be = saved;
+  unsetenv("ICL_VK_STAGING");
+}
+
+static void test_profile(void) {
+  setenv("ICL_PROFILE", "1", 1);
+  icl_backend *saved = vt_be;
+  vt_be = NULL;
+  icl_backend *be = vt_backend();
+  test_many_dispatches(be, 4500); /* beyond 4096 timed dispatches per batch */
+  test_chain(be);
+  be->ops->destroy(be); /* prints the per-op table on stderr */
+  vt_be = saved;
+  unsetenv("ICL_PROFILE");
+}
+
+int main(void) {
+  test_validation_counts(); /* first: forks before this process touches Vulkan */
+  test_listing();
+  icl_backend *be = vt_backend();
+  test_roundtrip(be, 1, 0);
+  test_roundtrip(be, 4099, 6);
+  test_chain(be);
+  test_many_dispatches(be, 1200);
+  test_staging();
+  test_profile();
+  return vt_finish();
+}

@@ -1,0 +1,73 @@
+/* The Vulkan implementations of the backend ops (see src/backend.h for their contracts). Each
+ * op binds its views, fills a push-constant struct mirrored from its shader (sizes checked with
+ * _Static_assert here and against the kernel at every dispatch) and records dispatches. */
+#ifndef ICL_VK_OPS_H
+#define ICL_VK_OPS_H
+
+#include "vk_internal.h"
+
+/* ops_matmul.c */
+int vk_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
+int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+
+/* Push constants of matmul.comp and matmul_cpu.comp. */
+typedef struct matmul_pc {
+  uint32_t cols, rows, row0, n;
+  uint32_t w_off, x_off, y_off;
+  uint32_t y_stride;
+  uint32_t x_len; /* matmul_cpu: vec4s in the x window */
+} matmul_pc;
+_Static_assert(sizeof(matmul_pc) <= VK_MAX_PUSH, "push constants");
+
+/* ops_matmul_cpu.c: CPU-device matmul paths. b[0] = w rows [r0, r1) (w_off: their byte offset in
+ * the binding), b[2] = y columns [t0, t1) (y_rem: byte offset of column t0); b[1] is rebound. */
+int vk_matvec_cpu_fits(const vk_ctx *c, int64_t cols);
+int vk_matvec_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
+                  int64_t r0, int64_t r1, int64_t t0, icl_error *err);
+/* Columns of x (cols wide) per uniform-buffer window; 0 when the CPU path does not apply. */
+int64_t vk_matmul_cpu_window(const vk_ctx *c, int64_t cols);
+int vk_matmul_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
+                  int64_t r0, int64_t r1, int64_t t0, int64_t t1, icl_error *err);
+
+/* ops_rows.c */
+int vk_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+int vk_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
+                     icl_error *err);
+int vk_op_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+
+/* ops_attn.c */
+int vk_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+int vk_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                    const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
+
+/* ops_elem.c */
+int vk_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int vk_op_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);
+int vk_op_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
+int vk_op_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+int vk_op_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
+
+/* ops_copy.c */
+int vk_op_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
+                 int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
+int vk_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
+                 float value, icl_error *err);
+
+/* helpers (ops_common.c) */
+/* Whether kernels take their CPU-device shapes (lavapipe: contiguous runs per invocation, x in
+ * uniform buffers) rather than GPU shapes; the device type decides, ICL_VK_SHAPE=cpu|gpu overrides
+ * (tests run the GPU-shaped kernels on lavapipe this way). */
+int vk_cpu_shape(const vk_ctx *c);
+/* "<base>" for F32, else "<base>_<type in lower case>" (a variants.txt name), in a static table. */
+const char *vk_typed_shader(const char *base, uint32_t type);
+/* Checks that a count fits the 32-bit indices the shaders use. */
+int vk_check_u32(int64_t v, const char *what, icl_error *err);
+/* Elementwise launch: PER elements per invocation and the workgroup grid for n elements. */
+uint32_t vk_elt_per(const vk_ctx *c);
+void vk_elt_grid(const vk_ctx *c, uint64_t n, uint32_t *gx, uint32_t *gy);
+
+#endif

@@ -1,0 +1,159 @@
+/* Physical devices: capability queries, the choice rule, and the public listing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+static const char *type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+  case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+  case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+  case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+  case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+  default: return "other";
+  }
+}
+
+/* UMA: every device-local heap is host-visible, or the device is the CPU itself. Then buffers
+ * are mapped directly and uploads are plain memcpy. */
+static void query_memory(VkPhysicalDevice pd, icl_device_info *info) {
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  int local_all_visible = 1, any_local = 0;
+  info->n_heaps = (int)(mp.memoryHeapCount < ICL_DEVICE_MAX_HEAPS ? mp.memoryHeapCount : ICL_DEVICE_MAX_HEAPS);
+  for (int h = 0; h < info->n_heaps; h++) {
+    icl_device_heap *hp = &info->heaps[h];
+    hp->size = mp.memoryHeaps[h].size;
+    hp->device_local = (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    for (uint32_t t = 0; t < mp.memoryTypeCount; t++)
+      if (mp.memoryTypes[t].heapIndex == (uint32_t)h &&
+          (mp.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+        hp->host_visible = 1;
+    if (hp->device_local) {
+      any_local = 1;
+      local_all_visible &= hp->host_visible;
+    }
+  }
+  info->uma = (any_local && local_all_visible) || strcmp(info->type, "cpu") == 0;
+}
+
+static void query_features(VkPhysicalDevice pd, icl_device_info *info) {
+  VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f.pNext = &f11;
+  f11.pNext = &f12;
+  if (info->api_version < VK_API_VERSION_1_2) return; /* the 1.1/1.2 structs are not defined there */
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  info->fp16 = f12.shaderFloat16;
+  info->int8 = f12.shaderInt8;
+  info->storage8 = f12.storageBuffer8BitAccess;
+  info->storage16 = f11.storageBuffer16BitAccess;
+}
+
+static void query_properties(VkPhysicalDevice pd, icl_device_info *info) {
+  VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p.pNext = &sg;
+  sg.pNext = &m3;
+  m3.pNext = &drv;
+  vkGetPhysicalDeviceProperties2(pd, &p);
+  const VkPhysicalDeviceLimits *l = &p.properties.limits;
+  snprintf(info->name, sizeof info->name, "%s", p.properties.deviceName);
+  info->type = type_name(p.properties.deviceType);
+  info->api_version = p.properties.apiVersion;
+  /* "name info", cut to fit (both are 256-byte fields) */
+  size_t nl = strnlen(drv.driverName, 120);
+  memcpy(info->driver, drv.driverName, nl);
+  info->driver[nl] = ' ';
+  snprintf(info->driver + nl + 1, sizeof info->driver - nl - 1, "%.120s", drv.driverInfo);
+  info->subgroup_size = sg.subgroupSize;
+  VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  info->subgroup_arith = (sg.supportedOperations & need) == need && (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
+  info->max_storage_range = l->maxStorageBufferRange;
+  info->min_storage_align = l->minStorageBufferOffsetAlignment;
+  info->max_shared = l->maxComputeSharedMemorySize;
+  info->max_uniform_range = l->maxUniformBufferRange;
+  info->min_uniform_align = (uint32_t)l->minUniformBufferOffsetAlignment;
+  info->max_wg_invocations = l->maxComputeWorkGroupInvocations;
+  memcpy(info->max_wg_count, l->maxComputeWorkGroupCount, sizeof info->max_wg_count);
+  info->max_alloc = m3.maxMemoryAllocationSize;
+}
+
+void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info) {
+  memset(info, 0, sizeof *info);
+  info->index = index;
+  query_properties(pd, info);
+  query_features(pd, info);
+  query_memory(pd, info);
+  info->usable = info->api_version >= VK_API_VERSION_1_2 && info->subgroup_arith && info->storage16 &&
+                 info->max_wg_invocations >= 256 && info->max_shared >= 16384;
+}
+
+static int type_rank(const char *type) {
+  static const char *order[] = {"discrete", "integrated", "virtual", "cpu"};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(type, order[i])) return i;
+  return 4;
+}
+
+/* ICL_DEVICE=<index> or a case-sensitive substring of the device name. */
+static int choose_by_env(const icl_device_info *infos, int n, const char *want, int *chosen, icl_error *err) {
+  char *end;
+  long idx = strtol(want, &end, 10);
+  for (int i = 0; i < n; i++)
+    if ((*end == '\0' && idx == i) || (*end != '\0' && strstr(infos[i].name, want))) {
+      if (!infos[i].usable)
+        return icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: ICL_DEVICE=%s selects '%s', which lacks Vulkan 1.2, "
+                             "compute subgroup arithmetic or 16-bit storage", want, infos[i].name);
+      *chosen = i;
+      return ICL_OK;
+    }
+  return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_DEVICE=%s matches none of the %d devices (see 'icl devices')",
+                       want, n);
+}
+
+int vk_physdev_choose(const icl_device_info *infos, int n, int dev, int *chosen, icl_error *err) {
+  *chosen = -1;
+  if (dev >= 0) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", dev);
+    return choose_by_env(infos, n, buf, chosen, err);
+  }
+  const char *want = getenv("ICL_DEVICE");
+  if (want && *want) return choose_by_env(infos, n, want, chosen, err);
+  for (int i = 0; i < n; i++)
+    if (infos[i].usable && (*chosen < 0 || type_rank(infos[i].type) < type_rank(infos[*chosen].type))) *chosen = i;
+  if (*chosen < 0) return icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: none of the %d devices is usable", n);
+  return ICL_OK;
+}
+
+int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_error *err) {
+  vk_instance vi;
+  *n = 0;
+  *chosen = -1;
+  if (vk_instance_create(&vi, err)) return err->code;
+  uint32_t count = 0;
+  VkPhysicalDevice pds[64];
+  VkResult r = vkEnumeratePhysicalDevices(vi.instance, &count, NULL);
+  if (count > 64) count = 64;
+  if (r == VK_SUCCESS) r = vkEnumeratePhysicalDevices(vi.instance, &count, pds);
+  if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || count == 0) {
+    vk_instance_destroy(&vi);
+    return icl_error_set(err, ICL_EDEVICE, "vulkan: no devices (%s)", icl_vk_result_name(r));
+  }
+  icl_device_info *all = calloc(count, sizeof *all);
+  if (!all) {
+    vk_instance_destroy(&vi);
+    return icl_error_set(err, ICL_ENOMEM, "out of memory");
+  }
+  for (uint32_t i = 0; i < count; i++) vk_physdev_query(pds[i], (int)i, &all[i]);
+  int rc = vk_physdev_choose(all, (int)count, -1, chosen, err);
+  for (int i = 0; i < (int)count && i < cap; i++) out[i] = all[i];
+  *n = (int)count;
+  free(all);
+  vk_instance_destroy(&vi);
+  return rc == ICL_EINVAL || rc == ICL_EUNSUPPORTED ? ICL_OK : rc; /* a bad ICL_DEVICE still lists */
+}
