@@ -231,6 +231,8 @@ static int bench_ops(bench_ctx *b) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: icl bench ops [--quick] [--backend vulkan]\n"
+             "       icl bench model -m MODEL [--backend B] [--reps R]   prefill 128/512, decode 128, 1400 all-logits\n"
+             "       icl bench hooks -m MODEL [--backend B] [--tokens N] [--layer L]   capture overhead\n"
              "  ops       matmul (Q4_1, Q8_0, Q5_0, F16), attention and rms_norm at SmolLM2-135M and\n"
              "            Gemma 3 270M layer shapes, decode (1 token) and prefill (512 tokens), with\n"
              "            this device's measured bandwidth and FMA ceilings\n"
@@ -241,6 +243,8 @@ int icl_cmd_bench(int argc, char **argv) {
   bench_ctx b = {0};
   b.prefill = 512;
   int ops = 0;
+  if (argc > 1 && !strcmp(argv[1], "model")) return icl_bench_model(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "hooks")) return icl_bench_hooks(argc - 1, argv + 1);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "ops")) ops = 1;
     else if (!strcmp(argv[i], "--quick")) b.quick = 1, b.prefill = 64;

@@ -1,5 +1,6 @@
 /* icl devices: the Vulkan devices, their features and limits, and which backend icl would use. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -38,13 +39,22 @@ static void print_device(const icl_device_info *d, int chosen) {
 
 /* The backend line. Only Vulkan exists so far; the CPU backend will be weighed here (it is the
  * better choice when the only Vulkan device is a CPU device such as lavapipe). */
+/* The rule of icl_backend_open (src/backend_select.c) for "auto", stated for the user. */
 static void print_backend_choice(const icl_device_info *infos, int n, int chosen, const icl_error *err) {
+  const char *env = getenv("ICL_BACKEND");
+  int gpu = chosen >= 0 && chosen < n && strcmp(infos[chosen].type, "cpu") != 0;
   if (chosen >= 0 && chosen < n)
-    printf("\nbackend: vulkan on [%d] %s%s\n", chosen, infos[chosen].name,
-           strcmp(infos[chosen].type, "cpu") == 0 ? " (a CPU device: correct but slow)" : "");
+    printf("\nvulkan device: [%d] %s%s\n", chosen, infos[chosen].name, gpu ? "" : " (a CPU implementation)");
   else
-    printf("\nbackend: no usable Vulkan device (%s)\n", err->msg[0] ? err->msg : "none matched");
-  printf("(override with ICL_DEVICE=<index or name substring>)\n");
+    printf("\nvulkan device: none usable (%s)\n", err->msg[0] ? err->msg : "none matched");
+  if (env && *env && strcmp(env, "auto") != 0)
+    printf("default backend: %s (ICL_BACKEND)\n", env);
+  else if (gpu)
+    printf("default backend: vulkan (a GPU is present)\n");
+  else
+    printf("default backend: cpu (%s; --backend vulkan runs on it anyway, slowly)\n",
+           chosen >= 0 ? "the only Vulkan device is a CPU implementation" : "no usable Vulkan device");
+  printf("(override with --backend auto|cpu|vulkan, ICL_BACKEND, ICL_DEVICE=<index or name substring>)\n");
 }
 
 int icl_cmd_devices(int argc, char **argv) {
