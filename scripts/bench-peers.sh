@@ -56,12 +56,12 @@ done
 
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps"
-printf "%-8s %-26s %12s %12s %8s %12s %8s\n" model measure "llama.cpp" "icl cpu" ratio "icl vulkan" ratio
+printf "%-8s %-34s %12s %12s %8s %12s %8s\n" model measure "llama.cpp" "icl cpu" ratio "icl vulkan" ratio
 for entry in "${models[@]}"; do
   name=${entry%%:*}
   for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
     l=${R[$name,llama,$k]:-nan} c=${R[$name,cpu,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
-    printf "%-8s %-26s %12s %12s %8s %12s %8s\n" "$name" "$k (tok/s)" "$l" "$c" \
+    printf "%-8s %-34s %12s %12s %8s %12s %8s\n" "$name" "$k (tok/s)" "$l" "$c" \
       "$(awk -v a="$c" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')" "$v" \
       "$(awk -v a="$v" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')"
   done
