@@ -108,6 +108,8 @@ int icl_bench_model(int argc, char **argv) {
   printf("model: %s\nbackend: %s\n", icl_model_hparams(m)->name, icl_model_device(m));
   printf("%-34s %10s %12s\n", "measure", "seconds", "tokens/s");
   int rc = 0;
+  double warm_p, warm_d; /* warm-up: first dispatches compile pipelines (lavapipe JIT) and fault in pages */
+  rc = time_session(m, t, 64, 4, 1, &warm_p, &warm_d);
   long sizes[] = {128, 512};
   for (int i = 0; i < 2 && !rc; i++) {
     double pf, dec;
