@@ -143,6 +143,7 @@ static int generate(icl_model *m, const run_args *a) {
   }
   double t2 = cli_now();
   printf("\n");
+  fflush(stdout);
   if (rc) fprintf(stderr, "icl run: %s\n", err.msg);
   if (!rc && a->stats)
     fprintf(stderr,
