@@ -120,8 +120,15 @@ size_t icl_session_peak_bytes(const icl_session *s) { return s->bytes; }
 static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err) {
   icl_backend *be = s->m->be;
   int64_t V = s->m->hp.n_vocab, step = s->a.logit_rows;
-  for (int64_t r = first; r < first + n; r += step) {
-    int64_t nr = first + n - r < step ? first + n - r : step;
+  if (n == 1 && first >= 1 && step >= 2) {
+    /* one row alone would take the CPU backend's int8 decode path: compute it with its predecessor so that
+     * "last" logits equal the last row of "all" */
+    int rc = icl_forward_logits(s, first - 1, 2, err);
+    return rc ? rc : be->ops->read(be, s->a.logits.buf, (size_t)V * 4, dst, (size_t)V * 4, err);
+  }
+  int64_t nsub = (n + step - 1) / step, per = (n + nsub - 1) / nsub; /* even sub-chunks: no 1-row tail */
+  for (int64_t r = first; r < first + n; r += per) {
+    int64_t nr = first + n - r < per ? first + n - r : per;
     int rc = icl_forward_logits(s, r, nr, err);
     if (!rc) rc = be->ops->read(be, s->a.logits.buf, 0, dst + (r - first) * V, (size_t)(nr * V) * 4, err);
     if (rc) return rc;
