@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Smoke tests of the experiment scripts: each of experiments/{park_grid,head_scores,head_ablation,neighbor_mixing,
+# bigram_pca}.lua runs with --quick and --out under a temporary directory; summary.json must parse and hold the
+# expected keys with sane values, the PNG and SVG figures must exist (checked by signature); the same seed must give
+# a byte-identical summary.json (park_grid, head_scores, neighbor_mixing run twice).
+# Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed"; exit 77 (skipped) when the
+# model file is absent and nothing failed.
+set -u
+ICL=${ICL:?set ICL to the icl binary}
+SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+MODEL=$SRC/models/SmolLM2-135M-Instruct-Q4_1.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$SRC" || exit 1
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+check() { # name command...
+  local name=$1
+  shift
+  if "$@"; then ok; else bad "$name"; fi
+}
+
+# run NAME ARGS...: runs experiments/NAME.lua --quick --out $TMP/NAME ARGS; output in $TMP/NAME.log
+run() {
+  local name=$1 out=$TMP/$1
+  shift
+  local t0=$SECONDS
+  if ICL_PROGRESS= "$ICL" script "experiments/$name.lua" --quick --out "$out" "$@" >"$TMP/$name.log" 2>&1; then
+    ok
+    echo "$name --quick: $((SECONDS - t0)) s"
+  else
+    bad "$name --quick exited with an error:"
+    sed 's/^/    /' "$TMP/$name.log" >&2
+    return 1
+  fi
+}
+
+# figures DIR NAME...: NAME.png starts with the PNG signature, NAME.svg holds an <svg element
+figures() {
+  local dir=$1 f
+  shift
+  for f in "$@"; do
+    check "$dir/$f.png is a PNG" \
+      bash -c "head -c 8 '$dir/$f.png' 2>/dev/null | od -An -tx1 | tr -d ' \n' | grep -q '^89504e470d0a1a0a$'"
+    check "$dir/$f.svg is an SVG" grep -q "<svg" "$dir/$f.svg"
+  done
+}
+
+# The summary checks, in Lua through icl itself: one line per check, PASS or FAIL.
+cat >"$TMP/check.lua" <<'EOF'
+local name, path = arg[1], arg[2]
+local j, err = icl.json.read(path)
+local function t(what, cond) print((cond and "PASS " or "FAIL ") .. name .. ": " .. what) end
+t("summary.json parses (" .. tostring(err) .. ")", j ~= nil)
+if not j then return end
+local function num(v) return type(v) == "number" and v == v end
+local function in01(v) return num(v) and v >= 0 and v <= 1 end
+local function all(list, f) if type(list) ~= "table" or #list == 0 then return false end
+  for _, v in ipairs(list) do if not f(v) then return false end end return true end
+local function ratio2(r) return type(r) == "table" and #r == 2 and in01(r[1]) and in01(r[2]) and r[1] >= r[2]
+  and r[1] + r[2] <= 1 + 1e-9 end
+t("experiment name", j.experiment == name)
+if name == "park_grid" then
+  t("accuracy_mean has one value per word, in [0, 1]", #j.accuracy_mean == j.length and all(j.accuracy_mean, in01))
+  t("accuracy_by_range", all(j.accuracy_by_range, function(r) return in01(r.mean) end))
+  t("pca_explained_ratio", ratio2(j.pca_explained_ratio))
+  t("dirichlet_energy_final >= 0", num(j.dirichlet_energy_final) and j.dirichlet_energy_final >= 0)
+  t("layer 24 of 30 (80% depth)", j.layer == 24 and j.hook == "blocks.24.hook_resid_pre")
+elseif name == "head_scores" then
+  for _, k in ipairs({"induction", "previous_token", "duplicate_token", "prefix_matching"}) do
+    local mat = j.scores[k]
+    t(k .. " scores: 30 x 9 in [0, 1]", #mat == 30 and all(mat, function(row) return #row == 9 and all(row, in01) end))
+  end
+  for _, k in ipairs({"induction", "previous_token"}) do
+    local top, sorted = j.top[k], true
+    for i = 2, #top do if top[i].score > top[i - 1].score then sorted = false end end
+    t(k .. ": top 32 ranked, best first", #top == 32 and sorted)
+    t(k .. ": ranked scores match the matrix", j.scores[k][top[1].layer + 1][top[1].head + 1] == top[1].score)
+  end
+  t("the best induction head scores above 0.3", j.top.induction[1].score > 0.3)
+  t("the best previous-token head scores above 0.3", j.top.previous_token[1].score > 0.3)
+elseif name == "head_ablation" then
+  t("ks are 2, 8 and k_pca 8", #j.ks == 2 and j.ks[1] == 2 and j.ks[2] == 8 and j.k_pca == 8)
+  t("baseline late accuracy in [0, 1]", in01(j.late_accuracy.baseline))
+  for _, k in ipairs({"induction", "previous_token", "random"}) do
+    t(k .. ": late accuracy per k", #j.late_accuracy[k] == 2 and all(j.late_accuracy[k], in01))
+    t(k .. ": one curve per k over the walk", #j.curves[k] == 2 and #j.curves[k][1] == j.length)
+  end
+  t("table: baseline + 3 conditions x 2 ks", #j.table == 7)
+  t("8 induction and previous-token heads listed", #j.heads.induction == 8 and #j.heads.previous_token == 8)
+  local union = {}
+  for _, k in ipairs({"induction", "previous_token"}) do
+    for _, e in ipairs(j.heads[k]) do union[e.layer * 100 + e.head] = true end
+  end
+  local disjoint = true
+  for _, rs in ipairs(j.random_sets) do
+    for _, set in ipairs(rs.sets) do
+      for _, e in ipairs(set) do if union[e.layer * 100 + e.head] then disjoint = false end end
+    end
+  end
+  t("random heads avoid the top heads", disjoint and #j.random_sets[1].sets == 2)
+  for _, k in ipairs({"baseline", "induction", "previous_token", "random"}) do
+    t("pca " .. k, j.pca[k] and ratio2(j.pca[k].explained_ratio))
+  end
+elseif name == "neighbor_mixing" then
+  t("dimension 64 in quick mode", j.dim == 64)
+  t("explained ratios", ratio2(j.before.explained_ratio) and ratio2(j.after.explained_ratio))
+  t("mixing lowers the Dirichlet energy", j.after.dirichlet_energy < j.before.dirichlet_energy and j.energy_ratio < 1)
+  t("mixing makes the grid readable in 2 PCs", j.after.grid_fit_r2 > j.before.grid_fit_r2)
+  t("energy curve from step 0", #j.curve >= 2 and j.curve[1].step == 0)
+elseif name == "bigram_pca" then
+  t("positions = walks x window", j.positions == j.walks * j.window)
+  t("pca_explained_ratio", ratio2(j.pca_explained_ratio))
+  for _, k in ipairs({"current", "previous", "bigram"}) do
+    local r = j.variance_ratio[k]
+    t(k .. ": variance ratios in [0, 1]", r and in01(r.full) and in01(r.pca2) and in01(r.chance))
+  end
+  t("the pair explains at least as much as the current word",
+    j.variance_ratio.bigram.full >= j.variance_ratio.current.full - 1e-9)
+  t("the current word explains more than chance", j.variance_ratio.current.full > j.variance_ratio.current.chance)
+end
+EOF
+
+summary() { # name: the summary checks of $TMP/name/summary.json
+  local line
+  while IFS= read -r line; do
+    case $line in
+      PASS*) ok ;;
+      FAIL*) bad "${line#FAIL }" ;;
+      *) bad "checker: $line" ;;
+    esac
+  done < <("$ICL" script "$TMP/check.lua" "$1" "$TMP/$1/summary.json" 2>&1)
+}
+
+# ---- neighbor_mixing needs no model ----
+if run neighbor_mixing --dim 64; then
+  summary neighbor_mixing
+  figures "$TMP/neighbor_mixing" pca_before pca_after energy
+  cp "$TMP/neighbor_mixing/summary.json" "$TMP/nm1.json"
+  run neighbor_mixing --dim 64 && check "neighbor_mixing: same seed, identical summary.json" \
+    cmp -s "$TMP/nm1.json" "$TMP/neighbor_mixing/summary.json"
+fi
+check "a misspelt option is refused" bash -c "! '$ICL' script experiments/neighbor_mixing.lua --quik >'$TMP/err' 2>&1"
+check "the error names the option" grep -q "unknown option --quik" "$TMP/err"
+
+if [ ! -f "$MODEL" ]; then
+  echo "SKIPPED: $MODEL not present (park_grid, head_scores, head_ablation, bigram_pca;" \
+    "scripts/fetch-models.sh fetches it)"
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ] && exit 77
+  exit 1
+fi
+
+# ---- park_grid: twice with the same seed ----
+if run park_grid; then
+  summary park_grid
+  figures "$TMP/park_grid" accuracy pca energy
+  cp "$TMP/park_grid/summary.json" "$TMP/pg1.json"
+  run park_grid && check "park_grid: same seed, byte-identical summary.json" \
+    cmp -s "$TMP/pg1.json" "$TMP/park_grid/summary.json"
+fi
+
+# ---- head_scores: twice, the second in two groups of layers (same numbers) ----
+if run head_scores; then
+  summary head_scores
+  figures "$TMP/head_scores" induction previous_token scatter
+  cp "$TMP/head_scores/summary.json" "$TMP/hs1.json"
+  run head_scores --max-capture-mb 0.6 && check "head_scores: same seed, identical summary.json (in layer groups)" \
+    cmp -s "$TMP/hs1.json" "$TMP/head_scores/summary.json"
+fi
+
+# ---- head_ablation, ranking the heads from the head_scores summary ----
+if run head_ablation --scores "$TMP/hs1.json"; then
+  summary head_ablation
+  figures "$TMP/head_ablation" accuracy_induction accuracy_previous_token accuracy_random late_accuracy \
+    pca_baseline pca_induction pca_previous_token pca_random
+  check "head_ablation: the scores file is recorded" \
+    grep -q "\"scores_source\": \"$TMP/hs1.json\"" "$TMP/head_ablation/summary.json"
+fi
+
+# ---- bigram_pca ----
+if run bigram_pca; then
+  summary bigram_pca
+  figures "$TMP/bigram_pca" positions bigram_means
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
