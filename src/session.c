@@ -136,6 +136,13 @@ static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, icl
   return ICL_OK;
 }
 
+/* Chunk length for n tokens: at most `chunk`, as even as possible, so that no chunk is a lone token (the CPU
+ * backend's int8 decode path) and results do not depend on where the chunks fall. */
+static int64_t even_chunk(int64_t n, int64_t chunk) {
+  int64_t k = (n + chunk - 1) / chunk;
+  return (n + k - 1) / k;
+}
+
 int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *logits, int want_all, icl_error *err) {
   const icl_hparams *hp = &s->m->hp;
   if (n <= 0) return icl_error_set(err, ICL_EINVAL, "eval: no tokens");
@@ -146,8 +153,9 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
     if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
       return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected 0..%d", (long long)i, tokens[i],
                            hp->n_vocab - 1);
-  for (int64_t c = 0; c < n; c += s->m->chunk) {
-    int64_t nc = n - c < s->m->chunk ? n - c : s->m->chunk;
+  int64_t per = even_chunk(n, s->m->chunk);
+  for (int64_t c = 0; c < n; c += per) {
+    int64_t nc = n - c < per ? n - c : per;
     int rc = icl_forward_chunk(s, tokens + c, nc, NULL, err);
     if (!rc && logits && want_all) rc = read_logits(s, 0, nc, logits + c * hp->n_vocab, err);
     if (!rc && logits && !want_all && c + nc == n) rc = read_logits(s, nc - 1, 1, logits, err);
@@ -176,8 +184,9 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
     return rc;
   }
   int64_t V = m->hp.n_vocab;
-  for (int64_t c = 0; c < n && !rc; c += m->chunk) {
-    int64_t nc = n - c < m->chunk ? n - c : m->chunk;
+  int64_t per = even_chunk(n, m->chunk);
+  for (int64_t c = 0; c < n && !rc; c += per) {
+    int64_t nc = n - c < per ? n - c : per;
     if (opts->interrupt && *opts->interrupt) {
       rc = icl_error_set(err, ICL_EINVAL, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
       break;

@@ -240,6 +240,22 @@ static void test_hooks(const char *backend, const char *arch) {
     icl_run_result_free(&rk);
   }
 
+  /* results do not depend on how the run is cut into chunks (23 tokens: 3 chunks of 8 vs one of 23) */
+  {
+    icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 64, .chunk = 23};
+    icl_model *m2 = NULL;
+    CHECK(icl_model_load(path, &lo, &m2, &e) == 0);
+    icl_run_opts o23 = {.logits = ICL_LOGITS_ALL};
+    icl_run_result r8, r23;
+    if (m2 && !icl_model_run(m, TOKS, 23, &o23, &r8, &e) && !icl_model_run(m2, TOKS, 23, &o23, &r23, &e)) {
+      double nm = icl_nmse(r8.logits->data, r23.logits->data, 23 * V);
+      CHECKF(nm < 1e-10, "%s %s: chunking changes the logits (NMSE %.3g)", backend, arch, nm);
+      icl_run_result_free(&r8);
+      icl_run_result_free(&r23);
+    }
+    icl_model_free(m2);
+  }
+
   /* bad requests fail up front with a message naming the problem */
   icl_capture bad = {.pattern = "blocks.99.hook_resid_post"};
   icl_run_opts obad = {.captures = &bad, .n_captures = 1};
