@@ -52,3 +52,12 @@ if(ICL_FUZZ)
     target_link_libraries(${fname} PRIVATE iclcore)
   endforeach()
 endif()
+
+# Real-model tests are heavy (minutes at -O0): the sanitizer run skips them with -LE heavy; the release run
+# covers them, and the tiny-model tests exercise the same code under the sanitizers.
+foreach(t model.test_fixtures cli.test_perplexity cli.test_experiments)
+  if(TEST ${t})
+    get_test_property(${t} LABELS labels)
+    set_tests_properties(${t} PROPERTIES LABELS "${labels};heavy")
+  endif()
+endforeach()

@@ -16,10 +16,10 @@ scripts/build.sh build
 
 if [ "$quick" = 0 ]; then
   echo "== ASan + UBSan build + tests"
-  scripts/build.sh build-asan -DICL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  scripts/build.sh build-asan -DICL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # the Vulkan loader and driver keep allocations until exit: leaks there are not ours
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest -j"$jobs" --output-on-failure --timeout 2400 -LE slow)
+    ctest -j"$jobs" --output-on-failure --timeout 2400 -LE heavy)
 
   echo "== GGUF fuzzer (60 s)"
   scripts/fuzz.sh 60
