@@ -16,10 +16,14 @@ local USAGE = [[usage: icl script experiments/park_grid.lua [options]
   --backend B     auto, cpu, vulkan
   --quick         2 walks of 120 words (smoke test)]]
 
-local o = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, hook = "hook_resid_pre",
+local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, hook = "hook_resid_pre",
                            seed = 42, walks = 16, length = 1400, window = 200, out = "out/park_grid",
                            backend = "auto", quick = false}, USAGE)
-if o.quick then o.walks, o.length, o.window = 2, 120, 50 end
+if o.quick then -- smoke-test sizes, except those given explicitly
+  if not given.walks then o.walks = 2 end
+  if not given.length then o.length = 120 end
+  if not given.window then o.window = 50 end
+end
 
 local WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
                "box", "sand", "sun", "mango", "rock", "math", "code", "phone"}

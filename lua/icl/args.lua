@@ -2,10 +2,11 @@
 --   local a = require("icl.args").parse(arg, {model = "models/x.gguf", layer = 0, quick = false},
 --                                       "usage: icl script experiments/x.lua [--model M] ...")
 -- Numbers are converted, booleans are flags; an unknown option or a bad value raises an error naming it.
+-- A second result is the set of options given on the command line ({walks = true, ...}).
 local M = {}
 
 function M.parse(argv, defaults, usage)
-  local out = {}
+  local out, given = {}, {}
   for k, v in pairs(defaults) do out[k] = v end
   local i = 1
   while argv and argv[i] do
@@ -17,6 +18,7 @@ function M.parse(argv, defaults, usage)
     local key = a:match("^%-%-([%w_%-]+)$")
     if not key then error(("unexpected argument '%s'\n%s"):format(a, usage or ""), 0) end
     key = key:gsub("-", "_")
+    given[key] = true
     local def = defaults[key]
     if def == nil and defaults["_" .. key] == nil then
       error(("unknown option --%s\n%s"):format(key, usage or ""), 0)
@@ -37,7 +39,7 @@ function M.parse(argv, defaults, usage)
       i = i + 2
     end
   end
-  return out
+  return out, given
 end
 
 return M
