@@ -67,19 +67,38 @@ static int by_prob(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
+/* Keeps the k largest logits in a min-heap (c[0] smallest): O(n log k) instead of sorting the vocabulary. */
+static void heap_down(cand *c, int k, int i) {
+  for (;;) {
+    int l = 2 * i + 1, r = l + 1, m = i;
+    if (l < k && c[l].p < c[m].p) m = l;
+    if (r < k && c[r].p < c[m].p) m = r;
+    if (m == i) return;
+    cand t = c[i];
+    c[i] = c[m], c[m] = t, i = m;
+  }
+}
+
+static int top_k(const float *logits, int n, int k, cand *c) {
+  for (int i = 0; i < k; i++) c[i] = (cand){i, logits[i]};
+  for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+  for (int i = k; i < n; i++)
+    if (logits[i] > c[0].p) {
+      c[0] = (cand){i, logits[i]};
+      heap_down(c, k, 0);
+    }
+  qsort(c, (size_t)k, sizeof *c, by_prob);
+  return k;
+}
+
 static int32_t sample(const float *logits, int n, const run_args *a, uint64_t *rng, cand *c) {
   int32_t best = 0;
   for (int i = 1; i < n; i++)
     if (logits[i] > logits[best]) best = i;
   if (a->temp <= 0) return best;
+  int k = top_k(logits, n, a->top_k > 0 && a->top_k < n ? (int)a->top_k : n, c); /* sorted by logit */
   double sum = 0;
-  for (int i = 0; i < n; i++) {
-    c[i].id = i;
-    c[i].p = expf((logits[i] - logits[best]) / (float)a->temp);
-  }
-  qsort(c, (size_t)n, sizeof *c, by_prob);
-  int k = a->top_k > 0 && a->top_k < n ? (int)a->top_k : n;
-  for (int i = 0; i < k; i++) sum += c[i].p;
+  for (int i = 0; i < k; i++) sum += (c[i].p = expf((c[i].p - logits[best]) / (float)a->temp));
   double cum = 0;
   int keep = k;
   for (int i = 0; i < k; i++) {
