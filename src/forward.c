@@ -81,7 +81,8 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     pattern = (icl_dt){.buf = a->pattern_buf, .type = ICL_TYPE_F32, .ne = {p0 + n, n, nh, 1}};
     pat = &pattern;
   }
-  const icl_dt *mask = hk ? icl_hook_mask(hk, il) : NULL;
+  const icl_dt *mask = NULL;
+  if (hk) TRY(icl_hook_mask(hk, il, &mask, err));
   TRY(icl_op_attention(be, &Q, &Kall, &Vall, &ap, mask, &Z, pat, err));
   if (pat) HOOK(il, HP_PATTERN, pat, (int)nh);
   HOOK(il, HP_Z, &Z, (int)nh);

@@ -354,8 +354,9 @@ static int setup_knockouts(struct icl_hookctx *hk, icl_error *err) {
   return m->be->ops->buf_alloc(m->be, floats * 4, ICL_BUF_ACT, &hk->mask_buf, err);
 }
 
-const icl_dt *icl_hook_mask(struct icl_hookctx *hk, int layer) {
-  if (!hk->ko_layer || !hk->ko_layer[layer]) return NULL;
+int icl_hook_mask(struct icl_hookctx *hk, int layer, const icl_dt **out, icl_error *err) {
+  *out = NULL;
+  if (!hk->ko_layer || !hk->ko_layer[layer]) return ICL_OK;
   icl_model *m = hk->s->m;
   int64_t nq = hk->nc, nkv = hk->p0 + nq, nh = m->hp.n_head;
   memset(hk->mask_host, 0, (size_t)(nkv * nq * nh) * sizeof(float));
@@ -372,12 +373,12 @@ const icl_dt *icl_hook_mask(struct icl_hookctx *hk, int layer) {
     }
   }
   /* the buffer is shared by all knocked-out layers: wait until the previous layer's attention has read it */
-  icl_error e;
-  if (m->be->ops->sync(m->be, &e) ||
-      m->be->ops->write(m->be, hk->mask_buf, 0, hk->mask_host, (size_t)(nkv * nq * nh) * 4, &e))
-    return NULL;
+  int rc = m->be->ops->sync(m->be, err);
+  if (!rc) rc = m->be->ops->write(m->be, hk->mask_buf, 0, hk->mask_host, (size_t)(nkv * nq * nh) * 4, err);
+  if (rc) return icl_error_wrap(err, "knockout mask of layer %d", layer);
   hk->mask_view = (icl_dt){.buf = hk->mask_buf, .type = ICL_TYPE_F32, .ne = {nkv, nq, nh, 1}};
-  return &hk->mask_view;
+  *out = &hk->mask_view;
+  return ICL_OK;
 }
 
 /* ---- callbacks ---- */
@@ -557,7 +558,7 @@ int icl_hooks_chunk_end(struct icl_hookctx *hk, int64_t pos0, int64_t n, icl_err
 void icl_hooks_end(struct icl_hookctx *hk) {
   if (!hk) return;
   icl_backend *be = hk->s->m->be;
-  icl_error e;
+  icl_error e; /* teardown: the run's result is already decided; the sync only keeps buffers alive until unused */
   be->ops->sync(be, &e);
   for (int i = 0; i < hk->ncaps; i++) free(hk->caps[i].heads);
   for (int i = 0; i < hk->nivs; i++) {

@@ -98,8 +98,9 @@ int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp);
 /* 1 if an intervention or callback may change point (layer, hp). */
 int icl_hook_modifies(const struct icl_hookctx *hk, int layer, int hp);
 
-/* The knockout mask to use for a layer's attention, or NULL. */
-const icl_dt *icl_hook_mask(struct icl_hookctx *hk, int layer);
+/* Sets *out to the knockout mask for a layer's attention (NULL: no knockout there); uploads it to the device, so
+ * a failed sync or write is returned as an error, never read as "no knockout". */
+int icl_hook_mask(struct icl_hookctx *hk, int layer, const icl_dt **out, icl_error *err);
 
 /* 1 if the layer's attention pattern must be written. */
 int icl_hook_needs_pattern(const struct icl_hookctx *hk, int layer);
