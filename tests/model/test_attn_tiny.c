@@ -11,6 +11,7 @@
 #include "icl/model.h"
 #include "ref/ref.h"
 #include "ref_forward.h"
+#include "testmodel.h"
 #include "testmodel_attn.h"
 #include "testutil.h"
 
@@ -317,6 +318,14 @@ static void test_errors(const char *backend) {
          e.msg);
   o.inputs = NULL;
   CHECKF(m && icl_model_run(m, t, NTOK, &o, &r, &e) == ICL_EINVAL && strstr(e.msg, "16"), "token: %s", e.msg);
+  icl_model_free(m);
+  /* token -1 is icl-attn's alone: a llama model rejects it */
+  icl_tiny_spec ls = {.arch = "llama", .d = 64, .n_head = 2, .n_head_kv = 1, .head_dim = 32, .ff = 64, .n_layer = 1};
+  t[3] = -1;
+  m = NULL;
+  CHECK(icl_write_tiny_model(path, &ls, &e) == 0 && icl_model_load(path, &lo, &m, &e) == 0);
+  CHECKF(m && icl_model_run(m, t, NTOK, NULL, &r, &e) == ICL_EINVAL && strstr(e.msg, "expected 0..257"),
+         "llama token -1: %s", e.msg);
   icl_model_free(m);
   unlink(path);
 }
