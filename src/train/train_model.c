@@ -17,6 +17,10 @@ int tr_config_check(icl_attn_config *c, icl_error *err) {
   if (c->d_head == 0 && c->n_head > 0) c->d_head = c->d_model / c->n_head;
   if (c->norm_eps == 0.0f) c->norm_eps = 1e-5f;
   if (c->init_std == 0.0f) c->init_std = 0.02f;
+  if (c->output == ICL_OUT_CLASSIFIER) c->out_bias = 1; /* the classifier's final Linear has a bias */
+  if (c->output != ICL_OUT_CLASSIFIER) c->n_classes = c->cls_hidden = 0;
+  if (!c->w_o) c->o_bias = 0;
+  if (c->input_len == 0) c->inp_proj = 0;
   if (c->n_layer < 1 || c->n_layer > TR_MAX_LAYERS) return cfg_fail(err, "layers", c->n_layer, "1..64");
   if (c->n_head < 1 || c->d_model < 1 || c->d_head < 1) return cfg_fail(err, "heads", c->n_head, ">= 1 with d_model, d_head >= 1");
   if (c->n_ctx < 1) return cfg_fail(err, "ctx", c->n_ctx, ">= 1");
@@ -97,7 +101,7 @@ int tr_layout(icl_trainer *tr, icl_error *err) {
     tr->cls_b[i] = add_param(tr, 0, d, 1, "cls.%d.bias", i);
   }
   tr->out_w = add_param(tr, 1, d, tr_n_out(c), "output.weight", 0);
-  tr->out_b = c->out_bias || c->output == ICL_OUT_CLASSIFIER ? add_param(tr, 0, tr_n_out(c), 1, "output.bias", 0) : -1;
+  tr->out_b = c->out_bias ? add_param(tr, 0, tr_n_out(c), 1, "output.bias", 0) : -1;
   size_t bytes = (size_t)tr->n_floats * sizeof(float);
   tr->w = aligned_alloc(64, bytes);
   tr->g = aligned_alloc(64, bytes);
