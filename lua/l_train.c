@@ -237,6 +237,20 @@ static int net_params(lua_State *L) {
   return 1;
 }
 
+/* net:pattern(layer, seq) -> tensor [head, q, k] of the last forward (layer 0-based, seq 1-based) */
+static int net_pattern(lua_State *L) {
+  icl_trainer *tr = check_net(L, 1);
+  int64_t T;
+  const float *P = icl_trainer_pattern(tr, (int)luaL_checkinteger(L, 2), luaL_optinteger(L, 3, 1) - 1, &T);
+  if (!P) return luaL_argerror(L, 2, "no such layer or sequence in the last forward");
+  int64_t shape[3] = {icl_trainer_config(tr)->n_head, T, T};
+  icl_tensor *t = icl_tensor_new(3, shape);
+  if (!t) return luaL_error(L, "net:pattern: out of memory");
+  memcpy(t->data, P, (size_t)t->numel * sizeof(float));
+  icl_lua_push_tensor(L, t);
+  return 1;
+}
+
 static int net_step(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)icl_trainer_steps(check_net(L, 1)));
   return 1;
@@ -266,7 +280,7 @@ static int data_rs_call(lua_State *L) {
   int64_t B = luaL_optinteger(L, 2, lua_tointeger(L, lua_upvalueindex(1)));
   int64_t T = lua_tointeger(L, lua_upvalueindex(2));
   int vocab = (int)lua_tointeger(L, lua_upvalueindex(3)), seg = (int)lua_tointeger(L, lua_upvalueindex(4));
-  int rep = lua_toboolean(L, lua_upvalueindex(5));
+  int rep = lua_toboolean(L, lua_upvalueindex(5)), seg_max = (int)lua_tointeger(L, lua_upvalueindex(7));
   uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(6));
   int64_t shape[2] = {B, T};
   icl_tensor *tk = icl_tensor_new(2, shape), *tg = icl_tensor_new(2, shape);
@@ -275,7 +289,7 @@ static int data_rs_call(lua_State *L) {
     icl_tensor_free(tk), icl_tensor_free(tg), free(a), free(b);
     return luaL_error(L, "repeated_segments: out of memory");
   }
-  icl_data_repeated_segments(B, T, vocab, seg, rep, seed, step, a, b);
+  icl_data_repeated_segments(B, T, vocab, seg, seg_max, rep, seed, step, a, b);
   for (int64_t i = 0; i < B * T; i++) tk->data[i] = (float)a[i], tg->data[i] = (float)b[i];
   free(a), free(b);
   lua_createtable(L, 0, 2);
@@ -286,7 +300,8 @@ static int data_rs_call(lua_State *L) {
   return 1;
 }
 
-/* icl.data.repeated_segments{vocab, seq, segment, batch, repeated_only, seed} -> function(step [, B]) */
+/* icl.data.repeated_segments{vocab, seq, segment, segment_max, batch, repeated_only, seed}
+ * -> function(step [, B]) */
 static int data_repeated_segments(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int vocab = opt_int(L, 1, "vocab", 0), T = opt_int(L, 1, "seq", 0), seg = opt_int(L, 1, "segment", 0);
@@ -297,7 +312,10 @@ static int data_repeated_segments(lua_State *L) {
   lua_pushinteger(L, seg);
   lua_pushboolean(L, opt_int(L, 1, "repeated_only", 0));
   lua_pushinteger(L, opt_int(L, 1, "seed", 1));
-  lua_pushcclosure(L, data_rs_call, 6);
+  int seg_max = opt_int(L, 1, "segment_max", seg);
+  luaL_argcheck(L, seg_max >= seg, 1, "segment_max must be >= segment");
+  lua_pushinteger(L, seg_max);
+  lua_pushcclosure(L, data_rs_call, 7);
   return 1;
 }
 
@@ -464,7 +482,7 @@ static void new_lib(lua_State *L, const luaL_Reg *fns, const char *name) {
 
 int icl_lua_open_train(lua_State *L) {
   static const luaL_Reg methods[] = {{"forward", net_forward}, {"save", net_save}, {"params", net_params},
-                                     {"step", net_step}, {"close", net_close}, {NULL, NULL}};
+                                     {"step", net_step}, {"pattern", net_pattern}, {"close", net_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, NET_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
