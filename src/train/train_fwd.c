@@ -108,8 +108,10 @@ static int fwd_head(icl_trainer *tr, const float *x, icl_error *err) {
   int rc = fwd_norm(tr, tr->onorm_w, tr->onorm_b, x, tr->hf, err);
   const float *h = tr->hf;
   for (int i = 0; !rc && c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) {
+    struct icl_buf bc;
+    icl_dt vc = tr_view(&bc, tr->ch[i], d, tr->N);
     rc = fwd_linear(tr, tr->cls_w[i], tr->cls_b[i], h, d, d, tr->ch[i], err);
-    tr_relu_fwd(tr->cb, tr->ch[i], d * tr->N, tr->ch[i]);
+    if (!rc) rc = icl_op_relu(tr->be, &vc, &vc, err);
     h = tr->ch[i];
   }
   if (!rc) rc = fwd_linear(tr, tr->out_w, tr->out_b, h, d, tr_n_out(c), tr->logits, err);

@@ -1,6 +1,6 @@
 /* The training ops of the CPU backend: the backward of every op the icl-attn family uses, and
  * the few forward pieces the inference contract lacks (embedding with "no token", smeared key,
- * relu, cross-entropy). Forward matmul, norms, attention, gelu and adds are the backend's own
+ * cross-entropy). Forward matmul, norms, attention, gelu, relu and adds are the backend's own
  * ops (src/cpu/, through src/ops.c), shared with inference. Threads come from the backend's
  * pool; reductions over tokens run column-parallel in token order, so results do not depend on
  * the thread count. Layouts as in backend.h; N = tokens = B*T. Gradient outputs named d* ACCUMULATE
@@ -41,7 +41,6 @@ void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t h
                   int64_t B, const float *dks, float *dk, float *dalpha);
 /* dx = dy * gelu'(x) and dx = dy * [y > 0] (both WRITE dx; dx may alias dy). */
 void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx);
-void tr_relu_fwd(cpu_backend *cb, const float *x, int64_t n, float *y);
 void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx);
 /* Weighted mean softmax cross-entropy (icl_refd_xent); probs [nv*n + n] scratch (probabilities,
  * then each row's log-sum-exp); dlogits WRITTEN

@@ -287,7 +287,7 @@ static void test_act(int relu, int64_t n) {
   struct icl_buf bx, by;
   icl_dt vx = hv(&bx, x, n, 1, 1, ICL_TYPE_F32), vy = hv(&by, y, n, 1, 1, ICL_TYPE_F32);
   icl_error err;
-  if (relu) tr_relu_fwd(g_cb, x, n, y);
+  if (relu) CHECK(icl_op_relu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
   else CHECK(icl_op_gelu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
   act_fwd(&c, yd);
   const char *op = relu ? "relu" : "gelu";
