@@ -47,6 +47,11 @@ void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, fl
  * (NULL = loss only). Returns the loss. */
 double tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, const int32_t *targets,
                const float *weights, float *probs, float *dlogits);
+/* Y[t*ldy + r] = sum_c W[r*ldw + c] X[t*ldx + c] (r < R, t < n, c < K) on the calling thread with the
+ * backend's gemm_tile kernel (for work inside a parallel item); ws holds tr_gemm_serial_ws floats. */
+void tr_gemm_serial(const cpu_kernels *k, const float *W, int64_t ldw, int64_t R, const float *X, int64_t ldx,
+                    int64_t n, int64_t K, float *Y, int64_t ldy, float *ws);
+int64_t tr_gemm_serial_ws(const cpu_kernels *k, int64_t n, int64_t K);
 /* dst[C, R] = src[R, C]^T (threaded). */
 void tr_transpose(cpu_backend *cb, const float *src, int64_t R, int64_t C, float *dst);
 
