@@ -17,10 +17,15 @@ typedef struct attb_ctx {
 /* Rows of token t of item (b, h) in a [hd, nh, T, B] tensor. */
 static int64_t row_of(const attb_ctx *c, int64_t b, int64_t h, int64_t t) { return ((b * c->T + t) * c->nh + h) * c->hd; }
 
-/* dst[c][r] = src[r*ld + c] for r < R, c < C (a transposed copy of a strided block). */
+/* dst[c][r] = src[r*ld + c] for r < R, c < C (a transposed copy of a strided block), in 16x16
+ * tiles so reads and writes both stay within a few cache lines. */
 static void transpose_block(const float *src, int64_t ld, int64_t R, int64_t C, float *dst) {
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t c = 0; c < C; c++) dst[c * R + r] = src[r * ld + c];
+  for (int64_t r0 = 0; r0 < R; r0 += 16)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      int64_t r1 = r0 + 16 < R ? r0 + 16 : R, c1 = c0 + 16 < C ? c0 + 16 : C;
+      for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = c0; c < c1; c++) dst[c * R + r] = src[r * ld + c];
+    }
 }
 
 /* Scratch floats per thread: dS, dS^T, P^T [T][T], q^T, k^T, dz^T [hd][T], gemm work space. */
