@@ -27,6 +27,7 @@ int icl_lua_open_linalg(lua_State *L);   /* icl.pca and friends (LAPACKE) */
 int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
 int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
 int icl_lua_open_progress(lua_State *L); /* icl.progress */
+int icl_lua_open_train(lua_State *L);    /* icl.train, icl.nn, icl.optim, icl.data (merged into icl) */
 
 /* Interrupt flag set by SIGINT in the REPL; checked between chunks of long runs. */
 volatile int *icl_lua_interrupt_flag(lua_State *L);

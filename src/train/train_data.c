@@ -1,0 +1,27 @@
+/* Synthetic data: repeated random segments, the classic induction-head data (Olsson et al.).
+ * Each sequence draws from its own splitmix64 stream keyed by (seed, step, sequence). */
+#include "icl/train.h"
+
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
+                                uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets) {
+  if (seg_min < 1) seg_min = 1;
+  if (seg_max < seg_min) seg_max = seg_min;
+  for (int64_t b = 0; b < B; b++) {
+    uint64_t s = seed;
+    s = mix(&s) ^ (uint64_t)step;
+    s = mix(&s) ^ (uint64_t)b;
+    int64_t seg_len = seg_min + (int64_t)(mix(&s) % (uint64_t)(seg_max - seg_min + 1));
+    int32_t *tk = tokens + b * T, *tg = targets + b * T;
+    for (int64_t t = 0; t < T && t < seg_len; t++) tk[t] = (int32_t)(mix(&s) % (uint64_t)vocab);
+    for (int64_t t = seg_len; t < T; t++) tk[t] = tk[t - seg_len];
+    for (int64_t t = 0; t < T; t++)
+      tg[t] = t + 1 < T && (!repeated_only || t + 1 >= seg_len) ? tk[t + 1] : -1;
+  }
+}

@@ -1,0 +1,89 @@
+/* The trainer's state (include/icl/train.h): parameters, gradients and optimizer moments in
+ * flat arenas with one named tensor per GGUF tensor, and one buffer per activation. */
+#ifndef ICL_TRAIN_INTERNAL_H
+#define ICL_TRAIN_INTERNAL_H
+
+#include "icl/train.h"
+#include "train/train_ops.h"
+
+#define TR_MAX_LAYERS 64
+#define TR_MAX_CLS 8
+#define TR_NAME 48
+
+/* One parameter tensor: [ne0, ne1] f32 at off in the arenas. */
+typedef struct tr_param {
+  char name[TR_NAME];
+  int64_t ne[2], off;
+  int decay; /* weight decay applies (matrices only) */
+} tr_param;
+
+/* Parameter indices of one block (-1 = absent). */
+typedef struct tr_layer {
+  int norm_w, norm_b, wq, wk, wv, bq, bk, bv, smear, wo, bo;
+  int ffn_norm_w, ffn_norm_b, up, up_b, down, down_b;
+} tr_layer;
+
+/* Activations of one block, each [width, N] (N = B*T) unless noted; saved for the backward. */
+typedef struct tr_acts {
+  float *h;          /* [d] normed input (= the residual itself when norm = none) */
+  float *q, *k, *ks, *v, *z; /* [nh*hd]; ks = smeared keys (= k without smearing) */
+  float *P;          /* [T, T, nh, B] attention pattern */
+  float *mid;        /* [d] residual after attention (MLP only; else the block output) */
+  float *h2, *u, *a; /* MLP: [d] normed mid, [d_ff] up, [d_ff] gelu(up) */
+} tr_acts;
+
+struct icl_trainer {
+  icl_attn_config cfg;
+  icl_backend *be;
+  cpu_backend *cb;
+  int hd, qd; /* d_head, n_head*d_head */
+  /* parameters */
+  tr_param *p;
+  int np;
+  int64_t n_floats;
+  float *w, *g, *m1, *m2; /* [n_floats]: weights, gradients, optimizer moments */
+  int tok, pos, inp_w, inp_b, onorm_w, onorm_b, out_w, out_b, cls_w[TR_MAX_CLS], cls_b[TR_MAX_CLS];
+  tr_layer L[TR_MAX_LAYERS];
+  int64_t step;
+  double grad_norm;
+  /* activations for batches of up to cap_n tokens */
+  int64_t B, T, N, cap_n, cap_T;
+  float *act; /* one arena for everything below */
+  int32_t *tokens, *targets;
+  float *inputs, *mask;
+  float *res;           /* [d, N, n_layer + 1]: residual stream entering each block, then the output */
+  tr_acts A[TR_MAX_LAYERS];
+  float *hf;            /* [d] final norm output */
+  float *ch[TR_MAX_CLS]; /* [d] classifier hidden outputs (after ReLU) */
+  float *logits, *probs; /* [n_out]; probs [n_out*N + N] */
+  /* gradient scratch */
+  float *dres, *dh, *dt, *dq, *dk, *dks, *dv, *dz, *dlogits, *dc0, *dc1, *du, *stats, *tmp;
+  cpu_scratch ws;
+  double loss;
+};
+
+/* Parameter data / gradient by index (NULL for -1). */
+static inline float *tr_w(const icl_trainer *tr, int i) { return i < 0 ? NULL : tr->w + tr->p[i].off; }
+static inline float *tr_g(const icl_trainer *tr, int i) { return i < 0 ? NULL : tr->g + tr->p[i].off; }
+
+/* Output width (vocabulary or classes). */
+int tr_n_out(const icl_attn_config *c);
+/* Checks and fills defaults of a configuration. */
+int tr_config_check(icl_attn_config *c, icl_error *err);
+/* Builds the parameter table and arenas of tr->cfg (weights uninitialised). */
+int tr_layout(icl_trainer *tr, icl_error *err);
+/* Seeded initialisation of every parameter (docs/training.md). */
+void tr_init_weights(icl_trainer *tr);
+/* Activation buffers for B x T (grows only). */
+int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err);
+/* Forward and backward passes (train_fwd.c, train_bwd.c). */
+int tr_forward(icl_trainer *tr, icl_error *err);
+int tr_backward(icl_trainer *tr, icl_error *err);
+/* The optimizer update of one step (train_optim.c). */
+void tr_optim_update(icl_trainer *tr, const icl_optim_config *opt);
+/* Attention scale: 1/sqrt(d_head), or 1 with no_scale. */
+float tr_attn_scale(const icl_trainer *tr);
+/* f32 host view [ne0, ne1] of p for the backend ops; b is the caller's buffer record. */
+icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1);
+
+#endif

@@ -1,0 +1,270 @@
+/* The icl-attn model of the trainer: configuration checks, the parameter table (GGUF names and
+ * shapes of docs/gguf.md), seeded initialisation and the activation arena. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train_internal.h"
+
+int tr_n_out(const icl_attn_config *c) { return c->output == ICL_OUT_CLASSIFIER ? c->n_classes : c->vocab; }
+
+static int cfg_fail(icl_error *err, const char *what, long long v, const char *want) {
+  return icl_error_set(err, ICL_EINVAL, "icl-attn config: %s = %lld, expected %s", what, v, want);
+}
+
+int tr_config_check(icl_attn_config *c, icl_error *err) {
+  if (c->d_head == 0 && c->n_head > 0) c->d_head = c->d_model / c->n_head;
+  if (c->norm_eps == 0.0f) c->norm_eps = 1e-5f;
+  if (c->init_std == 0.0f) c->init_std = 0.02f;
+  if (c->output == ICL_OUT_CLASSIFIER) c->out_bias = 1; /* the classifier's final Linear has a bias */
+  if (c->output != ICL_OUT_CLASSIFIER) c->n_classes = c->cls_hidden = 0;
+  if (!c->w_o) c->o_bias = 0;
+  if (c->input_len == 0) c->inp_proj = 0;
+  if (c->n_layer < 1 || c->n_layer > TR_MAX_LAYERS) return cfg_fail(err, "layers", c->n_layer, "1..64");
+  if (c->n_head < 1 || c->d_model < 1 || c->d_head < 1) return cfg_fail(err, "heads", c->n_head, ">= 1 with d_model, d_head >= 1");
+  if (c->n_ctx < 1) return cfg_fail(err, "ctx", c->n_ctx, ">= 1");
+  if (c->vocab < 0 || c->input_len < 0 || (c->vocab == 0 && c->input_len == 0))
+    return cfg_fail(err, "vocab", c->vocab, "> 0 or inputs > 0");
+  if (c->input_len > 0 && !c->inp_proj && c->input_len != c->d_model)
+    return cfg_fail(err, "inputs", c->input_len, "d_model without an input projection");
+  if (!c->w_o && c->n_head * c->d_head != c->d_model)
+    return cfg_fail(err, "heads*d_head", (long long)c->n_head * c->d_head, "d_model without W_O");
+  if (c->norm < ICL_NORM_NONE || c->norm > ICL_NORM_RMS) return cfg_fail(err, "norm", c->norm, "none, layer or rms");
+  if (c->position != ICL_POS_NONE && c->position != ICL_POS_LEARNED)
+    return icl_error_set(err, ICL_EUNSUPPORTED, "icl-attn config: position %d: the trainer has learned or none (no rope)", c->position);
+  if (c->output == ICL_OUT_CLASSIFIER && (c->n_classes < 1 || c->cls_hidden < 0 || c->cls_hidden > TR_MAX_CLS))
+    return cfg_fail(err, "classes", c->n_classes, ">= 1 with 0..8 hidden layers");
+  if (c->output == ICL_OUT_UNEMBED && c->vocab < 1) return cfg_fail(err, "vocab", c->vocab, "> 0 for an unembedding");
+  if (c->d_ff < 0) return cfg_fail(err, "d_ff", c->d_ff, ">= 0");
+  return ICL_OK;
+}
+
+/* Appends a parameter [ne0, ne1]; returns its index. */
+static int add_param(icl_trainer *tr, int decay, int64_t ne0, int64_t ne1, const char *fmt, int layer) {
+  tr_param *p = &tr->p[tr->np];
+  snprintf(p->name, sizeof p->name, fmt, layer);
+  p->ne[0] = ne0;
+  p->ne[1] = ne1;
+  p->off = tr->n_floats;
+  p->decay = decay;
+  tr->n_floats += (ne0 * ne1 + 15) / 16 * 16; /* 64-byte aligned tensors */
+  return tr->np++;
+}
+
+/* A norm's weight and bias indices (bias for LayerNorm only). */
+static void add_norm(icl_trainer *tr, const char *wname, const char *bname, int layer, int *w, int *b) {
+  int64_t d = tr->cfg.d_model;
+  *w = tr->cfg.norm != ICL_NORM_NONE ? add_param(tr, 0, d, 1, wname, layer) : -1;
+  *b = tr->cfg.norm == ICL_NORM_LAYER ? add_param(tr, 0, d, 1, bname, layer) : -1;
+}
+
+static void add_block(icl_trainer *tr, int l) {
+  const icl_attn_config *c = &tr->cfg;
+  tr_layer *L = &tr->L[l];
+  int64_t d = c->d_model, qd = tr->qd;
+  add_norm(tr, "blk.%d.attn_norm.weight", "blk.%d.attn_norm.bias", l, &L->norm_w, &L->norm_b);
+  L->wq = add_param(tr, 1, d, qd, "blk.%d.attn_q.weight", l);
+  L->wk = add_param(tr, 1, d, qd, "blk.%d.attn_k.weight", l);
+  L->wv = add_param(tr, 1, d, qd, "blk.%d.attn_v.weight", l);
+  L->bq = c->qkv_bias ? add_param(tr, 0, qd, 1, "blk.%d.attn_q.bias", l) : -1;
+  L->bk = c->qkv_bias ? add_param(tr, 0, qd, 1, "blk.%d.attn_k.bias", l) : -1;
+  L->bv = c->qkv_bias ? add_param(tr, 0, qd, 1, "blk.%d.attn_v.bias", l) : -1;
+  L->smear = c->smeared_key ? add_param(tr, 0, c->n_head, 1, "blk.%d.attn_smear", l) : -1;
+  L->wo = c->w_o ? add_param(tr, 1, qd, d, "blk.%d.attn_output.weight", l) : -1;
+  L->bo = c->w_o && c->o_bias ? add_param(tr, 0, d, 1, "blk.%d.attn_output.bias", l) : -1;
+  L->ffn_norm_w = L->ffn_norm_b = L->up = L->up_b = L->down = L->down_b = -1;
+  if (c->d_ff <= 0) return;
+  add_norm(tr, "blk.%d.ffn_norm.weight", "blk.%d.ffn_norm.bias", l, &L->ffn_norm_w, &L->ffn_norm_b);
+  L->up = add_param(tr, 1, d, c->d_ff, "blk.%d.ffn_up.weight", l);
+  L->up_b = add_param(tr, 0, c->d_ff, 1, "blk.%d.ffn_up.bias", l);
+  L->down = add_param(tr, 1, c->d_ff, d, "blk.%d.ffn_down.weight", l);
+  L->down_b = add_param(tr, 0, d, 1, "blk.%d.ffn_down.bias", l);
+}
+
+int tr_layout(icl_trainer *tr, icl_error *err) {
+  const icl_attn_config *c = &tr->cfg;
+  int64_t d = c->d_model;
+  tr->hd = c->d_head;
+  tr->qd = c->n_head * c->d_head;
+  tr->p = calloc((size_t)(16 + 17 * c->n_layer + 2 * TR_MAX_CLS), sizeof *tr->p);
+  if (!tr->p) return icl_error_set(err, ICL_ENOMEM, "trainer: out of memory for the parameter table");
+  tr->tok = c->vocab > 0 ? add_param(tr, 0, d, c->vocab, "token_embd.weight", 0) : -1;
+  tr->pos = c->position == ICL_POS_LEARNED ? add_param(tr, 0, d, c->n_ctx, "position_embd.weight", 0) : -1;
+  tr->inp_w = c->input_len > 0 && c->inp_proj ? add_param(tr, 1, c->input_len, d, "inp_proj.weight", 0) : -1;
+  tr->inp_b = c->input_len > 0 && c->inp_proj ? add_param(tr, 0, d, 1, "inp_proj.bias", 0) : -1;
+  for (int l = 0; l < c->n_layer; l++) add_block(tr, l);
+  add_norm(tr, "output_norm.weight", "output_norm.bias", 0, &tr->onorm_w, &tr->onorm_b);
+  int nh = c->output == ICL_OUT_CLASSIFIER ? c->cls_hidden : 0;
+  for (int i = 0; i < nh; i++) {
+    tr->cls_w[i] = add_param(tr, 1, d, d, "cls.%d.weight", i);
+    tr->cls_b[i] = add_param(tr, 0, d, 1, "cls.%d.bias", i);
+  }
+  tr->out_w = add_param(tr, 1, d, tr_n_out(c), "output.weight", 0);
+  tr->out_b = c->out_bias ? add_param(tr, 0, tr_n_out(c), 1, "output.bias", 0) : -1;
+  size_t bytes = (size_t)tr->n_floats * sizeof(float);
+  tr->w = aligned_alloc(64, bytes);
+  tr->g = aligned_alloc(64, bytes);
+  tr->m1 = aligned_alloc(64, bytes);
+  tr->m2 = aligned_alloc(64, bytes);
+  if (!tr->w || !tr->g || !tr->m1 || !tr->m2)
+    return icl_error_set(err, ICL_ENOMEM, "trainer: out of memory for %lld parameters", (long long)tr->n_floats);
+  memset(tr->w, 0, bytes);
+  memset(tr->g, 0, bytes);
+  memset(tr->m1, 0, bytes);
+  memset(tr->m2, 0, bytes);
+  return ICL_OK;
+}
+
+/* ---- initialisation -------------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* FNV-1a of a tensor name: each tensor draws from its own stream, so adding an option leaves
+ * the other tensors' initial values unchanged. */
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Standard normal by Box-Muller from two uniforms in (0, 1]. */
+static double normal(uint64_t *s) {
+  double u1 = ((splitmix(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+  double u2 = (splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Whether a parameter is a residual-output projection (std scaled by 1/sqrt(2 n_layer)). */
+static int is_out_proj(const char *name) { return strstr(name, "attn_output.weight") || strstr(name, "ffn_down.weight"); }
+
+void tr_init_weights(icl_trainer *tr) {
+  const icl_attn_config *c = &tr->cfg;
+  for (int i = 0; i < tr->np; i++) {
+    const tr_param *p = &tr->p[i];
+    float *w = tr->w + p->off;
+    int64_t n = p->ne[0] * p->ne[1];
+    int ones = strstr(p->name, "norm.weight") != NULL, zeros = strstr(p->name, "bias") || strstr(p->name, "smear");
+    double std = c->init_std * (is_out_proj(p->name) ? 1.0 / sqrt(2.0 * c->n_layer) : 1.0);
+    uint64_t s = c->seed ^ name_hash(p->name);
+    for (int64_t j = 0; j < n; j++) w[j] = ones ? 1.0f : zeros ? 0.0f : (float)(std * normal(&s));
+  }
+}
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+/* Carves n floats (64-byte aligned) from the arena cursor. */
+static float *carve(float **cur, int64_t n) {
+  float *p = *cur;
+  *cur += (n + 15) / 16 * 16;
+  return p;
+}
+
+/* Lays out (or, with base NULL, measures) the activation arena for N tokens in sequences of T. */
+static int64_t act_layout(icl_trainer *tr, float *base, int64_t N, int64_t T) {
+  const icl_attn_config *c = &tr->cfg;
+  int64_t d = c->d_model, qd = tr->qd, nv = tr_n_out(c), B = N / T, ff = c->d_ff;
+  float *cur = base, *q0 = base;
+  tr->res = carve(&cur, d * N * (c->n_layer + 1));
+  for (int l = 0; l < c->n_layer; l++) {
+    tr_acts *a = &tr->A[l];
+    a->h = carve(&cur, d * N);
+    a->q = carve(&cur, qd * N), a->k = carve(&cur, qd * N), a->v = carve(&cur, qd * N), a->z = carve(&cur, qd * N);
+    a->ks = c->smeared_key ? carve(&cur, qd * N) : a->k;
+    a->P = carve(&cur, T * T * c->n_head * B);
+    a->mid = ff ? carve(&cur, d * N) : NULL;
+    a->h2 = ff ? carve(&cur, d * N) : NULL, a->u = ff ? carve(&cur, ff * N) : NULL, a->a = ff ? carve(&cur, ff * N) : NULL;
+  }
+  tr->hf = carve(&cur, d * N);
+  for (int i = 0; i < TR_MAX_CLS; i++) tr->ch[i] = i < c->cls_hidden ? carve(&cur, d * N) : NULL;
+  tr->logits = carve(&cur, nv * N), tr->probs = carve(&cur, nv * N + N), tr->dlogits = carve(&cur, nv * N);
+  int64_t wide = d > qd ? d : qd;
+  wide = wide > ff ? wide : ff;
+  tr->dres = carve(&cur, d * N), tr->dh = carve(&cur, d * N), tr->dt = carve(&cur, wide * N);
+  tr->dq = carve(&cur, qd * N), tr->dk = carve(&cur, qd * N), tr->dks = carve(&cur, qd * N);
+  tr->dv = carve(&cur, qd * N), tr->dz = carve(&cur, qd * N);
+  tr->dc0 = carve(&cur, d * N), tr->dc1 = carve(&cur, d * N), tr->du = carve(&cur, (ff > 0 ? ff : 1) * N);
+  tr->stats = carve(&cur, 2 * N), tr->tmp = carve(&cur, wide * N);
+  tr->inputs = carve(&cur, (c->input_len > 0 ? c->input_len : 1) * N), tr->mask = carve(&cur, N);
+  tr->tokens = (int32_t *)carve(&cur, N), tr->targets = (int32_t *)carve(&cur, N);
+  return cur - q0;
+}
+
+int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
+  int64_t N = B * T;
+  if (T > tr->cfg.n_ctx) return icl_error_set(err, ICL_EINVAL, "train: batch of %lld positions, model ctx is %d", (long long)T, tr->cfg.n_ctx);
+  if (N > tr->cap_n || T != tr->cap_T) {
+    free(tr->act);
+    int64_t n = act_layout(tr, NULL, N, T);
+    tr->act = aligned_alloc(64, (size_t)n * sizeof(float));
+    if (!tr->act) return icl_error_set(err, ICL_ENOMEM, "train: out of memory for %lld activations", (long long)n);
+    memset(tr->act, 0, (size_t)n * sizeof(float));
+    act_layout(tr, tr->act, N, T);
+    tr->cap_n = N;
+    tr->cap_T = T;
+  }
+  tr->B = B, tr->T = T, tr->N = N;
+  return ICL_OK;
+}
+
+icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1) {
+  b->data = (void *)p;
+  b->size = (size_t)(ne0 * ne1) * sizeof(float);
+  return (icl_dt){.buf = b, .offset = 0, .type = ICL_TYPE_F32, .ne = {ne0, ne1, 1, 1}};
+}
+
+/* ---- the public object ---------------------------------------------------------------------------- */
+
+int icl_trainer_new(const icl_attn_config *cfg, int n_threads, icl_trainer **out, icl_error *err) {
+  *out = NULL;
+  icl_trainer *tr = calloc(1, sizeof *tr);
+  if (!tr) return icl_error_set(err, ICL_ENOMEM, "trainer: out of memory");
+  tr->cfg = *cfg;
+  int rc = tr_config_check(&tr->cfg, err);
+  if (!rc) rc = icl_cpu_backend_new(n_threads, &tr->be, err);
+  if (!rc) rc = tr_layout(tr, err);
+  if (rc) {
+    icl_trainer_free(tr);
+    return rc;
+  }
+  tr->cb = cpu_of(tr->be);
+  tr_init_weights(tr);
+  *out = tr;
+  return ICL_OK;
+}
+
+void icl_trainer_free(icl_trainer *tr) {
+  if (!tr) return;
+  if (tr->be) tr->be->ops->destroy(tr->be);
+  free(tr->p), free(tr->w), free(tr->g), free(tr->m1), free(tr->m2), free(tr->act), free(tr->ws.p);
+  free(tr);
+}
+
+const icl_attn_config *icl_trainer_config(const icl_trainer *tr) { return &tr->cfg; }
+int64_t icl_trainer_steps(const icl_trainer *tr) { return tr->step; }
+double icl_trainer_grad_norm(const icl_trainer *tr) { return tr->grad_norm; }
+int icl_trainer_n_params(const icl_trainer *tr) { return tr->np; }
+
+const char *icl_trainer_param(icl_trainer *tr, int i, float **data, float **grad, int64_t *n) {
+  if (i < 0 || i >= tr->np) return NULL;
+  if (data) *data = tr_w(tr, i);
+  if (grad) *grad = tr_g(tr, i);
+  if (n) *n = tr->p[i].ne[0] * tr->p[i].ne[1];
+  return tr->p[i].name;
+}
+
+const float *icl_trainer_logits(const icl_trainer *tr, int64_t *n_out) {
+  if (n_out) *n_out = tr_n_out(&tr->cfg);
+  return tr->logits;
+}
+
+const float *icl_trainer_pattern(const icl_trainer *tr, int layer, int64_t b, int64_t *T) {
+  if (layer < 0 || layer >= tr->cfg.n_layer || b < 0 || b >= tr->B || tr->N == 0) return NULL;
+  if (T) *T = tr->T;
+  return tr->A[layer].P + b * tr->cfg.n_head * tr->T * tr->T;
+}

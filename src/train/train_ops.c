@@ -1,0 +1,215 @@
+/* Elementwise, norm, embedding and loss ops of the trainer on the CPU backend (train_ops.h).
+ * Row-parallel where rows are independent; reductions over tokens (weight gradients) are
+ * column-parallel and walk the tokens in order, so sums do not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "train/train_ops.h"
+
+/* Columns per range of the column-parallel reductions (a cache line or more). */
+#define COL_GRAIN 16
+
+/* Operands of the simple ops: inputs a, b, output y. */
+typedef struct op_ctx {
+  const float *a, *b;
+  float *y;
+  const int32_t *ids;
+  int64_t d, n, T, B;
+} op_ctx;
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+static void embed_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const op_ctx *c = arg;
+  for (int64_t i = lo; i < hi; i++) {
+    if (c->ids[i] >= 0) memcpy(c->y + i * c->d, c->a + c->ids[i] * c->d, (size_t)c->d * sizeof(float));
+    else memset(c->y + i * c->d, 0, (size_t)c->d * sizeof(float));
+  }
+}
+
+void tr_embed_fwd(cpu_backend *cb, const float *E, int64_t d, const int32_t *ids, int64_t n, float *x) {
+  op_ctx c = {.a = E, .y = x, .ids = ids, .d = d};
+  cpu_pool_range(cb->pool, n, 256, embed_range, &c);
+}
+
+static void embed_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const op_ctx *c = arg;
+  for (int64_t i = 0; i < c->n; i++) {
+    if (c->ids[i] < 0) continue;
+    float *dst = c->y + c->ids[i] * c->d;
+    const float *src = c->a + i * c->d;
+    for (int64_t j = lo; j < hi; j++) dst[j] += src[j];
+  }
+}
+
+void tr_embed_bwd(cpu_backend *cb, const int32_t *ids, const float *dx, int64_t d, int64_t n, float *dE) {
+  op_ctx c = {.a = dx, .y = dE, .ids = ids, .d = d, .n = n};
+  cpu_pool_range(cb->pool, d, COL_GRAIN, embed_bwd_range, &c);
+}
+
+/* Columns [lo, hi) of the flattened [d*T] destination; sums over b in order. */
+static void sum_rows_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const op_ctx *c = arg;
+  int64_t w = c->d * c->T;
+  for (int64_t b = 0; b < c->B; b++)
+    for (int64_t j = lo; j < hi; j++) c->y[j] += c->a[b * w + j];
+}
+
+void tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, int64_t B, float *dst) {
+  op_ctx c = {.a = src, .y = dst, .d = d, .T = T, .B = B};
+  cpu_pool_range(cb->pool, d * T, COL_GRAIN, sum_rows_range, &c);
+}
+
+/* ---- norms ------------------------------------------------------------------------------------ */
+
+typedef struct norm_ctx {
+  const float *x, *w, *dy;
+  float *dx, *dw, *db, *stats; /* stats [2, n]: mean (0 for rms), rstd */
+  int64_t d, n;
+  float eps;
+  int rms;
+} norm_ctx;
+
+/* Mean (0 for RMSNorm) and 1/sqrt(var + eps) of one row, in double. */
+static void norm_stats(const norm_ctx *c, const float *x, float *m, float *r) {
+  double mean = 0.0, v = 0.0;
+  if (!c->rms) {
+    for (int64_t j = 0; j < c->d; j++) mean += x[j];
+    mean /= (double)c->d;
+  }
+  for (int64_t j = 0; j < c->d; j++) v += (x[j] - mean) * (x[j] - mean);
+  *m = (float)mean;
+  *r = (float)(1.0 / sqrt(v / (double)c->d + c->eps));
+}
+
+/* Pass 1, rows [lo, hi): stats and dx = r * (g*w - a - xhat * b), where a = mean(g*w) for
+ * LayerNorm (0 for RMSNorm) and b = mean(g*w*xhat). */
+static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const norm_ctx *c = arg;
+  for (int64_t t = lo; t < hi; t++) {
+    const float *x = c->x + t * c->d, *g = c->dy + t * c->d;
+    float m, r;
+    norm_stats(c, x, &m, &r);
+    c->stats[2 * t] = m;
+    c->stats[2 * t + 1] = r;
+    if (!c->dx) continue;
+    double sg = 0.0, sgx = 0.0;
+    for (int64_t j = 0; j < c->d; j++) {
+      float gh = g[j] * (c->w ? c->w[j] : 1.0f);
+      sg += gh;
+      sgx += gh * (x[j] - m) * r;
+    }
+    float a = c->rms ? 0.0f : (float)(sg / (double)c->d), b = (float)(sgx / (double)c->d);
+    float *dx = c->dx + t * c->d;
+    for (int64_t j = 0; j < c->d; j++) dx[j] += r * (g[j] * (c->w ? c->w[j] : 1.0f) - a - (x[j] - m) * r * b);
+  }
+}
+
+/* Pass 2, columns [lo, hi): dw += sum_t dy * xhat, db += sum_t dy, tokens in order. */
+static void norm_bwd_cols(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const norm_ctx *c = arg;
+  for (int64_t t = 0; t < c->n; t++) {
+    const float *x = c->x + t * c->d, *g = c->dy + t * c->d;
+    float m = c->stats[2 * t], r = c->stats[2 * t + 1];
+    for (int64_t j = lo; j < hi; j++) {
+      if (c->dw) c->dw[j] += g[j] * (x[j] - m) * r;
+      if (c->db) c->db[j] += g[j];
+    }
+  }
+}
+
+static void norm_bwd(cpu_backend *cb, norm_ctx *c) {
+  cpu_pool_range(cb->pool, c->n, 16, norm_bwd_rows, c);
+  if (c->dw || c->db) cpu_pool_range(cb->pool, c->d, COL_GRAIN, norm_bwd_cols, c);
+}
+
+void tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
+                       const float *dy, float *dx, float *dw, float *db, float *stats) {
+  norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .stats = stats, .d = d, .n = n, .eps = eps};
+  norm_bwd(cb, &c);
+}
+
+void tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
+                     const float *dy, float *dx, float *dw, float *stats) {
+  norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .stats = stats, .d = d, .n = n, .eps = eps, .rms = 1};
+  norm_bwd(cb, &c);
+}
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const op_ctx *c = arg;
+  const float K = 0.7978845608028654f; /* sqrt(2/pi) */
+  for (int64_t i = lo; i < hi; i++) {
+    float x = c->a[i], th = tanhf(K * (x + 0.044715f * x * x * x));
+    float du = K * (1.0f + 3.0f * 0.044715f * x * x);
+    c->y[i] = c->b[i] * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du);
+  }
+}
+
+void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx) {
+  op_ctx c = {.a = x, .b = dy, .y = dx};
+  cpu_pool_range(cb->pool, n, 1 << 13, gelu_bwd_range, &c);
+}
+
+static void relu_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const op_ctx *c = arg;
+  for (int64_t i = lo; i < hi; i++) c->y[i] = c->a[i] > 0.0f ? c->b[i] : 0.0f;
+}
+
+void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx) {
+  op_ctx c = {.a = y, .b = dy, .y = dx};
+  cpu_pool_range(cb->pool, n, 1 << 14, relu_bwd_range, &c);
+}
+
+/* ---- softmax cross-entropy ---------------------------------------------------------------------- */
+
+typedef struct xent_ctx {
+  const cpu_kernels *k;
+  const float *logits, *weights;
+  const int32_t *targets;
+  float *probs, *lse, *dlogits;
+  int64_t nv;
+  double wsum;
+} xent_ctx;
+
+/* Rows [lo, hi): probabilities with the backend's softmax kernels, log-sum-exp, gradient. */
+static void xent_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const xent_ctx *c = arg;
+  for (int64_t i = lo; i < hi; i++) {
+    float *p = c->probs + i * c->nv;
+    memcpy(p, c->logits + i * c->nv, (size_t)c->nv * sizeof(float));
+    float mx = c->k->scale_max(p, c->nv, 1.0f);
+    double sum = c->k->exp_sum(p, c->nv, mx);
+    c->k->scale_max(p, c->nv, (float)(1.0 / sum));
+    c->lse[i] = mx + (float)log(sum);
+    if (!c->dlogits) continue;
+    float *g = c->dlogits + i * c->nv;
+    int32_t t = c->targets[i];
+    float w = t < 0 ? 0.0f : (float)((c->weights ? c->weights[i] : 1.0f) / c->wsum);
+    for (int64_t j = 0; j < c->nv; j++) g[j] = w * (p[j] - (j == t ? 1.0f : 0.0f));
+  }
+}
+
+double tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, const int32_t *targets,
+               const float *weights, float *probs, float *dlogits) {
+  xent_ctx c = {.k = &cb->k, .logits = logits, .weights = weights, .targets = targets, .probs = probs,
+                .lse = probs + nv * n, .dlogits = dlogits, .nv = nv};
+  for (int64_t i = 0; i < n; i++)
+    if (targets[i] >= 0) c.wsum += weights ? weights[i] : 1.0f;
+  if (c.wsum <= 0.0) c.wsum = 1.0; /* nothing scored: zero loss and gradient */
+  cpu_pool_range(cb->pool, n, 8, xent_range, &c);
+  double loss = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    if (targets[i] >= 0)
+      loss += (weights ? weights[i] : 1.0f) / c.wsum * ((double)c.lse[i] - logits[i * nv + targets[i]]);
+  return loss;
+}

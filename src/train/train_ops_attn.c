@@ -1,0 +1,141 @@
+/* Attention and smeared-key ops of the trainer (train_ops.h). The attention forward is the
+ * backend's own causal attention with its pattern output; the backward below starts from that
+ * saved pattern, one item per (sequence, head), its products on the backend's gemm kernel. */
+#include <math.h>
+#include <string.h>
+
+#include "train/train_ops.h"
+
+typedef struct attb_ctx {
+  cpu_backend *cb;
+  const float *q, *k, *v, *P, *dz;
+  float *dq, *dk, *dv;
+  int64_t hd, nh, T;
+  float scale;
+} attb_ctx;
+
+/* Rows of token t of item (b, h) in a [hd, nh, T, B] tensor. */
+static int64_t row_of(const attb_ctx *c, int64_t b, int64_t h, int64_t t) { return ((b * c->T + t) * c->nh + h) * c->hd; }
+
+/* dst[c][r] = src[r*ld + c] for r < R, c < C (a transposed copy of a strided block), in 16x16
+ * tiles so reads and writes both stay within a few cache lines. */
+static void transpose_block(const float *src, int64_t ld, int64_t R, int64_t C, float *dst) {
+  for (int64_t r0 = 0; r0 < R; r0 += 16)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      int64_t r1 = r0 + 16 < R ? r0 + 16 : R, c1 = c0 + 16 < C ? c0 + 16 : C;
+      for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = c0; c < c1; c++) dst[c * R + r] = src[r * ld + c];
+    }
+}
+
+/* Scratch floats per thread: dS, dS^T, P^T [T][T], q^T, k^T, dz^T [hd][T], gemm work space. */
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+static int64_t attb_scratch(const cpu_kernels *k, int64_t hd, int64_t T) {
+  return 3 * up16(T * T) + 3 * up16(hd * T) + tr_gemm_serial_ws(k, T, T > hd ? T : hd);
+}
+
+/* Item (b, h) as five small matrix products on the gemm kernel (the causal zeros of P make the
+ * full products exact): dP = dz v^T; dS = P (dP - rowsum(P dP)) scale; dq = dS k; dk = dS^T q;
+ * dv = P^T dz. Each item writes only its own rows of dq, dk, dv. */
+static void attb_item(void *arg, int64_t it, int ith) {
+  const attb_ctx *c = arg;
+  const cpu_kernels *K = &c->cb->k;
+  int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
+  const float *P = c->P + (b * c->nh + h) * T * T;
+  float *dS = c->cb->scratch[ith].p, *dST = dS + up16(T * T), *PT = dST + up16(T * T); /* 64-byte aligned parts */
+  float *qT = PT + up16(T * T), *kT = qT + up16(hd * T), *dzT = kT + up16(hd * T), *ws = dzT + up16(hd * T);
+  tr_gemm_serial(K, c->v + o, ld, T, c->dz + o, ld, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
+  for (int64_t i = 0; i < T; i++) {
+    float *row = dS + i * T;
+    const float *p = P + i * T;
+    double pdp = 0.0;
+    for (int64_t j = 0; j <= i; j++) pdp += (double)p[j] * row[j];
+    for (int64_t j = 0; j < T; j++) row[j] = j <= i ? p[j] * (row[j] - (float)pdp) * c->scale : 0.0f;
+  }
+  transpose_block(dS, T, T, T, dST);
+  transpose_block(P, T, T, T, PT);
+  transpose_block(c->q + o, ld, T, hd, qT);
+  transpose_block(c->k + o, ld, T, hd, kT);
+  transpose_block(c->dz + o, ld, T, hd, dzT);
+  tr_gemm_serial(K, kT, T, hd, dS, T, T, T, c->dq + o, ld, ws);   /* dq_i = sum_j dS_ij k_j */
+  tr_gemm_serial(K, qT, T, hd, dST, T, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
+  tr_gemm_serial(K, dzT, T, hd, PT, T, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
+}
+
+int tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,
+                     const float *dz, int64_t hd, int64_t nh, int64_t T, int64_t B, float scale, float *dq,
+                     float *dk, float *dv, icl_error *err) {
+  size_t need = (size_t)attb_scratch(&cb->k, hd, T) * sizeof(float);
+  for (int i = 0; i < cb->n_threads; i++)
+    if (!cpu_scratch_get(&cb->scratch[i], need))
+      return icl_error_set(err, ICL_ENOMEM, "train: attention backward: no %zu bytes of scratch for %lld keys", need,
+                           (long long)T);
+  attb_ctx c = {cb, q, k, v, P, dz, dq, dk, dv, hd, nh, T, scale};
+  cpu_pool_for(cb->pool, B * nh, attb_item, &c);
+  return ICL_OK;
+}
+
+/* ---- smeared key ---------------------------------------------------------------------------------- */
+
+typedef struct smear_ctx {
+  const float *k, *alpha, *dks;
+  float *ks, *dk, *dalpha;
+  int64_t hd, nh, T, B;
+} smear_ctx;
+
+static float sigmoidf(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+/* Item = sequence b: ks_t = s k_t + (1 - s) k_{t-1} per head. */
+static void smear_item(void *arg, int64_t b, int ith) {
+  (void)ith;
+  const smear_ctx *c = arg;
+  int64_t w = c->nh * c->hd;
+  for (int64_t t = 0; t < c->T; t++)
+    for (int64_t h = 0; h < c->nh; h++) {
+      int64_t o = (b * c->T + t) * w + h * c->hd;
+      float s = sigmoidf(c->alpha[h]);
+      for (int64_t e = 0; e < c->hd; e++) c->ks[o + e] = t > 0 ? s * c->k[o + e] + (1.0f - s) * c->k[o - w + e] : c->k[o + e];
+    }
+}
+
+void tr_smear_fwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
+                  int64_t B, float *ks) {
+  smear_ctx c = {.k = k, .alpha = alpha, .ks = ks, .hd = hd, .nh = nh, .T = T};
+  cpu_pool_for(cb->pool, B, smear_item, &c);
+}
+
+/* dk_t = s_t dks_t + (1 - s_{t+1}) dks_{t+1} (s_0 = 1, nothing past the end). */
+static void smear_bwd_item(void *arg, int64_t b, int ith) {
+  (void)ith;
+  const smear_ctx *c = arg;
+  int64_t w = c->nh * c->hd;
+  for (int64_t t = 0; t < c->T; t++)
+    for (int64_t h = 0; h < c->nh; h++) {
+      int64_t o = (b * c->T + t) * w + h * c->hd;
+      float s = sigmoidf(c->alpha[h]), s0 = t > 0 ? s : 1.0f;
+      for (int64_t e = 0; e < c->hd; e++)
+        c->dk[o + e] = s0 * c->dks[o + e] + (t + 1 < c->T ? (1.0f - s) * c->dks[o + w + e] : 0.0f);
+    }
+}
+
+/* Item = head h: dalpha_h += s (1 - s) sum over b, t >= 1 of dks_t . (k_t - k_{t-1}), in order. */
+static void smear_alpha_item(void *arg, int64_t h, int ith) {
+  (void)ith;
+  const smear_ctx *c = arg;
+  int64_t w = c->nh * c->hd;
+  double acc = 0.0;
+  for (int64_t b = 0; b < c->B; b++)
+    for (int64_t t = 1; t < c->T; t++) {
+      int64_t o = (b * c->T + t) * w + h * c->hd;
+      for (int64_t e = 0; e < c->hd; e++) acc += (double)c->dks[o + e] * (c->k[o + e] - c->k[o - w + e]);
+    }
+  float s = sigmoidf(c->alpha[h]);
+  c->dalpha[h] += (float)(s * (1.0f - s) * acc);
+}
+
+void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
+                  int64_t B, const float *dks, float *dk, float *dalpha) {
+  smear_ctx c = {.k = k, .alpha = alpha, .dks = dks, .dk = dk, .dalpha = dalpha, .hd = hd, .nh = nh, .T = T, .B = B};
+  if (dk) cpu_pool_for(cb->pool, B, smear_bwd_item, &c);
+  if (dalpha) cpu_pool_for(cb->pool, nh, smear_alpha_item, &c);
+}

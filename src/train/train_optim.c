@@ -1,0 +1,111 @@
+/* Optimizers (SGD with momentum, AdamW with decoupled weight decay), the warmup + cosine
+ * schedule, gradient-norm clipping, and the public forward / backward / step entry points.
+ * Updates are elementwise (thread-count independent); the gradient norm sums in a fixed order. */
+#include <math.h>
+#include <string.h>
+
+#include "train/train_internal.h"
+
+float icl_optim_lr(const icl_optim_config *o, int64_t step) {
+  if (o->warmup > 0 && step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+  if (o->decay_steps <= o->warmup) return o->lr;
+  double t = (double)(step - o->warmup) / (double)(o->decay_steps - o->warmup);
+  if (t > 1.0) t = 1.0;
+  return (float)(o->lr * (o->min_lr + (1.0 - o->min_lr) * 0.5 * (1.0 + cos(3.141592653589793 * t))));
+}
+
+typedef struct upd_ctx {
+  float *w, *g, *m1, *m2;
+  float lr, wd, b1, b2, eps, mom, gscale, c1, c2;
+  int adam;
+} upd_ctx;
+
+static void upd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const upd_ctx *c = arg;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = c->g[i] * c->gscale, step;
+    if (c->adam) {
+      c->m1[i] = c->b1 * c->m1[i] + (1.0f - c->b1) * g;
+      c->m2[i] = c->b2 * c->m2[i] + (1.0f - c->b2) * g * g;
+      step = (c->m1[i] / c->c1) / (sqrtf(c->m2[i] / c->c2) + c->eps);
+    } else {
+      c->m1[i] = c->mom * c->m1[i] + g;
+      step = c->m1[i];
+    }
+    c->w[i] -= c->lr * (step + c->wd * c->w[i]);
+  }
+}
+
+/* sqrt of the sum of squared gradients, parameter by parameter in order. */
+static double grad_norm(const icl_trainer *tr) {
+  double s = 0.0;
+  for (int i = 0; i < tr->np; i++) {
+    const float *g = tr_g(tr, i);
+    int64_t n = tr->p[i].ne[0] * tr->p[i].ne[1];
+    for (int64_t j = 0; j < n; j++) s += (double)g[j] * g[j];
+  }
+  return sqrt(s);
+}
+
+void tr_optim_update(icl_trainer *tr, const icl_optim_config *o) {
+  tr->grad_norm = grad_norm(tr);
+  double t = (double)(tr->step + 1);
+  upd_ctx c = {.lr = icl_optim_lr(o, tr->step), .b1 = o->beta1 > 0 ? o->beta1 : 0.9f,
+               .b2 = o->beta2 > 0 ? o->beta2 : 0.999f, .eps = o->eps > 0 ? o->eps : 1e-8f, .mom = o->momentum,
+               .gscale = o->clip > 0 && tr->grad_norm > o->clip ? (float)(o->clip / tr->grad_norm) : 1.0f,
+               .adam = o->kind == ICL_OPTIM_ADAMW};
+  c.c1 = (float)(1.0 - pow(c.b1, t));
+  c.c2 = (float)(1.0 - pow(c.b2, t));
+  for (int i = 0; i < tr->np; i++) {
+    int64_t off = tr->p[i].off, n = tr->p[i].ne[0] * tr->p[i].ne[1];
+    c.w = tr->w + off, c.g = tr->g + off, c.m1 = tr->m1 + off, c.m2 = tr->m2 + off;
+    c.wd = tr->p[i].decay ? o->weight_decay : 0.0f;
+    cpu_pool_range(tr->cb->pool, n, 1 << 14, upd_range, &c);
+  }
+  tr->step++;
+}
+
+/* ---- batches and the public passes ---------------------------------------------------------------- */
+
+/* Checks a batch against the model and copies it into the trainer's buffers. */
+static int load_batch(icl_trainer *tr, const icl_train_batch *b, icl_error *err) {
+  const icl_attn_config *c = &tr->cfg;
+  if (b->B < 1 || b->T < 1 || !b->targets)
+    return icl_error_set(err, ICL_EINVAL, "train: batch needs B, T >= 1 and targets (got B %lld, T %lld)",
+                         (long long)b->B, (long long)b->T);
+  int rc = tr_reserve(tr, b->B, b->T, err);
+  if (rc) return rc;
+  int64_t N = tr->N, nout = tr_n_out(c);
+  for (int64_t i = 0; i < N; i++) {
+    int32_t t = b->tokens ? b->tokens[i] : -1, y = b->targets[i];
+    if (t >= c->vocab || t < -1 || (t >= 0 && tr->tok < 0))
+      return icl_error_set(err, ICL_EINVAL, "train: token %d at %lld is outside -1..%d", t, (long long)i, c->vocab - 1);
+    if (y < -1 || y >= nout)
+      return icl_error_set(err, ICL_EINVAL, "train: target %d at %lld is outside -1..%lld", y, (long long)i, (long long)nout - 1);
+    tr->tokens[i] = t, tr->targets[i] = y, tr->mask[i] = b->mask ? b->mask[i] : 1.0f;
+  }
+  if (c->input_len > 0 && b->inputs) memcpy(tr->inputs, b->inputs, (size_t)(N * c->input_len) * sizeof(float));
+  else if (c->input_len > 0) memset(tr->inputs, 0, (size_t)(N * c->input_len) * sizeof(float));
+  return ICL_OK;
+}
+
+int icl_trainer_forward(icl_trainer *tr, const icl_train_batch *batch, double *loss, icl_error *err) {
+  int rc = load_batch(tr, batch, err);
+  if (!rc) rc = tr_forward(tr, err);
+  if (loss) *loss = rc ? 0.0 : tr->loss;
+  return rc;
+}
+
+int icl_trainer_backward(icl_trainer *tr, icl_error *err) {
+  if (tr->N == 0) return icl_error_set(err, ICL_EINVAL, "train: backward before any forward");
+  return tr_backward(tr, err);
+}
+
+int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_optim_config *opt, double *loss,
+                     icl_error *err) {
+  int rc = icl_trainer_forward(tr, batch, loss, err);
+  if (!rc) rc = tr_backward(tr, err);
+  if (!rc) tr_optim_update(tr, opt);
+  return rc;
+}

@@ -1,0 +1,395 @@
+/* The trainer's ops on the CPU backend against the float64 references (src/ref/ref_backward.c),
+ * and the references against central finite differences of their own float64 forward. Each op
+ * prints both relative errors: max |got - want| / max |want| over the checked elements.
+ * Tolerances: CPU (f32) vs float64 reference 2e-5 (f32 rounding over sums of up to a few hundred
+ * terms, measured ~1e-7..3e-6); finite differences (h = 1e-5, float64) 1e-6 (truncation error
+ * ~h^2 times the third derivative, measured ~1e-10..1e-8). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "ref/ref_backward.h"
+#include "testutil.h"
+#include "train/train_ops.h"
+
+#define TOL_CPU 2e-5
+#define TOL_FD 1e-6
+#define FD_H 1e-5
+
+static cpu_backend *g_cb;
+static uint64_t g_seed = 1;
+
+static float *rnd(int64_t n, float lo, float hi) {
+  float *x = malloc((size_t)n * sizeof *x);
+  t_rand_fill(x, n, g_seed++, lo, hi);
+  return x;
+}
+static double *dup_d(const float *x, int64_t n) {
+  double *y = malloc((size_t)n * sizeof *y);
+  for (int64_t i = 0; i < n; i++) y[i] = x[i];
+  return y;
+}
+static double *zeros_d(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+static float *zeros_f(int64_t n) { return calloc((size_t)n, sizeof(float)); }
+
+/* max |got - want| / max |want|. */
+static double rel_f(const float *got, const double *want, int64_t n) {
+  double e = 0.0, m = 1e-30;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(got[i] - want[i]);
+    e = d > e || isnan(d) ? d : e;
+    m = fabs(want[i]) > m ? fabs(want[i]) : m;
+  }
+  return e / m;
+}
+static double rel_d(const double *got, const double *want, int64_t n) {
+  double e = 0.0, m = 1e-30;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(got[i] - want[i]);
+    e = d > e || isnan(d) ? d : e;
+    m = fabs(want[i]) > m ? fabs(want[i]) : m;
+  }
+  return e / m;
+}
+
+/* fd < 0: the case is too large for finite differences (the small case of the op ran them). */
+static void report(const char *op, const char *what, double cpu, double fd) {
+  if (fd < 0) printf("%-12s %-10s cpu-vs-ref %.2e   (finite differences on the small case)\n", op, what, cpu);
+  else printf("%-12s %-10s cpu-vs-ref %.2e   ref-vs-fd %.2e\n", op, what, cpu, fd);
+  CHECKF(cpu < TOL_CPU, "%s %s: cpu vs ref %.3e", op, what, cpu);
+  CHECKF(fd < TOL_FD, "%s %s: ref vs fd %.3e", op, what, fd);
+}
+
+/* A float64 forward under test: fills y from the inputs it captured. */
+typedef void (*fwd_fn)(void *ctx, double *y);
+
+/* Loss sum(y * r) of the forward. */
+static double fd_loss(fwd_fn f, void *ctx, double *y, const double *r, int64_t ny) {
+  f(ctx, y);
+  double s = 0.0;
+  for (int64_t i = 0; i < ny; i++) s += y[i] * r[i];
+  return s;
+}
+
+/* Relative error of the analytic gradient g of input x (n) against central differences. */
+static double fd_check(fwd_fn f, void *ctx, double *x, int64_t n, const double *g, const double *r, int64_t ny) {
+  double *y = zeros_d(ny), *fd = zeros_d(n);
+  for (int64_t i = 0; i < n; i++) {
+    double x0 = x[i];
+    x[i] = x0 + FD_H;
+    double lp = fd_loss(f, ctx, y, r, ny);
+    x[i] = x0 - FD_H;
+    double lm = fd_loss(f, ctx, y, r, ny);
+    x[i] = x0;
+    fd[i] = (lp - lm) / (2.0 * FD_H);
+  }
+  double e = rel_d(fd, g, n);
+  free(y);
+  free(fd);
+  return e;
+}
+
+/* f32 host view wrapper for the backend's forward ops. */
+static icl_dt hv(struct icl_buf *b, const void *p, int64_t n0, int64_t n1, int64_t n2, uint32_t type) {
+  b->data = (void *)p;
+  b->size = (size_t)(n0 * n1 * n2) * 4;
+  return (icl_dt){.buf = b, .type = type, .ne = {n0, n1, n2, 1}};
+}
+
+/* ---- matmul -------------------------------------------------------------------------------------- */
+
+typedef struct mm_case {
+  double *W, *b, *x;
+  int64_t K, R, n;
+} mm_case;
+
+static void mm_fwd(void *ctx, double *y) {
+  mm_case *c = ctx;
+  icl_refd_matmul(c->W, c->b, c->K, c->R, c->x, c->n, y);
+}
+
+static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
+  float *W = rnd(R * K, -1, 1), *b = rnd(R, -1, 1), *x = rnd(n * K, -1, 1), *dy = rnd(n * R, -1, 1);
+  float *y = zeros_f(n * R), *dW = zeros_f(R * K), *db = zeros_f(R), *dx = zeros_f(n * K);
+  mm_case c = {dup_d(W, R * K), dup_d(b, R), dup_d(x, n * K), K, R, n};
+  double *yd = zeros_d(n * R), *rd = dup_d(dy, n * R);
+  double *gW = zeros_d(R * K), *gb = zeros_d(R), *gx = zeros_d(n * K);
+  struct icl_buf bw, bx, by;
+  icl_dt vw = hv(&bw, W, K, R, 1, ICL_TYPE_F32), vx = hv(&bx, x, K, n, 1, ICL_TYPE_F32), vy = hv(&by, y, R, n, 1, ICL_TYPE_F32);
+  icl_error err;
+  CHECK(icl_op_matmul(&g_cb->be, &vw, &vx, &vy, &err) == ICL_OK);
+  for (int64_t i = 0; i < n * R; i++) y[i] += b[i % R];
+  mm_fwd(&c, yd);
+  cpu_scratch ws = {0};
+  CHECK(tr_matmul_bwd(g_cb, &ws, W, K, R, x, n, dy, dW, dx, &err) == ICL_OK);
+  tr_sum_rows(g_cb, dy, R, 1, n, db);
+  icl_refd_matmul_bwd(c.W, K, R, c.x, n, rd, gW, gb, gx);
+  char what[64];
+  snprintf(what, sizeof what, "%lldx%lldx%lld", (long long)K, (long long)R, (long long)n);
+  printf("matmul       %-10s forward cpu-vs-ref %.2e\n", what, rel_f(y, yd, n * R));
+  CHECK(rel_f(y, yd, n * R) < TOL_CPU);
+  report("matmul dW", what, rel_f(dW, gW, R * K), fd ? fd_check(mm_fwd, &c, c.W, R * K, gW, rd, n * R) : -1);
+  report("matmul db", what, rel_f(db, gb, R), fd ? fd_check(mm_fwd, &c, c.b, R, gb, rd, n * R) : -1);
+  report("matmul dx", what, rel_f(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
+  free(ws.p);
+  free(W), free(b), free(x), free(dy), free(y), free(dW), free(db), free(dx);
+  free(c.W), free(c.b), free(c.x), free(yd), free(rd), free(gW), free(gb), free(gx);
+}
+
+/* ---- norms --------------------------------------------------------------------------------------- */
+
+typedef struct norm_case {
+  double *x, *w, *b;
+  int64_t d, n;
+  int rms;
+} norm_case;
+
+static void norm_fwd(void *ctx, double *y) {
+  norm_case *c = ctx;
+  if (c->rms) icl_refd_rms_norm(c->x, c->w, c->d, c->n, 1e-5, y);
+  else icl_refd_layer_norm(c->x, c->w, c->b, c->d, c->n, 1e-5, y);
+}
+
+static void test_norm(int rms, int64_t d, int64_t n) {
+  float *x = rnd(d * n, -2, 2), *w = rnd(d, 0.5f, 1.5f), *b = rnd(d, -1, 1), *dy = rnd(d * n, -1, 1);
+  float *y = zeros_f(d * n), *dx = zeros_f(d * n), *dw = zeros_f(d), *db = zeros_f(d), *st = zeros_f(2 * n);
+  norm_case c = {dup_d(x, d * n), dup_d(w, d), dup_d(b, d), d, n, rms};
+  double *yd = zeros_d(d * n), *rd = dup_d(dy, d * n), *gx = zeros_d(d * n), *gw = zeros_d(d), *gb = zeros_d(d);
+  struct icl_buf bx, bw, bb, by;
+  icl_dt vx = hv(&bx, x, d, n, 1, ICL_TYPE_F32), vw = hv(&bw, w, d, 1, 1, ICL_TYPE_F32);
+  icl_dt vb = hv(&bb, b, d, 1, 1, ICL_TYPE_F32), vy = hv(&by, y, d, n, 1, ICL_TYPE_F32);
+  icl_error err;
+  if (rms) CHECK(icl_op_rms_norm(&g_cb->be, &vx, &vw, 1e-5f, &vy, &err) == ICL_OK);
+  else CHECK(icl_op_layer_norm(&g_cb->be, &vx, &vw, &vb, 1e-5f, &vy, &err) == ICL_OK);
+  norm_fwd(&c, yd);
+  const char *op = rms ? "rms_norm" : "layer_norm";
+  printf("%-12s %-10s forward cpu-vs-ref %.2e\n", op, "", rel_f(y, yd, d * n));
+  CHECK(rel_f(y, yd, d * n) < TOL_CPU);
+  if (rms) {
+    tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st);
+    icl_refd_rms_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw);
+  } else {
+    tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st);
+    icl_refd_layer_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw, gb);
+    report(op, "db", rel_f(db, gb, d), fd_check(norm_fwd, &c, c.b, d, gb, rd, d * n));
+  }
+  report(op, "dx", rel_f(dx, gx, d * n), fd_check(norm_fwd, &c, c.x, d * n, gx, rd, d * n));
+  report(op, "dw", rel_f(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
+  free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
+}
+
+/* ---- attention ------------------------------------------------------------------------------------- */
+
+typedef struct attn_case {
+  double *q, *k, *v;
+  int64_t hd, nh, T, B;
+  double scale;
+} attn_case;
+
+static void attn_fwd(void *ctx, double *z) {
+  attn_case *c = ctx;
+  icl_refd_attention(c->q, c->k, c->v, c->hd, c->nh, c->T, c->B, c->scale, z, NULL);
+}
+
+/* The backend's causal attention per sequence, with the pattern saved as the trainer does. */
+static void cpu_attn(const float *q, const float *k, const float *v, int64_t hd, int64_t nh, int64_t T, int64_t B,
+                     float scale, float *z, float *P) {
+  icl_attn_params p = {.scale = scale};
+  icl_error err;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t o = b * T * nh * hd;
+    struct icl_buf bq, bk, bv, bz, bp;
+    icl_dt vq = hv(&bq, q + o, hd, nh, T, ICL_TYPE_F32), vk = hv(&bk, k + o, hd, nh, T, ICL_TYPE_F32);
+    icl_dt vv = hv(&bv, v + o, hd, nh, T, ICL_TYPE_F32), vz = hv(&bz, z + o, hd, nh, T, ICL_TYPE_F32);
+    icl_dt vp = hv(&bp, P + b * nh * T * T, T, T, nh, ICL_TYPE_F32);
+    CHECK(icl_op_attention(&g_cb->be, &vq, &vk, &vv, &p, NULL, &vz, &vp, &err) == ICL_OK);
+  }
+}
+
+static void test_attention(int64_t hd, int64_t nh, int64_t T, int64_t B, int scaled, int fd) {
+  int64_t n = hd * nh * T * B;
+  float scale = scaled ? 1.0f / sqrtf((float)hd) : 1.0f;
+  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1);
+  float *z = zeros_f(n), *P = zeros_f(nh * T * T * B), *dq = zeros_f(n), *dk = zeros_f(n), *dv = zeros_f(n);
+  attn_case c = {dup_d(q, n), dup_d(k, n), dup_d(v, n), hd, nh, T, B, scale};
+  double *zd = zeros_d(n), *Pd = zeros_d(nh * T * T * B), *rd = dup_d(dz, n);
+  double *gq = zeros_d(n), *gk = zeros_d(n), *gv = zeros_d(n);
+  cpu_attn(q, k, v, hd, nh, T, B, scale, z, P);
+  icl_refd_attention(c.q, c.k, c.v, hd, nh, T, B, scale, zd, Pd);
+  char what[64];
+  snprintf(what, sizeof what, "%lldx%lldx%lldx%lld%s", (long long)hd, (long long)nh, (long long)T, (long long)B,
+           scaled ? "" : " s=1");
+  printf("attention    %-10s forward cpu-vs-ref z %.2e pattern %.2e\n", what, rel_f(z, zd, n),
+         rel_f(P, Pd, nh * T * T * B));
+  CHECK(rel_f(z, zd, n) < TOL_CPU && rel_f(P, Pd, nh * T * T * B) < TOL_CPU);
+  icl_error err;
+  CHECK(tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, scale, dq, dk, dv, &err) == ICL_OK);
+  icl_refd_attention_bwd(c.q, c.k, c.v, hd, nh, T, B, scale, rd, gq, gk, gv);
+  report("attn dq", what, rel_f(dq, gq, n), fd ? fd_check(attn_fwd, &c, c.q, n, gq, rd, n) : -1);
+  report("attn dk", what, rel_f(dk, gk, n), fd ? fd_check(attn_fwd, &c, c.k, n, gk, rd, n) : -1);
+  report("attn dv", what, rel_f(dv, gv, n), fd ? fd_check(attn_fwd, &c, c.v, n, gv, rd, n) : -1);
+  free(q), free(k), free(v), free(dz), free(z), free(P), free(dq), free(dk), free(dv);
+  free(c.q), free(c.k), free(c.v), free(zd), free(Pd), free(rd), free(gq), free(gk), free(gv);
+}
+
+/* ---- smeared key --------------------------------------------------------------------------------- */
+
+typedef struct smear_case {
+  double *k, *alpha;
+  int64_t hd, nh, T, B;
+} smear_case;
+
+static void smear_fwd(void *ctx, double *y) {
+  smear_case *c = ctx;
+  icl_refd_smear(c->k, c->alpha, c->hd, c->nh, c->T, c->B, y);
+}
+
+static void test_smear(int64_t hd, int64_t nh, int64_t T, int64_t B) {
+  int64_t n = hd * nh * T * B;
+  float *k = rnd(n, -1, 1), *al = rnd(nh, -2, 2), *dks = rnd(n, -1, 1);
+  float *ks = zeros_f(n), *dk = zeros_f(n), *da = zeros_f(nh);
+  smear_case c = {dup_d(k, n), dup_d(al, nh), hd, nh, T, B};
+  double *ksd = zeros_d(n), *rd = dup_d(dks, n), *gk = zeros_d(n), *ga = zeros_d(nh);
+  tr_smear_fwd(g_cb, k, al, hd, nh, T, B, ks);
+  smear_fwd(&c, ksd);
+  printf("smear        forward cpu-vs-ref %.2e\n", rel_f(ks, ksd, n));
+  CHECK(rel_f(ks, ksd, n) < TOL_CPU);
+  tr_smear_bwd(g_cb, k, al, hd, nh, T, B, dks, dk, da);
+  icl_refd_smear_bwd(c.k, c.alpha, hd, nh, T, B, rd, gk, ga);
+  report("smear dk", "", rel_f(dk, gk, n), fd_check(smear_fwd, &c, c.k, n, gk, rd, n));
+  report("smear dalpha", "", rel_f(da, ga, nh), fd_check(smear_fwd, &c, c.alpha, nh, ga, rd, n));
+  free(k), free(al), free(dks), free(ks), free(dk), free(da);
+  free(c.k), free(c.alpha), free(ksd), free(rd), free(gk), free(ga);
+}
+
+/* ---- activations, embedding, loss ---------------------------------------------------------------- */
+
+typedef struct act_case {
+  double *x;
+  int64_t n;
+  int relu;
+} act_case;
+
+static void act_fwd(void *ctx, double *y) {
+  act_case *c = ctx;
+  if (c->relu) icl_refd_relu(c->x, c->n, y);
+  else icl_refd_gelu(c->x, c->n, y);
+}
+
+static void test_act(int relu, int64_t n) {
+  float *x = rnd(n, -3, 3), *dy = rnd(n, -1, 1), *y = zeros_f(n), *dx = zeros_f(n);
+  for (int64_t i = 0; i < n; i++)
+    if (fabsf(x[i]) < 1e-3f) x[i] = 0.5f; /* relu's kink is not differentiable */
+  act_case c = {dup_d(x, n), n, relu};
+  double *yd = zeros_d(n), *rd = dup_d(dy, n), *gx = zeros_d(n);
+  struct icl_buf bx, by;
+  icl_dt vx = hv(&bx, x, n, 1, 1, ICL_TYPE_F32), vy = hv(&by, y, n, 1, 1, ICL_TYPE_F32);
+  icl_error err;
+  if (relu) CHECK(icl_op_relu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
+  else CHECK(icl_op_gelu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
+  act_fwd(&c, yd);
+  const char *op = relu ? "relu" : "gelu";
+  printf("%-12s forward cpu-vs-ref %.2e\n", op, rel_f(y, yd, n));
+  CHECK(rel_f(y, yd, n) < TOL_CPU);
+  if (relu) tr_relu_bwd(g_cb, y, dy, n, dx);
+  else tr_gelu_bwd(g_cb, x, dy, n, dx);
+  (relu ? icl_refd_relu_bwd : icl_refd_gelu_bwd)(c.x, n, rd, gx);
+  report(op, "dx", rel_f(dx, gx, n), fd_check(act_fwd, &c, c.x, n, gx, rd, n));
+  free(x), free(dy), free(y), free(dx), free(c.x), free(yd), free(rd), free(gx);
+}
+
+typedef struct emb_case {
+  double *E;
+  const int32_t *ids;
+  int64_t d, n;
+} emb_case;
+
+static void emb_fwd(void *ctx, double *y) {
+  emb_case *c = ctx;
+  icl_refd_embed(c->E, c->d, c->ids, c->n, y);
+}
+
+static void test_embed(int64_t d, int64_t rows, int64_t n) {
+  int32_t *ids = malloc((size_t)n * sizeof *ids);
+  uint64_t s = 99;
+  for (int64_t i = 0; i < n; i++) ids[i] = i % 5 == 3 ? -1 : (int32_t)(t_rand_u64(&s) % (uint64_t)rows);
+  float *E = rnd(d * rows, -1, 1), *dx = rnd(d * n, -1, 1), *x = zeros_f(d * n), *dE = zeros_f(d * rows);
+  emb_case c = {dup_d(E, d * rows), ids, d, n};
+  double *xd = zeros_d(d * n), *rd = dup_d(dx, d * n), *gE = zeros_d(d * rows);
+  tr_embed_fwd(g_cb, E, d, ids, n, x);
+  emb_fwd(&c, xd);
+  CHECK(rel_f(x, xd, d * n) == 0.0);
+  tr_embed_bwd(g_cb, ids, dx, d, n, dE);
+  icl_refd_embed_bwd(ids, rd, d, n, gE);
+  report("embed dE", "", rel_f(dE, gE, d * rows), fd_check(emb_fwd, &c, c.E, d * rows, gE, rd, d * n));
+  free(ids), free(E), free(dx), free(x), free(dE), free(c.E), free(xd), free(rd), free(gE);
+}
+
+typedef struct xent_case {
+  double *logits, *w;
+  const int32_t *t;
+  int64_t nv, n;
+} xent_case;
+
+/* The loss as a one-element output (r = 1). */
+static void xent_fwd(void *ctx, double *y) {
+  xent_case *c = ctx;
+  y[0] = icl_refd_xent(c->logits, c->nv, c->n, c->t, c->w, NULL);
+}
+
+static void test_xent(int64_t nv, int64_t n, int weighted) {
+  int32_t *t = malloc((size_t)n * sizeof *t);
+  uint64_t s = 7;
+  for (int64_t i = 0; i < n; i++) t[i] = i % 4 == 1 ? -1 : (int32_t)(t_rand_u64(&s) % (uint64_t)nv);
+  float *lg = rnd(nv * n, -4, 4), *w = weighted ? rnd(n, 0, 2) : NULL, *pr = zeros_f(nv * n + n), *g = zeros_f(nv * n);
+  xent_case c = {dup_d(lg, nv * n), weighted ? dup_d(w, n) : NULL, t, nv, n};
+  double *gd = zeros_d(nv * n), one = 1.0, yd;
+  double loss = tr_xent(g_cb, lg, nv, n, t, w, pr, g);
+  double want = icl_refd_xent(c.logits, nv, n, t, c.w, gd);
+  double le = fabs(loss - want) / fabs(want);
+  printf("xent         %-10s loss cpu-vs-ref %.2e\n", weighted ? "weighted" : "", le);
+  CHECK(le < TOL_CPU);
+  double e = rel_f(g, gd, nv * n), f = 0.0;
+  double *fd = zeros_d(nv * n);
+  for (int64_t i = 0; i < nv * n; i++) {
+    double x0 = c.logits[i];
+    c.logits[i] = x0 + FD_H;
+    double lp = fd_loss(xent_fwd, &c, &yd, &one, 1);
+    c.logits[i] = x0 - FD_H;
+    double lm = fd_loss(xent_fwd, &c, &yd, &one, 1);
+    c.logits[i] = x0;
+    fd[i] = (lp - lm) / (2 * FD_H);
+  }
+  f = rel_d(fd, gd, nv * n);
+  report("xent dlogit", weighted ? "weighted" : "", e, f);
+  free(t), free(lg), free(w), free(pr), free(g), free(c.logits), free(c.w), free(gd), free(fd);
+}
+
+int main(void) {
+  icl_backend *be;
+  icl_error err;
+  if (icl_cpu_backend_new(2, &be, &err)) {
+    fprintf(stderr, "cpu backend: %s\n", err.msg);
+    return 1;
+  }
+  g_cb = cpu_of(be);
+  test_matmul(6, 5, 4, 1);
+  test_matmul(70, 33, 50, 0);
+  test_matmul(256, 256, 300, 0);
+  test_norm(0, 12, 5);
+  test_norm(1, 12, 5);
+  test_norm(0, 200, 40);
+  test_attention(4, 2, 5, 2, 1, 1);
+  test_attention(4, 2, 5, 2, 0, 1);
+  test_attention(16, 3, 70, 3, 1, 0);
+  test_smear(3, 2, 5, 2);
+  test_act(0, 50);
+  test_act(1, 50);
+  test_embed(6, 7, 9);
+  test_xent(7, 9, 0);
+  test_xent(7, 9, 1);
+  be->ops->destroy(be);
+  return t_done();
+}
