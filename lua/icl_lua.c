@@ -196,6 +196,8 @@ static int open_all(lua_State *L) {
   add_module(L, "tensor", icl_lua_open_tensor);
   luaL_requiref(L, "icl.model", icl_lua_open_model, 0); /* icl.load, icl.devices */
   merge_fields(L);
+  luaL_requiref(L, "icl.trainer", icl_lua_open_train, 0); /* icl.train, icl.nn, icl.optim, icl.data */
+  merge_fields(L);
   static const struct { const char *name; lua_CFunction open; } libs[] = {
       {"rng", icl_lua_open_rng},   {"linalg", icl_lua_open_linalg},     {"plot", icl_lua_open_plot},
       {"json", icl_lua_open_json}, {"progress", icl_lua_open_progress}};

@@ -121,6 +121,8 @@ static int push_field(lua_State *L, icl_model *m, const char *k) {
   if (!strcmp(k, "backend")) return lua_pushstring(L, icl_model_backend(m)), 1;
   if (!strcmp(k, "device")) return lua_pushstring(L, icl_model_device(m)), 1;
   if (!strcmp(k, "weight_bytes")) return lua_pushinteger(L, (lua_Integer)icl_model_weight_bytes(m)), 1;
+  if (!strcmp(k, "input_length")) return lua_pushinteger(L, h->input_length), 1;
+  if (!strcmp(k, "n_tokens")) return lua_pushinteger(L, h->n_tokens), 1;
   if (!strcmp(k, "bos")) return lua_pushinteger(L, icl_tokenizer_bos(tok)), 1;
   if (!strcmp(k, "eos")) return lua_pushinteger(L, icl_tokenizer_eos(tok)), 1;
   return 0;
@@ -139,7 +141,7 @@ static int m_index(lua_State *L) {
 /* ---- tokens ---------------------------------------------------------------------------------------------- */
 
 /* Reads token ids at arg (a table or a 1-D tensor) into an array anchored on the stack; checks their range. */
-static int32_t *check_tokens(lua_State *L, int arg, int32_t n_vocab, int64_t *n) {
+static int32_t *check_tokens(lua_State *L, int arg, int32_t lo, int32_t n_vocab, int64_t *n) {
   icl_tensor *t = icl_lua_test_tensor(L, arg);
   if (!t) luaL_checktype(L, arg, LUA_TTABLE);
   *n = t ? t->numel : (int64_t)luaL_len(L, arg);
@@ -155,9 +157,9 @@ static int32_t *check_tokens(lua_State *L, int arg, int32_t n_vocab, int64_t *n)
       v = lua_tointegerx(L, -1, &isint);
       lua_pop(L, 1);
     }
-    if (!isint || v < 0 || v >= n_vocab)
-      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %s out of range 0..%d", (lua_Integer)i + 1,
-                                            isint ? lua_pushfstring(L, "%I", v) : "not an integer", n_vocab - 1));
+    if (!isint || v < lo || v >= n_vocab)
+      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %s out of range %d..%d", (lua_Integer)i + 1,
+                                            isint ? lua_pushfstring(L, "%I", v) : "not an integer", lo, n_vocab - 1));
     ids[i] = (int32_t)v;
   }
   return ids;
@@ -172,9 +174,17 @@ static int opt_bool_field(lua_State *L, int idx, const char *key, int def) {
   return v;
 }
 
+/* The model's tokenizer; raises for a model without one (an icl-attn checkpoint). */
+static const icl_tokenizer *need_tokenizer(lua_State *L, icl_model *m) {
+  const icl_tokenizer *t = icl_model_tokenizer(m);
+  if (!t) luaL_error(L, "model has no tokenizer");
+  return t;
+}
+
 /* m:tokenize(text [, {bos=, special=}]) -> {ids}. bos: true/false, default the model's own setting. */
 static int m_tokenize(lua_State *L) {
   icl_model *m = check_model(L, 1);
+  need_tokenizer(L, m);
   size_t len;
   const char *text = luaL_checklstring(L, 2, &len);
   int bos = opt_bool_field(L, 3, "bos", -1), special = opt_bool_field(L, 3, "special", 0);
@@ -200,8 +210,9 @@ static int m_tokenize(lua_State *L) {
 static int m_detokenize(lua_State *L) {
   lua_settop(L, 3);
   icl_model *m = check_model(L, 1);
+  need_tokenizer(L, m);
   int64_t n;
-  int32_t *ids = check_tokens(L, 2, icl_model_hparams(m)->n_vocab, &n);
+  int32_t *ids = check_tokens(L, 2, 0, icl_model_hparams(m)->n_vocab, &n);
   int special = opt_bool_field(L, 3, "special", 0);
   char *s = NULL;
   size_t len = 0;
@@ -215,6 +226,7 @@ static int m_detokenize(lua_State *L) {
 /* m:token_text(id) -> the bytes the token stands for. */
 static int m_token_text(lua_State *L) {
   icl_model *m = check_model(L, 1);
+  need_tokenizer(L, m);
   lua_Integer id = luaL_checkinteger(L, 2);
   size_t len;
   const char *s = id >= 0 && id <= INT32_MAX ? icl_token_text(icl_model_tokenizer(m), (int32_t)id, &len) : NULL;
@@ -636,7 +648,20 @@ static int guard_gc(lua_State *L) {
 }
 
 static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "hook",
-                                       "on_chunk", "stream", NULL};
+                                       "on_chunk", "stream", "inputs", NULL};
+
+/* inputs = tensor [n, input_length]: continuous per-position inputs (icl-attn); kept alive by the anchor. */
+static void inputs_opt(run_spec *s, icl_run_opts *o) {
+  lua_State *L = s->L;
+  if (lua_getfield(L, s->arg, "inputs") == LUA_TNIL) return (void)lua_pop(L, 1);
+  icl_tensor *t = icl_lua_test_tensor(L, -1);
+  if (s->hp->input_length == 0) field_error(s, "inputs", ": this model takes no inputs (input_length 0)");
+  if (!t || t->ndim != 2 || t->shape[0] != s->n || t->shape[1] != s->hp->input_length)
+    field_error(s, "inputs", ": expected a tensor [%I, %d] (tokens, input_length)", (lua_Integer)s->n,
+                s->hp->input_length);
+  anchor(s);
+  o->inputs = t->data, o->inputs_width = t->shape[1];
+}
 
 /* logits = "all" | "last" (default) | "none". */
 static icl_logits_mode logits_opt(run_spec *s) {
@@ -697,6 +722,7 @@ static void push_results(lua_State *L, run_ctx *c) {
 static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
   o->logits = logits_opt(s);
   o->interrupt = icl_lua_interrupt_flag(L);
+  inputs_opt(s, o);
   parse_lists(s);
   run_ctx *c = lua_newuserdatauv(L, sizeof *c, 0);
   memset(c, 0, sizeof *c);
@@ -743,7 +769,7 @@ static int m_run(lua_State *L) {
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   int64_t n;
-  int32_t *tokens = check_tokens(L, 2, hp->n_vocab, &n);
+  int32_t *tokens = check_tokens(L, 2, -hp->allow_no_token, hp->n_tokens, &n); /* -1: no token (icl-attn) */
   luaL_argcheck(L, n > 0, 2, "no tokens");
   check_keys(L, 3, 3, RUN_KEYS, "");
   lua_newtable(L); /* the anchor */

@@ -2,16 +2,18 @@
  * any missing op. */
 #include "arch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
 
 static const icl_arch ARCHS[] = {
-    /* name     rope            act            qk_norm post  bias  escale swa  swa_base default_window */
-    {"llama", ICL_ROPE_NORMAL, ICL_ACT_SILU, 0, 0, 0, 0, 0, 0.0f, 0},
-    {"qwen2", ICL_ROPE_NEOX, ICL_ACT_SILU, 0, 0, 1, 0, 0, 0.0f, 0},
-    {"gemma3", ICL_ROPE_NEOX, ICL_ACT_GELU, 1, 1, 0, 1, 6, 10000.0f, 512},
+    /* name     rope            act            qk_norm post  bias  escale swa  swa_base default_window from_file */
+    {"llama", ICL_ROPE_NORMAL, ICL_ACT_SILU, 0, 0, 0, 0, 0, 0.0f, 0, 0},
+    {"qwen2", ICL_ROPE_NEOX, ICL_ACT_SILU, 0, 0, 1, 0, 0, 0.0f, 0, 0},
+    {"gemma3", ICL_ROPE_NEOX, ICL_ACT_GELU, 1, 1, 0, 1, 6, 10000.0f, 512, 0},
+    {"icl-attn", ICL_ROPE_NEOX, ICL_ACT_GELU, 0, 0, 0, 0, 0, 0.0f, 0, 1},
 };
 
 const icl_arch *icl_arch_find(const char *name) {
@@ -21,7 +23,7 @@ const icl_arch *icl_arch_find(const char *name) {
   return NULL;
 }
 
-const char *icl_arch_list(void) { return "llama, qwen2, gemma3"; }
+const char *icl_arch_list(void) { return "llama, qwen2, gemma3, icl-attn"; }
 
 /* Reads "<arch>.<suffix>" as an int; missing keys take def when def >= 0. */
 static int get_int(const icl_gguf *g, const char *arch, const char *suffix, int64_t def, int64_t lo, int64_t hi,
@@ -84,4 +86,10 @@ int icl_arch_read_hparams(const icl_gguf *g, const icl_arch *a, icl_hparams *hp,
   int vi = (int)icl_gguf_find_key(g, "tokenizer.ggml.tokens");
   hp->n_vocab = vi >= 0 ? (int)icl_gguf_arr_len(g, vi) : 0;
   return ICL_OK;
+}
+
+void icl_arch_feat_fixed(const icl_arch *a, const icl_hparams *hp, icl_feat *f) {
+  (void)a;
+  *f = (icl_feat){.norm = ICL_NORM_RMS, .pos = ICL_POS_ROPE, .out = ICL_OUT_UNEMBED,
+                  .attn_scale = 1.0f / sqrtf((float)hp->head_dim), .gated_ffn = 1};
 }

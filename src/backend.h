@@ -80,6 +80,8 @@ typedef struct icl_backend_ops {
   /* y = silu(x), y = gelu_tanh(x); in place allowed */
   int (*silu)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
   int (*gelu)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* y = max(x, 0) (the icl-attn classifier head); in place allowed */
+  int (*relu)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
   /* y = silu(gate) * up; y = gelu_tanh(gate) * up; y may alias gate */
   int (*swiglu)(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
   int (*geglu)(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);

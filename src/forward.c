@@ -3,6 +3,7 @@
  * places them (docs/hooks.md). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model_internal.h"
 #include "ops.h"
@@ -31,6 +32,39 @@ static icl_dt view3(const icl_dt *t, int64_t elems, int64_t ne0, int64_t ne1, in
 
 static int present(const icl_dt *t) { return t->buf != NULL; }
 
+/* y += b when the model has the bias b (broadcast over rows). */
+static int add_bias(icl_backend *be, const icl_dt *y, const icl_dt *b, icl_error *err) {
+  return present(b) ? icl_op_add(be, y, b, y, err) : ICL_OK;
+}
+
+/* The model's norm: RMSNorm, LayerNorm (weight, optional bias) or none (y = x). */
+static int norm(const icl_model *m, const icl_dt *x, const icl_dt *w, const icl_dt *b, const icl_dt *y,
+                icl_error *err) {
+  switch (m->feat.norm) {
+  case ICL_NORM_LAYER: return icl_op_layer_norm(m->be, x, w, present(b) ? b : NULL, m->hp.eps, y, err);
+  case ICL_NORM_NONE: return icl_op_scale(m->be, x, 1.0f, y, err);
+  default: return icl_op_rms_norm(m->be, x, w, m->hp.eps, y, err);
+  }
+}
+
+/* Smeared keys (icl-attn): k'_j = keep*k_j + prev*k_{j-1} per head, on the chunk's keys in the cache. The key
+ * before the chunk's first is the raw key kept from the previous chunk (s->k_last); position 0 has none and
+ * smears with itself (k'_0 = k_0). z is free scratch here. */
+static int smear_keys(icl_session *s, int il, int64_t n, icl_error *err) {
+  icl_backend *be = s->m->be;
+  const icl_layer *L = &s->m->layers[il];
+  int64_t kd = (int64_t)s->m->hp.n_head_kv * s->m->hp.head_dim, p0 = s->n_past;
+  icl_dt K = view3(&s->k[il], p0 * kd, kd, n, 1);   /* raw keys of the chunk, smeared in place */
+  icl_dt Kp = view3(&s->a.z, 0, kd, n, 1);          /* raw key of the previous position */
+  icl_dt last = view3(&s->k_last, il * kd, kd, 1, 1);
+  TRY(icl_op_copy2d(be, p0 > 0 ? &last : &K, 0, kd, &Kp, 0, kd, 1, kd, err));
+  TRY(icl_op_copy2d(be, &K, 0, kd, &Kp, kd, kd, n - 1, kd, err));
+  TRY(icl_op_copy2d(be, &K, (n - 1) * kd, kd, &last, 0, kd, 1, kd, err));
+  TRY(icl_op_mul(be, &K, &L->smear_keep, &K, err));
+  TRY(icl_op_mul(be, &Kp, &L->smear_prev, &Kp, err));
+  return icl_op_add(be, &K, &Kp, &K, err);
+}
+
 /* Attention sublayer: x += attn(norm(x)). */
 static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
   icl_model *m = s->m;
@@ -52,30 +86,34 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   icl_dt P = view3(&a->pos, 0, n, 1, 1);
 
   HOOK(il, HP_RESID_PRE, &X, 0);
-  TRY(icl_op_rms_norm(be, &X, &L->attn_norm, hp->eps, &H, err));
+  TRY(norm(m, &X, &L->attn_norm, &L->attn_norm_b, &H, err));
   HOOK(il, HP_LN1, &H, 0);
 
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
   TRY(icl_op_matmul(be, &L->wq, &H, &Q2, err));
   TRY(icl_op_matmul(be, &L->wk, &H, &K2, err));
   TRY(icl_op_matmul(be, &L->wv, &H, &V2, err));
-  if (present(&L->bq)) {
-    TRY(icl_op_add(be, &Q2, &L->bq, &Q2, err));
-    TRY(icl_op_add(be, &K2, &L->bk, &K2, err));
-    TRY(icl_op_add(be, &V2, &L->bv, &V2, err));
-  }
+  TRY(add_bias(be, &Q2, &L->bq, err));
+  TRY(add_bias(be, &K2, &L->bk, err));
+  TRY(add_bias(be, &V2, &L->bv, err));
   if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
     icl_dt Qh = view3(&Q, 0, hd, nh * n, 1), Kh = view3(&K, 0, hd, nkv * n, 1);
     TRY(icl_op_rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
     TRY(icl_op_rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
   }
   HOOK(il, HP_Q, &Q, (int)nh);
-  HOOK(il, HP_K, &K, (int)nkv);
+  if (!m->feat.smeared_key) HOOK(il, HP_K, &K, (int)nkv);
   HOOK(il, HP_V, &V, (int)nkv);
-  TRY(icl_op_rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
-  TRY(icl_op_rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+  if (m->feat.pos == ICL_POS_ROPE) {
+    TRY(icl_op_rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+    TRY(icl_op_rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+  }
+  if (m->feat.smeared_key) { /* hook_k is the smeared key (after RoPE when both are on) */
+    TRY(smear_keys(s, il, n, err));
+    HOOK(il, HP_K, &K, (int)nkv);
+  }
 
-  icl_attn_params ap = {.n_past = (int32_t)p0, .scale = 1.0f / sqrtf((float)hd), .window = L->window, .softcap = 0};
+  icl_attn_params ap = {.n_past = (int32_t)p0, .scale = m->feat.attn_scale, .window = L->window, .softcap = 0};
   icl_dt pattern, *pat = NULL;
   if (hk && icl_hook_needs_pattern(hk, il)) {
     pattern = (icl_dt){.buf = a->pattern_buf, .type = ICL_TYPE_F32, .ne = {p0 + n, n, nh, 1}};
@@ -88,14 +126,15 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
 
   icl_dt Z2 = view3(&Z, 0, hd * nh, n, 1);
   if (hk && icl_hook_wants(hk, il, HP_RESULT)) {
-    /* per-head contributions: W_O applied to z with the other heads zeroed; attn_out = their sum */
+    /* per-head contributions: W_O applied to z with the other heads zeroed (without W_O: that masked z);
+     * attn_out = their sum (+ the W_O bias) */
     icl_dt R = view3(&a->result, 0, d, nh, n);
     icl_dt ZM = {.buf = a->zmask_buf, .type = ICL_TYPE_F32, .ne = {hd * nh, n, 1, 1}};
     for (int64_t h = 0; h < nh; h++) {
       TRY(icl_op_fill2d(be, &ZM, 0, hd * nh, n, hd * nh, 0.0f, err));
       TRY(icl_op_copy2d(be, &Z2, h * hd, hd * nh, &ZM, h * hd, hd * nh, n, hd, err));
-      TRY(icl_op_matmul(be, &L->wo, &ZM, &O, err));
-      TRY(icl_op_copy2d(be, &O, 0, d, &R, h * d, d * nh, n, d, err));
+      if (present(&L->wo)) TRY(icl_op_matmul(be, &L->wo, &ZM, &O, err));
+      TRY(icl_op_copy2d(be, present(&L->wo) ? &O : &ZM, 0, d, &R, h * d, d * nh, n, d, err));
     }
     HOOK(il, HP_RESULT, &R, (int)nh);
   }
@@ -107,9 +146,12 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
       TRY(icl_op_copy2d(be, &R, h * d, d * nh, &T, 0, d, n, d, err));
       TRY(icl_op_add(be, &O, &T, &O, err));
     }
-  } else { /* a capture alone leaves the computation, hence the logits, bit-identical */
+  } else if (present(&L->wo)) { /* a capture alone leaves the computation, hence the logits, bit-identical */
     TRY(icl_op_matmul(be, &L->wo, &Z2, &O, err));
+  } else { /* no W_O: the heads' outputs concatenated */
+    TRY(icl_op_scale(be, &Z2, 1.0f, &O, err));
   }
+  TRY(add_bias(be, &O, &L->bo, err));
   if (present(&L->post_attn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_attn_norm, hp->eps, &O, err));
     HOOK(il, HP_LN1_POST, &O, 0);
@@ -120,7 +162,8 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   return ICL_OK;
 }
 
-/* Feed-forward sublayer: x += down(act(gate(norm(x))) * up(norm(x))). */
+/* Feed-forward sublayer: x += down(act(gate(norm(x))) * up(norm(x))), or down(gelu(up(norm(x)))) when not gated;
+ * none at all in an attention-only model. */
 static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
@@ -133,18 +176,30 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   icl_dt G = view3(&a->gate, 0, ff, n, 1);
   icl_dt U = view3(&a->up, 0, ff, n, 1);
   icl_dt O = view3(&a->o, 0, d, n, 1);
+  if (!present(&L->w_up)) { /* attention-only */
+    HOOK(il, HP_RESID_POST, &X, 0);
+    return ICL_OK;
+  }
 
-  TRY(icl_op_rms_norm(be, &X, &L->ffn_norm, m->hp.eps, &H, err));
+  TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
   HOOK(il, HP_LN2, &H, 0);
-  TRY(icl_op_matmul(be, &L->w_gate, &H, &G, err));
-  TRY(icl_op_matmul(be, &L->w_up, &H, &U, err));
-  HOOK(il, HP_MLP_PRE, &G, 0);
-  if (m->arch->act == ICL_ACT_GELU)
-    TRY(icl_op_geglu(be, &G, &U, &G, err));
-  else
-    TRY(icl_op_swiglu(be, &G, &U, &G, err));
+  if (m->feat.gated_ffn) {
+    TRY(icl_op_matmul(be, &L->w_gate, &H, &G, err));
+    TRY(icl_op_matmul(be, &L->w_up, &H, &U, err));
+    HOOK(il, HP_MLP_PRE, &G, 0);
+    if (m->arch->act == ICL_ACT_GELU)
+      TRY(icl_op_geglu(be, &G, &U, &G, err));
+    else
+      TRY(icl_op_swiglu(be, &G, &U, &G, err));
+  } else {
+    TRY(icl_op_matmul(be, &L->w_up, &H, &G, err));
+    TRY(add_bias(be, &G, &L->b_up, err));
+    HOOK(il, HP_MLP_PRE, &G, 0);
+    TRY(icl_op_gelu(be, &G, &G, err));
+  }
   HOOK(il, HP_MLP_POST, &G, 0);
   TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
+  TRY(add_bias(be, &O, &L->b_down, err));
   if (present(&L->post_ffn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_ffn_norm, m->hp.eps, &O, err));
     HOOK(il, HP_LN2_POST, &O, 0);
@@ -155,27 +210,77 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   return ICL_OK;
 }
 
+/* Writes the chunk's token ids (-1, "no token", is the table's zero row) and positions to the device. */
+static int write_ids(icl_session *s, const int32_t *tokens, int64_t n, icl_error *err) {
+  const icl_hparams *hp = &s->m->hp;
+  icl_backend *be = s->m->be;
+  int32_t *ids = malloc((size_t)n * 2 * sizeof *ids), *pos = ids + n;
+  if (!ids) return icl_error_set(err, ICL_ENOMEM, "forward: no memory for %lld positions", (long long)n);
+  int rc = ICL_OK;
+  for (int64_t i = 0; i < n && !rc; i++) {
+    pos[i] = (int32_t)(s->n_past + i);
+    ids[i] = tokens[i] == -1 && hp->allow_no_token ? hp->n_tokens : tokens[i];
+    if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
+      rc = icl_error_set(err, ICL_EINVAL, "forward: token at position %lld is %d, expected %d..%d", (long long)pos[i],
+                         tokens[i], -hp->allow_no_token, hp->n_tokens - 1);
+  }
+  if (!rc) rc = be->ops->sync(be, err); /* the previous chunk may still read ids/pos */
+  if (!rc) rc = be->ops->write(be, s->a.ids.buf, s->a.ids.offset, ids, (size_t)n * 4, err);
+  if (!rc) rc = be->ops->write(be, s->a.pos.buf, s->a.pos.offset, pos, (size_t)n * 4, err);
+  free(ids);
+  return rc;
+}
+
+/* x += proj(inputs) for the chunk's rows of the run's continuous inputs (zeros where the run gave none). */
+static int add_inputs(icl_session *s, int64_t n, icl_error *err) {
+  icl_model *m = s->m;
+  int64_t w = m->hp.input_length, d = m->hp.n_embd, r0 = s->n_past - s->inputs_pos0;
+  float *host = calloc((size_t)(n * w), sizeof *host);
+  if (!host) return icl_error_set(err, ICL_ENOMEM, "forward: no memory for %lld x %lld inputs", (long long)n,
+                                  (long long)w);
+  for (int64_t i = 0; s->inputs && i < n; i++)
+    if (r0 + i >= 0 && r0 + i < s->inputs_n) memcpy(host + i * w, s->inputs + (r0 + i) * w, (size_t)w * 4);
+  int rc = m->be->ops->write(m->be, s->a.inputs.buf, s->a.inputs.offset, host, (size_t)(n * w) * 4, err);
+  free(host);
+  TRY(rc);
+  icl_dt I = view3(&s->a.inputs, 0, w, n, 1), X = view3(&s->a.x, 0, d, n, 1), O = view3(&s->a.o, 0, d, n, 1);
+  if (!present(&m->inp_proj)) return icl_op_add(m->be, &X, &I, &X, err);
+  TRY(icl_op_matmul(m->be, &m->inp_proj, &I, &O, err));
+  TRY(add_bias(m->be, &O, &m->inp_proj_b, err));
+  return icl_op_add(m->be, &X, &O, &X, err);
+}
+
+/* Classifier head (icl-attn): h = relu(cls.i(h)) for each hidden layer, in place in h. */
+static int classifier(icl_session *s, int64_t n, icl_error *err) {
+  icl_model *m = s->m;
+  int64_t d = m->hp.n_embd;
+  icl_dt H = view3(&s->a.h, 0, d, n, 1), O = view3(&s->a.o, 0, d, n, 1);
+  for (int i = 0; i < m->feat.n_cls; i++) {
+    TRY(icl_op_matmul(m->be, &m->cls_w[i], &H, &O, err));
+    TRY(add_bias(m->be, &O, &m->cls_b[i], err));
+    TRY(icl_op_relu(m->be, &O, &H, err));
+  }
+  return ICL_OK;
+}
+
 int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct icl_hookctx *hk, icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
-  const icl_backend_ops *op = be->ops;
   icl_acts *a = &s->a;
   int64_t d = m->hp.n_embd;
-
-  int32_t *pos = malloc((size_t)n * sizeof *pos);
-  if (!pos) return icl_error_set(err, ICL_ENOMEM, "forward: no memory for %lld positions", (long long)n);
-  for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(s->n_past + i);
-  TRY(op->sync(be, err)); /* the previous chunk may still read ids/pos */
-  int rc = op->write(be, a->ids.buf, a->ids.offset, tokens, (size_t)n * 4, err);
-  if (!rc) rc = op->write(be, a->pos.buf, a->pos.offset, pos, (size_t)n * 4, err);
-  free(pos);
-  TRY(rc);
+  TRY(write_ids(s, tokens, n, err));
 
   icl_dt X = view3(&a->x, 0, d, n, 1);
-  icl_dt ids = view3(&a->ids, 0, n, 1, 1);
+  icl_dt O = view3(&a->o, 0, d, n, 1);
+  icl_dt ids = view3(&a->ids, 0, n, 1, 1), P = view3(&a->pos, 0, n, 1, 1);
   ids.type = ICL_TYPE_I32;
-  TRY(icl_op_get_rows(be, &m->tok_embd, &ids, &X, err));
+  TRY(icl_op_get_rows(be, &m->tok_table, &ids, &X, err));
   if (m->arch->embed_scale) TRY(icl_op_scale(be, &X, sqrtf((float)d), &X, err));
+  if (m->hp.input_length > 0) TRY(add_inputs(s, n, err));
+  if (m->feat.pos == ICL_POS_LEARNED) {
+    TRY(icl_op_get_rows(be, &m->pos_embd, &P, &O, err));
+    TRY(icl_op_add(be, &X, &O, &X, err));
+  }
   HOOK(-1, HP_EMBED, &X, 0);
 
   for (int il = 0; il < m->hp.n_layer; il++) {
@@ -184,8 +289,9 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
   }
 
   icl_dt H = view3(&a->h, 0, d, n, 1);
-  TRY(icl_op_rms_norm(be, &X, &m->output_norm, m->hp.eps, &H, err));
+  TRY(norm(m, &X, &m->output_norm, &m->output_norm_b, &H, err));
   HOOK(-1, HP_LN_FINAL, &H, 0);
+  if (m->feat.out == ICL_OUT_CLASSIFIER) TRY(classifier(s, n, err));
   s->n_past += n;
   return ICL_OK;
 }
@@ -194,5 +300,6 @@ int icl_forward_logits(icl_session *s, int64_t r0, int64_t nr, icl_error *err) {
   icl_model *m = s->m;
   icl_dt H = view3(&s->a.h, r0 * m->hp.n_embd, m->hp.n_embd, nr, 1);
   icl_dt Y = view3(&s->a.logits, 0, m->hp.n_vocab, nr, 1);
-  return icl_op_matmul(m->be, &m->output, &H, &Y, err);
+  TRY(icl_op_matmul(m->be, &m->output, &H, &Y, err));
+  return add_bias(m->be, &Y, &m->output_b, err);
 }

@@ -82,6 +82,7 @@ int icl_hook_name(const icl_model *m, int layer, int hp, char *buf, size_t len) 
     return 1;
   }
   if ((hp == HP_LN1_POST || hp == HP_LN2_POST) && !m->arch->post_norms) return 0;
+  if (hp >= HP_LN2 && hp <= HP_LN2_POST && m->hp.n_ff == 0) return 0; /* attention-only (icl-attn) */
   snprintf(buf, len, "blocks.%d.%s", layer, SUFFIX[hp]);
   return 1;
 }

@@ -77,6 +77,16 @@ static int bind(icl_model *m, const icl_gguf *g, const char *name, int required,
   return rc;
 }
 
+int icl_model_upload(icl_model *m, const void *data, size_t nbytes, uint32_t type, const int64_t *ne, icl_dt *out,
+                     icl_error *err) {
+  return upload(m, data, nbytes, type, ne, out, err);
+}
+
+int icl_model_bind(icl_model *m, const icl_gguf *g, const char *name, int required, int64_t ne0, int64_t ne1,
+                   int vec_f32, icl_dt *out, icl_error *err) {
+  return bind(m, g, name, required, ne0, ne1, vec_f32, out, err);
+}
+
 static int bind_layer(icl_model *m, const icl_gguf *g, int il, icl_error *err) {
   const icl_hparams *hp = &m->hp;
   const icl_arch *a = m->arch;
@@ -113,15 +123,35 @@ static int bind_layer(icl_model *m, const icl_gguf *g, int il, icl_error *err) {
 static int bind_all(icl_model *m, const icl_gguf *g, icl_error *err) {
   const icl_hparams *hp = &m->hp;
   int rc;
+  if (m->arch->from_file) return icl_model_bind_attn(m, g, err);
   if ((rc = bind(m, g, "token_embd.weight", 1, hp->n_embd, hp->n_vocab, 0, &m->tok_embd, err))) return rc;
   if ((rc = bind(m, g, "output_norm.weight", 1, hp->n_embd, 0, 1, &m->output_norm, err))) return rc;
   if ((rc = bind(m, g, "output.weight", 0, hp->n_embd, hp->n_vocab, 0, &m->output, err))) return rc;
   if (!m->output.buf) m->output = m->tok_embd; /* tied LM head */
+  m->tok_table = m->tok_embd;
   m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
   if (!m->layers) return icl_error_set(err, ICL_ENOMEM, "out of host memory");
   for (int il = 0; il < hp->n_layer; il++)
     if ((rc = bind_layer(m, g, il, err))) return rc;
   return m->be->ops->sync(m->be, err);
+}
+
+/* Hyperparameters, features and tokenizer; icl-attn needs no tokenizer. */
+static int read_hparams(icl_model *m, const icl_gguf *g, icl_error *err) {
+  int rc;
+  if (m->arch->from_file) {
+    if ((rc = icl_arch_attn_read(g, m->arch, &m->hp, &m->feat, err))) return rc;
+    if (icl_gguf_find_key(g, "tokenizer.ggml.tokens") < 0) return ICL_OK;
+    return icl_tokenizer_from_gguf(g, &m->tok, err);
+  }
+  if ((rc = icl_arch_read_hparams(g, m->arch, &m->hp, &m->window, err))) return rc;
+  if ((rc = icl_tokenizer_from_gguf(g, &m->tok, err))) return rc; /* the message names the file */
+  const icl_gguf_tensor *te = icl_gguf_find_tensor(g, "token_embd.weight");
+  if (!te) return icl_error_set(err, ICL_EFORMAT, "%s: missing tensor 'token_embd.weight'", m->path);
+  /* logits cover the embedding rows (which may pad the tokenizer's vocabulary) */
+  m->hp.n_vocab = m->hp.n_tokens = (int)te->ne[1];
+  icl_arch_feat_fixed(m->arch, &m->hp, &m->feat);
+  return ICL_OK;
 }
 
 static int read_model(icl_model *m, const icl_gguf *g, const icl_load_opts *o, icl_error *err) {
@@ -131,14 +161,12 @@ static int read_model(icl_model *m, const icl_gguf *g, const icl_load_opts *o, i
   if (!m->arch)
     return icl_error_set(err, ICL_EUNSUPPORTED, "%s: general.architecture '%s' is not supported (supported: %s)",
                          m->path, archname, icl_arch_list());
-  int rc = icl_arch_read_hparams(g, m->arch, &m->hp, &m->window, err);
+  int rc = read_hparams(m, g, err);
   if (rc) return rc;
-  if ((rc = icl_tokenizer_from_gguf(g, &m->tok, err))) return rc; /* the message names the file */
-  const icl_gguf_tensor *te = icl_gguf_find_tensor(g, "token_embd.weight");
-  if (!te) return icl_error_set(err, ICL_EFORMAT, "%s: missing tensor 'token_embd.weight'", m->path);
-  /* logits cover the embedding rows (which may pad the tokenizer's vocabulary) */
-  m->hp.n_vocab = (int)te->ne[1];
   int n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096);
+  if (m->feat.pos == ICL_POS_LEARNED && n_ctx > m->hp.n_ctx_train)
+    return icl_error_set(err, ICL_EINVAL, "%s: n_ctx %d exceeds icl-attn.context_length %d (learned positions)",
+                         m->path, n_ctx, m->hp.n_ctx_train);
   m->n_ctx = n_ctx;
   m->chunk = o && o->chunk > 0 ? o->chunk : 512;
   if (m->chunk > n_ctx) m->chunk = n_ctx;
@@ -176,6 +204,8 @@ void icl_model_free(icl_model *m) {
   }
   free(m->bufs);
   free(m->layers);
+  free(m->cls_w);
+  free(m->cls_b);
   icl_tokenizer_free(m->tok);
   free(m);
 }

@@ -15,6 +15,9 @@ typedef struct icl_layer {
   icl_dt ffn_norm;             /* f32 [d] */
   icl_dt w_gate, w_up, w_down; /* [d, ff] x2, [ff, d] */
   icl_dt post_ffn_norm;        /* f32 [d] (gemma3) */
+  icl_dt attn_norm_b, ffn_norm_b; /* f32 [d] LayerNorm biases (icl-attn norm = layer), buf NULL if absent */
+  icl_dt bo, b_up, b_down;     /* f32 [d], [ff], [d] optional biases (icl-attn) */
+  icl_dt smear_keep, smear_prev; /* f32 [nh*hd]: sigmoid(alpha_h), 1 - sigmoid(alpha_h) per key element (smeared) */
   int window;                  /* sliding window of this layer, 0 = global */
   float rope_base;             /* RoPE base of this layer */
 } icl_layer;
@@ -31,12 +34,31 @@ struct icl_model {
   icl_dt output_norm;   /* f32 [d] */
   icl_dt output;        /* [d, vocab]; == tok_embd when tied */
   icl_layer *layers;    /* [n_layer] */
+  icl_feat feat;        /* norm, positions, output head... (arch.h) */
+  icl_dt tok_table;     /* [d, n_tokens + 1]: token_embd plus a zero row for id -1 (icl-attn) */
+  icl_dt pos_embd;      /* f32 [d, n_ctx_train] learned positions, buf NULL if absent */
+  icl_dt inp_proj, inp_proj_b; /* [input_length, d], f32 [d]; buf NULL: inputs added as they are */
+  icl_dt output_norm_b; /* f32 [d] (norm = layer) */
+  icl_dt output_b;      /* f32 [n_vocab] optional */
+  icl_dt *cls_w, *cls_b; /* [n_cls]: classifier hidden layers [d, d], f32 [d] */
   icl_buf **bufs;       /* every weight buffer, freed with the model */
   int n_bufs;
   size_t weight_bytes;
   int n_ctx, chunk;
   icl_session *run_session; /* reused by icl_model_run */
 };
+
+/* Uploads host bytes as a weight buffer of the model (freed with it), described by *out. */
+int icl_model_upload(icl_model *m, const void *data, size_t nbytes, uint32_t type, const int64_t *ne, icl_dt *out,
+                     icl_error *err);
+
+/* Binds tensor name of shape [ne0, ne1] (ne1 = 0: a vector; vec_f32: converted to f32); absent and not required:
+ * out->buf = NULL. */
+int icl_model_bind(icl_model *m, const icl_gguf *g, const char *name, int required, int64_t ne0, int64_t ne1,
+                   int vec_f32, icl_dt *out, icl_error *err);
+
+/* Binds every tensor of an icl-attn model by presence (model_attn.c). */
+int icl_model_bind_attn(icl_model *m, const icl_gguf *g, icl_error *err);
 
 /* Device activations for one chunk of up to `chunk` tokens. */
 typedef struct icl_acts {
@@ -48,6 +70,7 @@ typedef struct icl_acts {
   icl_dt o;            /* attention or FFN output [d, C] */
   icl_dt gate, up;     /* [ff, C] */
   icl_dt ids, pos;     /* i32 [C] */
+  icl_dt inputs;       /* [input_length, C] continuous inputs of the chunk (icl-attn), buf NULL if none */
   icl_dt logits;       /* [vocab, L] for L = logit sub-chunk rows */
   int logit_rows;
   icl_buf *pattern_buf; /* f32 [n_ctx, C, nh] when patterns are needed, else NULL */
@@ -64,6 +87,9 @@ struct icl_session {
   icl_dt *k, *v;        /* per layer [hd, nkv, n_ctx] f32 */
   icl_acts a;
   size_t bytes;
+  icl_dt k_last;        /* [nkv*hd, n_layer] raw (unsmeared) key of the last position evaluated (smeared_key) */
+  const float *inputs;  /* [n, input_length] host inputs of the current run, row 0 = position inputs_pos0 */
+  int64_t inputs_pos0, inputs_n;
 };
 
 struct icl_hookctx;

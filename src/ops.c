@@ -228,6 +228,11 @@ int icl_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *er
   return be->ops->gelu(be, x, y, err);
 }
 
+int icl_op_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_unary("relu", x, y, err));
+  return be->ops->relu(be, x, y, err);
+}
+
 static int chk_glu(const char *op, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) {
   TRY(chk_f32(op, "gate", g, err));
   TRY(chk_f32(op, "up", u, err));

@@ -108,6 +108,11 @@ static int rb_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error 
   return ICL_OK;
 }
 
+static int rb_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  icl_ref_relu(fp(x), icl_dt_nelem(x), fp(y));
+  return ICL_OK;
+}
+
 static int rb_swiglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) {
   icl_ref_swiglu(fp(g), fp(u), icl_dt_nelem(g), fp(y));
   return ICL_OK;
@@ -153,7 +158,7 @@ static const icl_backend_ops REF_OPS = {
     .name = "ref", .buf_alloc = rb_alloc, .buf_free = rb_free, .write = rb_write, .read = rb_read,
     .sync = rb_sync, .destroy = rb_destroy, .get_rows = rb_get_rows, .matmul = rb_matmul,
     .rms_norm = rb_rms_norm, .layer_norm = rb_layer_norm, .rope = rb_rope, .attention = rb_attention,
-    .add = rb_add, .mul = rb_mul, .scale = rb_scale, .silu = rb_silu, .gelu = rb_gelu, .swiglu = rb_swiglu,
+    .add = rb_add, .mul = rb_mul, .scale = rb_scale, .silu = rb_silu, .gelu = rb_gelu, .relu = rb_relu, .swiglu = rb_swiglu,
     .geglu = rb_geglu, .softmax = rb_softmax, .convert = rb_convert, .argmax = rb_argmax,
     .copy2d = rb_copy2d, .fill2d = rb_fill2d,
 };

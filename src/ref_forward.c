@@ -181,6 +181,11 @@ int icl_ref_forward(const char *path, const int32_t *tokens, int64_t n, const in
   icl_gguf *g = NULL;
   rf_model m = {0};
   int rc = icl_gguf_open(path, &g, err);
+  const char *arch = rc ? NULL : icl_gguf_get_str(g, "general.architecture");
+  if (arch && !strcmp(arch, "icl-attn")) {
+    icl_gguf_close(g);
+    return icl_ref_forward_inputs(path, tokens, n, NULL, zero_heads, n_zero, logits, n_vocab, err);
+  }
   if (!rc) rc = load(g, &m, err);
   icl_gguf_close(g);
   float *kc = NULL, *vc = NULL, *buf = NULL;

@@ -23,13 +23,13 @@ enum { A_X, A_H, A_Q, A_Z, A_O, A_GATE, A_UP, A_IDS, A_POS, A_LOGITS, A_COUNT };
 static int alloc_acts(icl_session *s, icl_error *err) {
   const icl_hparams *hp = &s->m->hp;
   icl_acts *a = &s->a;
-  int64_t C = s->m->chunk, d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
+  int64_t C = s->m->chunk, d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, ff = hp->n_ff > 0 ? hp->n_ff : 1;
   int64_t rows = (64 << 20) / ((int64_t)hp->n_vocab * 4); /* logits in sub-chunks of <= 64 MiB */
   a->logit_rows = (int)(rows < 1 ? 1 : rows > C ? C : rows);
   struct { int64_t n0, n1; uint32_t type; icl_dt *v; } spec[A_COUNT] = {
       {d, C, ICL_TYPE_F32, &a->x},      {d, C, ICL_TYPE_F32, &a->h},     {qd, C, ICL_TYPE_F32, &a->q},
-      {qd, C, ICL_TYPE_F32, &a->z},     {d, C, ICL_TYPE_F32, &a->o},     {hp->n_ff, C, ICL_TYPE_F32, &a->gate},
-      {hp->n_ff, C, ICL_TYPE_F32, &a->up}, {C, 1, ICL_TYPE_I32, &a->ids}, {C, 1, ICL_TYPE_I32, &a->pos},
+      {qd, C, ICL_TYPE_F32, &a->z},     {d, C, ICL_TYPE_F32, &a->o},     {ff, C, ICL_TYPE_F32, &a->gate},
+      {ff, C, ICL_TYPE_F32, &a->up}, {C, 1, ICL_TYPE_I32, &a->ids}, {C, 1, ICL_TYPE_I32, &a->pos},
       {hp->n_vocab, a->logit_rows, ICL_TYPE_F32, &a->logits}};
   for (int i = 0; i < A_COUNT; i++) {
     icl_buf *b;
@@ -56,6 +56,18 @@ static int alloc_kv(icl_session *s, icl_error *err) {
   return ICL_OK;
 }
 
+/* icl-attn extras: the chunk's continuous inputs, the raw last key per layer for smeared keys. */
+static int alloc_attn_extras(icl_session *s, icl_error *err) {
+  const icl_hparams *hp = &s->m->hp;
+  icl_buf *b;
+  int rc = ICL_OK;
+  if (hp->input_length > 0)
+    rc = alloc_view(s, &b, hp->input_length, s->m->chunk, 1, ICL_TYPE_F32, &s->a.inputs, err);
+  if (!rc && s->m->feat.smeared_key)
+    rc = alloc_view(s, &b, (int64_t)hp->n_head_kv * hp->head_dim, hp->n_layer, 1, ICL_TYPE_F32, &s->k_last, err);
+  return rc;
+}
+
 int icl_session_new(icl_model *m, icl_session **out, icl_error *err) {
   *out = NULL;
   icl_session *s = calloc(1, sizeof *s);
@@ -63,6 +75,7 @@ int icl_session_new(icl_model *m, icl_session **out, icl_error *err) {
   s->m = m;
   int rc = alloc_kv(s, err);
   if (!rc) rc = alloc_acts(s, err);
+  if (!rc) rc = alloc_attn_extras(s, err);
   if (rc) {
     icl_session_free(s);
     return rc;
@@ -87,6 +100,8 @@ void icl_session_free(icl_session *s) {
   free_buf(s, s->a.mask_buf);
   free_buf(s, s->a.result_buf);
   free_buf(s, s->a.zmask_buf);
+  free_buf(s, s->a.inputs.buf);
+  free_buf(s, s->k_last.buf);
   free(s->kv_bufs);
   free(s->k);
   free(s->v);
@@ -150,9 +165,9 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
     return icl_error_set(err, ICL_EINVAL, "eval: %lld + %lld tokens exceed the context of %d (set n_ctx)",
                          (long long)s->n_past, (long long)n, s->m->n_ctx);
   for (int64_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
-      return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected 0..%d", (long long)i, tokens[i],
-                           hp->n_vocab - 1);
+    if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
+      return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected %d..%d", (long long)i, tokens[i],
+                           -hp->allow_no_token, hp->n_tokens - 1);
   int64_t per = even_chunk(n, s->m->chunk);
   for (int64_t c = 0; c < n; c += per) {
     int64_t nc = n - c < per ? n - c : per;
@@ -162,6 +177,20 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
     if (rc) return rc;
   }
   return s->m->be->ops->sync(s->m->be, err);
+}
+
+/* Continuous inputs of a run (icl-attn): [n, input_length] floats; none = zeros. */
+static int set_inputs(icl_session *s, const icl_run_opts *o, int64_t n, icl_error *err) {
+  int64_t w = s->m->hp.input_length;
+  s->inputs = NULL, s->inputs_pos0 = 0, s->inputs_n = 0;
+  if (!o->inputs) return ICL_OK;
+  if (w == 0)
+    return icl_error_set(err, ICL_EINVAL, "run: inputs given, but model %s takes none (input_length 0)", s->m->path);
+  if (o->inputs_width != w)
+    return icl_error_set(err, ICL_EINVAL, "run: inputs have width %lld, expected the model's input_length %lld",
+                         (long long)o->inputs_width, (long long)w);
+  s->inputs = o->inputs, s->inputs_n = n;
+  return ICL_OK;
 }
 
 int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
@@ -177,6 +206,7 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   icl_session_reset(s);
   icl_run_opts none = {0};
   if (!opts) opts = &none;
+  if ((rc = set_inputs(s, opts, n, err))) return rc;
   struct icl_hookctx *hk = NULL;
   if ((rc = icl_hooks_begin(s, tokens, n, opts, res, &hk, err))) {
     icl_hooks_end(hk);
@@ -199,6 +229,7 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   }
   if (!rc) rc = m->be->ops->sync(m->be, err);
   icl_hooks_end(hk);
+  s->inputs = NULL, s->inputs_n = 0;
   if (rc) icl_run_result_free(res);
   return rc;
 }

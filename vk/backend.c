@@ -59,6 +59,7 @@ static const icl_backend_ops VK_OPS = {
     .scale = vk_op_scale,
     .silu = vk_op_silu,
     .gelu = vk_op_gelu,
+    .relu = vk_op_relu,
     .swiglu = vk_op_swiglu,
     .geglu = vk_op_geglu,
     .softmax = vk_op_softmax,

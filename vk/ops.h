@@ -47,6 +47,7 @@ int vk_op_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y
 int vk_op_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
 int vk_op_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int vk_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int vk_op_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
 int vk_op_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
 

@@ -1,4 +1,4 @@
-/* Elementwise ops: add, mul (with row broadcast), scale, silu, gelu, swiglu, geglu. */
+/* Elementwise ops: add, mul (with row broadcast), scale, silu, gelu, relu, swiglu, geglu. */
 #include "ops.h"
 
 typedef struct binary_pc { /* common/binary.glsl */
@@ -70,6 +70,10 @@ int vk_op_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err
 
 int vk_op_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
   return unary(be, "gelu", x, 0, y, err);
+}
+
+int vk_op_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  return unary(be, "relu", x, 0, y, err);
 }
 
 static int glu(icl_backend *be, const char *shader, const icl_dt *gate, const icl_dt *up, const icl_dt *y,

@@ -55,6 +55,8 @@ typedef struct icl_run_opts {
   const char *const *hook_points; int n_hook_points; icl_hook_fn hook; void *hook_ud;
   icl_chunk_fn on_chunk; void *chunk_ud; int stream;
   volatile int *interrupt; /* nonzero stops the run between chunks with an error */
+  const float *inputs; int64_t inputs_width; /* icl-attn: continuous inputs [n_tokens, width] row-major, width =
+                                                input_length; NULL = zeros */
 } icl_run_opts;
 
 /* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST) and named captures. */

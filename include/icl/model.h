@@ -14,7 +14,7 @@ typedef struct icl_session icl_session;
 
 /* Hyperparameters read from the file. */
 typedef struct icl_hparams {
-  char arch[32];     /* "llama", "gemma3", "qwen2" */
+  char arch[32];     /* "llama", "gemma3", "qwen2", "icl-attn" */
   char name[128];    /* general.name or the file name */
   int n_layer;
   int n_embd;        /* d_model */
@@ -27,6 +27,9 @@ typedef struct icl_hparams {
   int n_rot;
   float eps;
   float rope_base;
+  int n_tokens;       /* rows of token_embd: token ids 0..n_tokens-1 (n_vocab is the logits width) */
+  int input_length;   /* icl-attn: width of continuous per-position inputs (0 = none) */
+  int allow_no_token; /* icl-attn: token id -1 means "no token embedding at this position" */
 } icl_hparams;
 
 /* Options for icl_model_load; zero-initialized means defaults. */

@@ -72,6 +72,9 @@ int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_op
                      icl_error *err);
 /* Logits of the last forward, [B*T][n_out] row-major; *n_out receives the width. */
 const float *icl_trainer_logits(const icl_trainer *tr, int64_t *n_out);
+/* Attention pattern of the last forward for layer l and sequence b: [n_head][T][T] (query rows,
+ * key columns), or NULL when out of range; *T receives the positions. */
+const float *icl_trainer_pattern(const icl_trainer *tr, int layer, int64_t b, int64_t *T);
 /* Steps taken so far. */
 int64_t icl_trainer_steps(const icl_trainer *tr);
 /* Learning rate of the schedule at a step. */
@@ -88,11 +91,11 @@ int icl_trainer_save(const icl_trainer *tr, const char *path, icl_error *err);
 /* Opens a checkpoint written by icl_trainer_save (and its .optim sidecar when present) to go on training. */
 int icl_trainer_load(const char *path, int n_threads, icl_trainer **out, icl_error *err);
 
-/* Induction data: B sequences of T tokens from [0, vocab), each a random segment of seg_len tokens
- * followed by repeats of it (the last repeat cut at T); the stream of each call is a function of
- * (seed, step) only. targets = next token (-1 at the last position); with repeated_only the first
- * segment's targets are -1 (scored only where the next token is predictable). */
-void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_len, int repeated_only, uint64_t seed,
-                                int64_t step, int32_t *tokens, int32_t *targets);
+/* Induction data: B sequences of T tokens from [0, vocab), each a random segment (its length drawn
+ * uniformly from seg_min..seg_max per sequence) followed by repeats of it (the last cut at T); a
+ * function of (seed, step) only. targets = next token (-1 at the last position); with
+ * repeated_only the first segment's targets are -1 (scored only where the next token is predictable). */
+void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
+                                uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets);
 
 #endif

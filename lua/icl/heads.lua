@@ -102,7 +102,7 @@ local function model_field(model, names)
 end
 
 local function model_vocab(model)
-  local v = model_field(model, { "n_vocab", "vocab_size" })
+  local v = model_field(model, { "n_tokens", "n_vocab", "vocab_size" }) -- n_tokens: token ids (icl-attn)
   if v == nil then
     local hp = model_field(model, { "hparams", "info" })
     v = type(hp) == "table" and (hp.n_vocab or hp.vocab_size) or nil

@@ -125,6 +125,7 @@ static const icl_backend_ops CPU_OPS = {
     .scale = cpu_scale,
     .silu = cpu_silu,
     .gelu = cpu_gelu,
+    .relu = cpu_relu,
     .swiglu = cpu_swiglu,
     .geglu = cpu_geglu,
     .softmax = cpu_softmax,

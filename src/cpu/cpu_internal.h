@@ -134,6 +134,7 @@ int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, 
 int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err);
 int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int cpu_swiglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
 int cpu_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_dt *y, icl_error *err);
 int cpu_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);

@@ -117,7 +117,7 @@ int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, flo
 
 /* ---- elementwise -------------------------------------------------------------------------- */
 
-enum { EW_ADD, EW_MUL, EW_SCALE, EW_SILU, EW_GELU, EW_SWIGLU, EW_GEGLU };
+enum { EW_ADD, EW_MUL, EW_SCALE, EW_SILU, EW_GELU, EW_SWIGLU, EW_GEGLU, EW_RELU };
 
 typedef struct ew_ctx {
   int op;
@@ -172,6 +172,7 @@ static void ew_range(void *arg, int64_t lo, int64_t hi, int ith) {
   case EW_GELU: sigmoid_gate(c->k, 1, a + lo, NULL, y + lo, hi - lo); break;
   case EW_SWIGLU: sigmoid_gate(c->k, 0, a + lo, b + lo, y + lo, hi - lo); break;
   case EW_GEGLU: sigmoid_gate(c->k, 1, a + lo, b + lo, y + lo, hi - lo); break;
+  case EW_RELU: for (int64_t i = lo; i < hi; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
   }
 }
 
@@ -187,6 +188,7 @@ int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, 
 int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err) { return ew(be, EW_SCALE, x, NULL, s, y); }
 int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_SILU, x, NULL, 0, y); }
 int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_GELU, x, NULL, 0, y); }
+int cpu_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_RELU, x, NULL, 0, y); }
 int cpu_swiglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_SWIGLU, g, u, 0, y); }
 int cpu_geglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_GEGLU, g, u, 0, y); }
 

@@ -44,6 +44,7 @@ void icl_ref_mul(const float *a, const float *b, int64_t d, int64_t rows, int64_
 void icl_ref_scale(const float *x, float s, int64_t n, float *y);
 void icl_ref_silu(const float *x, int64_t n, float *y);
 void icl_ref_gelu(const float *x, int64_t n, float *y); /* tanh approximation */
+void icl_ref_relu(const float *x, int64_t n, float *y); /* max(x, 0) */
 void icl_ref_swiglu(const float *gate, const float *up, int64_t n, float *y);
 void icl_ref_geglu(const float *gate, const float *up, int64_t n, float *y);
 

@@ -105,6 +105,10 @@ void icl_ref_gelu(const float *x, int64_t n, float *y) {
   for (int64_t i = 0; i < n; i++) y[i] = (float)gelu_d(x[i]);
 }
 
+void icl_ref_relu(const float *x, int64_t n, float *y) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 void icl_ref_swiglu(const float *gate, const float *up, int64_t n, float *y) {
   for (int64_t i = 0; i < n; i++) y[i] = (float)(silu_d(gate[i]) * up[i]);
 }

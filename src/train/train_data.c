@@ -9,13 +9,15 @@ static uint64_t mix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_len, int repeated_only, uint64_t seed,
-                                int64_t step, int32_t *tokens, int32_t *targets) {
-  if (seg_len < 1) seg_len = 1;
+void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
+                                uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets) {
+  if (seg_min < 1) seg_min = 1;
+  if (seg_max < seg_min) seg_max = seg_min;
   for (int64_t b = 0; b < B; b++) {
     uint64_t s = seed;
     s = mix(&s) ^ (uint64_t)step;
     s = mix(&s) ^ (uint64_t)b;
+    int64_t seg_len = seg_min + (int64_t)(mix(&s) % (uint64_t)(seg_max - seg_min + 1));
     int32_t *tk = tokens + b * T, *tg = targets + b * T;
     for (int64_t t = 0; t < T && t < seg_len; t++) tk[t] = (int32_t)(mix(&s) % (uint64_t)vocab);
     for (int64_t t = seg_len; t < T; t++) tk[t] = tk[t - seg_len];

@@ -262,3 +262,9 @@ const float *icl_trainer_logits(const icl_trainer *tr, int64_t *n_out) {
   if (n_out) *n_out = tr_n_out(&tr->cfg);
   return tr->logits;
 }
+
+const float *icl_trainer_pattern(const icl_trainer *tr, int layer, int64_t b, int64_t *T) {
+  if (layer < 0 || layer >= tr->cfg.n_layer || b < 0 || b >= tr->B || tr->N == 0) return NULL;
+  if (T) *T = tr->T;
+  return tr->A[layer].P + b * tr->cfg.n_head * tr->T * tr->T;
+}

@@ -358,17 +358,18 @@ static void test_attention(void) {
 
 /* ---- elementwise, softmax, convert, argmax, copy ------------------------------------------ */
 
-enum { U_SCALE, U_SILU, U_GELU, B_ADD, B_MUL, G_SWIGLU, G_GEGLU };
+enum { U_SCALE, U_SILU, U_GELU, U_RELU, B_ADD, B_MUL, G_SWIGLU, G_GEGLU };
 
 static void case_ew(int op, int64_t d, int64_t rows, int64_t b_rows, int in_place, uint64_t seed) {
   int64_t n = d * rows;
   float *a = rnd(n, seed, -6.0f, 6.0f), *b = rnd(d * (op >= G_SWIGLU ? rows : b_rows), seed + 1, -2.0f, 2.0f);
   float *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got);
-  static const char *names[] = {"scale", "silu", "gelu", "add", "mul", "swiglu", "geglu"};
+  static const char *names[] = {"scale", "silu", "gelu", "relu", "add", "mul", "swiglu", "geglu"};
   switch (op) {
   case U_SCALE: icl_ref_scale(a, 0.125f, n, ref); break;
   case U_SILU: icl_ref_silu(a, n, ref); break;
   case U_GELU: icl_ref_gelu(a, n, ref); break;
+  case U_RELU: icl_ref_relu(a, n, ref); break;
   case B_ADD: icl_ref_add(a, b, d, rows, b_rows, ref); break;
   case B_MUL: icl_ref_mul(a, b, d, rows, b_rows, ref); break;
   case G_SWIGLU: icl_ref_swiglu(a, b, n, ref); break;
@@ -384,6 +385,7 @@ static void case_ew(int op, int64_t d, int64_t rows, int64_t b_rows, int in_plac
     case U_SCALE: rc = icl_op_scale(be, &ta.dt, 0.125f, &ty.dt, &err); break;
     case U_SILU: rc = icl_op_silu(be, &ta.dt, &ty.dt, &err); break;
     case U_GELU: rc = icl_op_gelu(be, &ta.dt, &ty.dt, &err); break;
+    case U_RELU: rc = icl_op_relu(be, &ta.dt, &ty.dt, &err); break;
     case B_ADD: rc = icl_op_add(be, &ta.dt, &tb.dt, &ty.dt, &err); break;
     case B_MUL: rc = icl_op_mul(be, &ta.dt, &tb.dt, &ty.dt, &err); break;
     case G_SWIGLU: rc = icl_op_swiglu(be, &ta.dt, &tb.dt, &ty.dt, &err); break;
@@ -393,8 +395,9 @@ static void case_ew(int op, int64_t d, int64_t rows, int64_t b_rows, int in_plac
     char what[128];
     snprintf(what, sizeof what, "%s %s d=%lld rows=%lld b_rows=%lld inplace=%d", names[op], be_name(be), (long long)d,
              (long long)rows, (long long)b_rows, in_place);
-    /* add, mul and scale are the same single float operation as the reference: exact */
-    if (rd(&ty, got, what)) cmp(what, ref, got, n, op == U_SCALE || op == B_ADD || op == B_MUL ? 0.0 : TOL_FLOAT);
+    /* add, mul, scale and relu are the same single float operation as the reference: exact */
+    int exact = op == U_SCALE || op == U_RELU || op == B_ADD || op == B_MUL;
+    if (rd(&ty, got, what)) cmp(what, ref, got, n, exact ? 0.0 : TOL_FLOAT);
     rm(&ta);
     rm(&tb);
     if (!in_place) rm(&ty);

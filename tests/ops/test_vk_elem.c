@@ -1,5 +1,5 @@
 /* Vulkan elementwise and data-movement ops against the reference: add and mul (full and one-row
- * broadcast, in place), scale, silu, gelu, swiglu, geglu, convert f32<->f16, copy2d, fill2d.
+ * broadcast, in place), scale, silu, gelu, relu, swiglu, geglu, convert f32<->f16, copy2d, fill2d.
  * Sizes: 1 element, odd counts, SmolLM2/Gemma widths times a few rows, and a count that is not a
  * multiple of the workgroup or of the per-invocation run.
  *
@@ -137,6 +137,7 @@ static void run_all(void) {
     test_unary("scale", scale_op, scale_ref, n, i % 2, 1e-14, 50 + i);
     test_unary("silu", vt_be->ops->silu, icl_ref_silu, n, i % 2, 1e-11, 60 + i);
     test_unary("gelu", vt_be->ops->gelu, icl_ref_gelu, n, !(i % 2), 1e-11, 70 + i);
+    test_unary("relu", vt_be->ops->relu, icl_ref_relu, n, i % 2, 0.0, 75 + i); /* max(x, 0): exact */
     test_glu("swiglu", vt_be->ops->swiglu, icl_ref_swiglu, n, i % 2, 80 + i);
     test_glu("geglu", vt_be->ops->geglu, icl_ref_geglu, n, !(i % 2), 90 + i);
     test_convert(n, 100 + i);

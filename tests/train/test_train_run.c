@@ -33,7 +33,7 @@ static void run(icl_trainer *tr, const icl_optim_config *o, int from, int to, do
   int32_t tok[B * T], tgt[B * T];
   icl_error err;
   for (int s = from; s < to; s++) {
-    icl_data_repeated_segments(B, T, V, SEG, 0, 7, s, tok, tgt);
+    icl_data_repeated_segments(B, T, V, SEG, SEG, 0, 7, s, tok, tgt);
     icl_train_batch b = {.B = B, .T = T, .tokens = tok, .targets = tgt};
     CHECKF(icl_trainer_step(tr, &b, o, &losses[s], &err) == ICL_OK, "step %d: %s", s, err.msg);
   }
@@ -122,7 +122,7 @@ static void test_clip_and_decay(void) {
   icl_trainer *tr = mk(&CFG, 2);
   icl_optim_config o = {.kind = ICL_OPTIM_SGD, .lr = 0.5f, .clip = 1e-3f, .weight_decay = 0.2f};
   int32_t tok[B * T], tgt[B * T];
-  icl_data_repeated_segments(B, T, V, SEG, 0, 1, 0, tok, tgt);
+  icl_data_repeated_segments(B, T, V, SEG, SEG, 0, 1, 0, tok, tgt);
   icl_train_batch b = {.B = B, .T = T, .tokens = tok, .targets = tgt};
   icl_error err;
   double loss;
@@ -160,8 +160,8 @@ static void test_clip_and_decay(void) {
 
 static void test_data(void) {
   int32_t tok[3 * 10], tgt[3 * 10], tok2[3 * 10], tgt2[3 * 10];
-  icl_data_repeated_segments(3, 10, 50, 4, 1, 9, 5, tok, tgt);
-  icl_data_repeated_segments(3, 10, 50, 4, 1, 9, 5, tok2, tgt2);
+  icl_data_repeated_segments(3, 10, 50, 4, 4, 1, 9, 5, tok, tgt);
+  icl_data_repeated_segments(3, 10, 50, 4, 4, 1, 9, 5, tok2, tgt2);
   CHECK(!memcmp(tok, tok2, sizeof tok));
   int ok = 1;
   for (int b = 0; b < 3; b++)
@@ -171,8 +171,20 @@ static void test_data(void) {
       ok &= y[t] == (t < 3 || t == 9 ? -1 : x[t + 1]);
     }
   CHECK(ok);
-  icl_data_repeated_segments(3, 10, 50, 4, 1, 9, 6, tok2, tgt2);
+  icl_data_repeated_segments(3, 10, 50, 4, 4, 1, 9, 6, tok2, tgt2);
   CHECK(memcmp(tok, tok2, sizeof tok)); /* another step, other segments */
+  int32_t tk[64 * 20], tg[64 * 20];
+  icl_data_repeated_segments(64, 20, 1000, 3, 6, 1, 2, 0, tk, tg);
+  int seen[7] = {0}, good = 1;
+  for (int b = 0; b < 64; b++) { /* the period is the first t whose target is scored, plus one */
+    int p = 0;
+    while (p < 20 && tg[b * 20 + p] < 0) p++;
+    p++;
+    good &= p >= 3 && p <= 6;
+    if (p >= 3 && p <= 6) seen[p] = 1;
+    for (int t = p; t < 20; t++) good &= tk[b * 20 + t] == tk[b * 20 + t - p];
+  }
+  CHECK(good && seen[3] && seen[4] && seen[5] && seen[6]);
 }
 
 int main(void) {
