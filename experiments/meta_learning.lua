@@ -21,19 +21,21 @@ local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
   --seed S --threads N      data and init seed (1), trainer threads (1)
   --out DIR                 output directory (out/meta_learning)
   --analyze DIR             measure the checkpoints DIR/step-*.gguf instead of training
+  --analyze_every S         only the checkpoints at multiples of S steps (0 = all)
   --quick                   K=16, 300 steps of batch 32, small evaluations (smoke test, < 1 min)
   --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads at the same steps]]
 
 local o, given = args.parse(arg, {K = 64, T = 3, N = 4, L = 32, eps = 0.1, alpha = 0, heads = 1, steps = 20000,
                                   batch = 128, lr = 0.01, init_std = 0.0884, cls_hidden = 2, acc_every = 100,
                                   metric_every = 500, eval_n = 512, seed = 1, threads = 1,
-                                  out = "out/meta_learning", analyze = "", quick = false, sweep = false}, USAGE)
+                                  out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false}, USAGE)
 if o.quick then
   for k, v in pairs({K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}) do
     if not given[k] then o[k] = v end
   end
 end
 assert(o.eval_n % 16 == 0, "--eval_n must be a multiple of 16")
+local wall0 = os.time()
 local G = 16 -- sequences per block-diagonal attention group of the measuring forward
 local D_MODEL = 128
 
@@ -391,7 +393,10 @@ local function analyze(c, dir, outdir)
   local M, ev, rl = prepare(c, data, n)
   local files = {}
   local p = assert(io.popen(("ls '%s' | grep -E '^step-[0-9]+\\.gguf$'"):format(dir)))
-  for f in p:lines() do files[#files + 1] = f end
+  for f in p:lines() do
+    local st = tonumber(f:match("^step%-(%d+)"))
+    if o.analyze_every <= 0 or st % o.analyze_every == 0 then files[#files + 1] = f end
+  end
   p:close()
   table.sort(files)
   assert(#files > 0, "no step-*.gguf in " .. dir)
@@ -433,8 +438,9 @@ local function write_run(res, dir, title)
 end
 
 local function report(res, title)
-  print(("%s: %d steps in %.0f s, final acc %.3f (random labels %.3f), %d transitions"):format(title,
-    res.steps_done or res.final.step, res.seconds or 0, res.final.acc, res.final.random_label_acc, #res.transitions))
+  local how = res.analyzed and ("checkpoints of " .. res.analyzed) or ("%.0f s of training"):format(res.seconds)
+  print(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions"):format(title,
+    res.steps_done or res.final.step, how, res.final.acc, res.final.random_label_acc, #res.transitions))
   for k, p in ipairs(res.plateaus) do
     local r = nearest(res.records, (p.from + p.to) // 2)
     print(("  phase %d %-3s steps %6d-%-6d acc %.3f | L1 bg %.2f la %.2f ce %.2f | L2 bg %.2f la %.2f ce %.2f"):format(
@@ -483,4 +489,5 @@ if o.sweep then
   end
   assert(json.write(o.out .. "/sweep.json", sweep))
 end
-print(("wrote %s/{summary.json,accuracy,metrics,attention_phase*}.{png,svg}"):format(o.out))
+print(("wrote %s/{summary.json,accuracy,metrics,attention_phase*}.{png,svg} in %d s (%.0f s of CPU)"):format(
+  o.out, os.time() - wall0, os.clock()))
