@@ -1,0 +1,493 @@
+-- In-context meta-learning (Minegishi et al., ICML 2025): a 2-layer attention-only transformer trained on
+-- few-shot sequences x1 y1 .. x4 y4 xq whose query label depends on a task inferred from the context.
+-- Trains through icl.train, and at checkpoints measures accuracy, random-label accuracy, the Bigram /
+-- Label Attention / Chunk Example attention metrics per layer, and accuracy under three attention-mask
+-- interventions; finds the phase boundaries by the paper's rule and names the phases by their metrics.
+--   icl script experiments/meta_learning.lua [--K 64] [--T 3] [--steps S] [--out DIR] [--quick] [--sweep]
+--   icl script experiments/meta_learning.lua --analyze DIR   (checkpoints step-*.gguf written by any trainer)
+local args = require("icl.args")
+local tensor, plot, json = icl.tensor, icl.plot, icl.json
+
+local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
+  --K N --T N --N N --L N   classes (64), tasks (3), context pairs (4), labels (32)
+  --eps E --alpha A         item noise (0.1), Zipf exponent of task frequencies (0)
+  --heads H                 attention heads (1; d_head = 128 / H)
+  --steps S --batch B --lr R  SGD steps (20000), batch (128), learning rate (0.01)
+  --init_std S              std of every initial weight (0.0884 = 1/sqrt(128), see docs/results.md)
+  --cls_hidden N            Linear+ReLU layers of the classifier head (2, the code's default)
+  --acc_every S             steps between accuracy evaluations (100, the resolution of the phase rule)
+  --metric_every S          steps between attention metrics and interventions (500)
+  --eval_n N                held-out sequences per evaluation (512, a multiple of 16)
+  --seed S --threads N      data and init seed (1), trainer threads (1)
+  --out DIR                 output directory (out/meta_learning)
+  --analyze DIR             measure the checkpoints DIR/step-*.gguf instead of training
+  --analyze_every S         only the checkpoints at multiples of S steps (0 = all)
+  --quick                   K=16, 300 steps of batch 32, small evaluations (smoke test, < 1 min)
+  --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads at the same steps]]
+
+local o, given = args.parse(arg, {K = 64, T = 3, N = 4, L = 32, eps = 0.1, alpha = 0, heads = 1, steps = 20000,
+                                  batch = 128, lr = 0.01, init_std = 0.0884, cls_hidden = 2, acc_every = 100,
+                                  metric_every = 500, eval_n = 512, seed = 1, threads = 1,
+                                  out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false}, USAGE)
+if o.quick then
+  for k, v in pairs({K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}) do
+    if not given[k] then o[k] = v end
+  end
+end
+assert(o.eval_n % 16 == 0, "--eval_n must be a multiple of 16")
+local wall0 = os.time()
+local G = 16 -- sequences per block-diagonal attention group of the measuring forward
+local D_MODEL = 128
+
+-- ---- the model and its data ------------------------------------------------------------------------
+
+local function make_data(c)
+  return icl.data.meta_learning{K = c.K, T = c.T, N = c.N, L = c.L, eps = c.eps, alpha = c.alpha, seed = c.seed}
+end
+
+local function make_net(c, n)
+  return icl.nn.attn_only{layers = 2, heads = c.heads, d_model = D_MODEL, d_head = D_MODEL // c.heads, vocab = c.L,
+                          ctx = n, inputs = D_MODEL, input_proj = false, position = "none", norm = "none",
+                          scale = false, w_o = false, output = "classifier", classes = c.L,
+                          cls_hidden = c.cls_hidden, out_bias = true, init_std = c.init_std, seed = c.seed,
+                          threads = c.threads}
+end
+
+-- ---- a measuring forward from the weights, with attention masks ----------------------------------
+-- icl.train's nets expose weights and logits but no attention patterns or masks, so the metrics come from
+-- this forward (checked against net:forward's logits at every measurement).
+
+local function weights(params, c)
+  local W = {}
+  local function mat(name, rows) return params[name]:reshape(rows, -1):transpose() end -- [in, out]
+  for l = 0, 1 do
+    W[l] = {}
+    for _, x in ipairs({"q", "k", "v"}) do W[l][x] = mat(("blk.%d.attn_%s.weight"):format(l, x), D_MODEL) end
+  end
+  W.E = tensor.cat({params["token_embd.weight"]:reshape(c.L, D_MODEL), tensor.zeros(1, D_MODEL)})
+  W.cls = {}
+  for i = 0, c.cls_hidden - 1 do
+    W.cls[i + 1] = {mat(("cls.%d.weight"):format(i), D_MODEL), params[("cls.%d.bias"):format(i)]}
+  end
+  W.out, W.out_b = mat("output.weight", c.L), params["output.bias"]
+  return W
+end
+
+-- Additive masks [G*n, G*n]: 0 where row i of a sequence may attend to key j, -1e9 elsewhere.
+-- allow(i, j) with 0-based positions inside one sequence, j <= i already.
+local function group_mask(n, allow)
+  local t = {}
+  for r = 0, G * n - 1 do
+    for s = 0, G * n - 1 do
+      local same, i, j = r // n == s // n, r % n, s % n
+      t[#t + 1] = (same and j <= i and allow(i, j)) and 0 or -1e9
+    end
+  end
+  return tensor.from(t):reshape(G * n, G * n)
+end
+
+local function group_select(n, pick)
+  local t = {}
+  for r = 0, G * n - 1 do
+    for s = 0, G * n - 1 do
+      t[#t + 1] = (r // n == s // n and pick(r % n, s % n)) and 1 or 0
+    end
+  end
+  return tensor.from(t):reshape(G * n, G * n)
+end
+
+-- The interventions (the same mask in both layers; layer 2's label rows do not reach the query, so the
+-- label masks act through layer 1).
+local function interventions(n)
+  local q = n - 1
+  local all = function() return true end
+  return {
+    {name = "none", allow = all},
+    {name = "query_to_self", allow = function(i, j) return i ~= q or j == q end},
+    {name = "query_to_labels", allow = function(i, j) return i ~= q or j % 2 == 1 end},
+    {name = "label_to_own_example", allow = function(i, j) return i % 2 == 0 or j == i - 1 end},
+    {name = "label_cut_from_example", allow = function(i, j) return i % 2 == 0 or j ~= i - 1 end},
+  }
+end
+
+local function selectors(n)
+  local q = n - 1
+  return {
+    bigram = group_select(n, function(i, j) return i == q and j == q end),
+    label_attention = group_select(n, function(i, j) return i == q and j % 2 == 1 end),
+    chunk_example = group_select(n, function(i, j) return i % 2 == 1 and j == i - 1 end),
+  }
+end
+
+local function relu(x) return (x + x:abs()) * 0.5 end
+
+-- Residual after embedding: inputs plus the label embedding at label positions ([B*n, d]).
+local function embed(W, batch, c)
+  local B, n = batch.tokens:shape()[1], batch.tokens:shape()[2]
+  local idx = {}
+  for _, v in ipairs(batch.tokens:reshape(-1):totable()) do idx[#idx + 1] = v >= 0 and v + 1 or c.L + 1 end
+  return batch.inputs:reshape(B * n, D_MODEL) + W.E:index_select(1, idx)
+end
+
+-- One attention layer over all groups; returns the new residual and the summed selector masses.
+local function attn_layer(Wl, x, mask, sel, n, heads, stats)
+  local Q, K, V = x:matmul(Wl.q), x:matmul(Wl.k), x:matmul(Wl.v)
+  local rows, hd, out = G * n, D_MODEL // heads, {}
+  for g = 0, x:shape()[1] // rows - 1 do
+    local a, b = g * rows + 1, (g + 1) * rows
+    local zs = {}
+    for h = 0, heads - 1 do
+      local qh = Q:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd)
+      local kh = K:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd)
+      local P = (qh:matmul(kh:transpose()) + mask):softmax()
+      if stats then
+        for k, s in pairs(sel) do stats[k] = (stats[k] or 0) + (P * s):sum() / heads end
+        stats.pattern = stats.pattern and stats.pattern + P / heads or P / heads
+      end
+      zs[#zs + 1] = P:matmul(V:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd))
+    end
+    out[#out + 1] = heads > 1 and tensor.cat(zs, 2) or zs[1]
+  end
+  return x + tensor.cat(out)
+end
+
+-- Query logits [B, L] under one intervention, and per-layer stats when asked.
+local function measure_forward(W, batch, c, mask, sel, stats)
+  local B, n = batch.tokens:shape()[1], batch.tokens:shape()[2]
+  local x = embed(W, batch, c)
+  for l = 0, 1 do x = attn_layer(W[l], x, mask, sel, n, c.heads, stats and stats[l]) end
+  local qi = {}
+  for b = 1, B do qi[b] = b * n end
+  local h = x:index_select(1, qi)
+  for _, lw in ipairs(W.cls) do h = relu(h:matmul(lw[1]) + lw[2]) end
+  return h:matmul(W.out) + W.out_b
+end
+
+local function accuracy(logits, batch)
+  local n, pred, ok = batch.targets:shape()[2], logits:argmax(2):totable(), 0
+  local tg = batch.targets:slice(2, n, n):reshape(-1):totable()
+  for b = 1, #tg do ok = ok + ((pred[b] - 1 == tg[b]) and 1 or 0) end
+  return ok / #tg
+end
+
+-- Query rows of net:forward's logits [B, n, L] -> [B, L].
+local function query_logits(net, batch)
+  local _, lg = net:forward(batch)
+  local B, n = lg:shape()[1], lg:shape()[2]
+  local qi = {}
+  for b = 1, B do qi[b] = b * n end
+  return lg:reshape(B * n, -1):index_select(1, qi)
+end
+
+-- Mean 9x9 attention pattern of one layer from the summed group patterns.
+local function mean_pattern(Psum, n, groups)
+  local m = {}
+  for i = 1, n do
+    m[i] = {}
+    for j = 1, n do
+      local s = 0
+      for g = 0, G - 1 do s = s + Psum:get(g * n + i, g * n + j) end
+      m[i][j] = s / (G * groups)
+    end
+  end
+  return m
+end
+
+-- All measurements at one checkpoint.
+local function measure(net, c, ev, rl, M)
+  local W, B = weights(net:params(), c), ev.tokens:shape()[1]
+  local r = {interventions = {}}
+  local stats = {[0] = {}, [1] = {}}
+  local lg = measure_forward(W, ev, c, M.masks[1], M.sel, stats)
+  r.check = (lg - query_logits(net, ev)):abs():max()
+  r.acc = accuracy(lg, ev)
+  r.random_label_acc = accuracy(query_logits(net, rl), rl)
+  r.layers = {}
+  for l = 0, 1 do
+    local s = stats[l]
+    r.layers[l + 1] = {bigram = s.bigram / B, label_attention = s.label_attention / B,
+                       chunk_example = s.chunk_example / (B * c.N), pattern = mean_pattern(s.pattern, M.n, B // G)}
+  end
+  for i = 2, #M.iv do r.interventions[M.iv[i].name] = accuracy(measure_forward(W, ev, c, M.masks[i]), ev) end
+  return r
+end
+
+local function prepare(c, data, n)
+  local M = {n = n, iv = interventions(n), sel = selectors(n), masks = {}}
+  for i, iv in ipairs(M.iv) do M.masks[i] = group_mask(n, iv.allow) end
+  return M, data(0, c.eval_n, {stream = 1}), data(0, c.eval_n, {stream = 2, random_labels = true})
+end
+
+-- The same measurements through the inference side: icl.load of the checkpoint, m:run with the
+-- continuous inputs and the interventions as knockouts; returns the largest logit difference from the
+-- measuring forward over the first sequences of the held-out set.
+local function check_with_icl_load(path, net, c, ev, M, nseq)
+  local m = assert(icl.load(path, {backend = "cpu"}))
+  local W, n, worst = weights(net:params(), c), M.n, 0
+  local sub = {tokens = ev.tokens:slice(1, 1, G), inputs = ev.inputs:slice(1, 1, G), targets = ev.targets:slice(1, 1, G)}
+  for k, iv in ipairs(M.iv) do
+    local ref = measure_forward(W, sub, c, M.masks[k])
+    local edges = {}
+    for i = 0, n - 1 do
+      for j = 0, i do if not iv.allow(i, j) then edges[#edges + 1] = {i + 1, j + 1} end end
+    end
+    local ko = #edges > 0 and {{layer = 0, edges = edges}, {layer = 1, edges = edges}} or nil
+    for b = 1, nseq do
+      local r = m:run(sub.tokens[b]:totable(), {inputs = sub.inputs[b], logits = "last", knockout = ko})
+      worst = math.max(worst, (r.logits:reshape(-1) - ref[b]):abs():max())
+    end
+  end
+  m:close()
+  return worst
+end
+
+-- ---- phases ------------------------------------------------------------------------------------------
+
+-- The paper's rule: a boundary where accuracy rises by more than 0.025 within 100 steps (as a rate when
+-- evaluations are further apart); consecutive boundary intervals form one transition.
+local function find_phases(steps, accs)
+  local trans = {}
+  for i = 2, #steps do
+    local rate = (accs[i] - accs[i - 1]) / (steps[i] - steps[i - 1]) * 100
+    if rate > 0.025 then
+      local last = trans[#trans]
+      if last and last.to == steps[i - 1] then last.to = steps[i] else trans[#trans + 1] = {from = steps[i - 1], to = steps[i]} end
+    end
+  end
+  local plateaus, start = {}, steps[1]
+  for _, t in ipairs(trans) do
+    plateaus[#plateaus + 1] = {from = start, to = t.from}
+    start = t.to
+  end
+  plateaus[#plateaus + 1] = {from = start, to = steps[#steps]}
+  return trans, plateaus
+end
+
+-- Names a plateau by its metrics (thresholds well above uniform attention: label attention 4/9, chunk
+-- example 0.26, bigram 1/9): FCC = layer-1 labels read their examples and layer 2 reads the labels; SCC =
+-- layer 2 reads the labels without that chunking; NCC = the query reads itself; "init" = near uniform.
+local function name_phase(r)
+  local l1, l2 = r.layers[1], r.layers[2]
+  if l1.chunk_example > 0.6 and l2.label_attention > 0.7 then return "FCC" end
+  if l2.label_attention > 0.7 then return "SCC" end
+  if l1.bigram > 0.3 or l2.bigram > 0.3 then return "NCC" end
+  return "init"
+end
+
+local function nearest(records, step)
+  local best
+  for _, r in ipairs(records) do
+    if not best or math.abs(r.step - step) < math.abs(best.step - step) then best = r end
+  end
+  return best
+end
+
+-- ---- figures --------------------------------------------------------------------------------------
+
+local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "forestgreen"}
+
+local function fig_accuracy(res, dir, title)
+  local series = {}
+  for k, p in ipairs(res.plateaus) do
+    local xs, ys = {}, {}
+    for i, s in ipairs(res.acc_steps) do
+      if s >= p.from and s <= p.to then xs[#xs + 1], ys[#ys + 1] = s, res.accs[i] end
+    end
+    series[#series + 1] = {x = xs, y = ys, color = COLORS[p.name] or k,
+                           label = ("%s  %d-%d"):format(p.name, p.from, p.to)}
+  end
+  local rs, ry = {}, {}
+  for _, r in ipairs(res.records) do rs[#rs + 1], ry[#ry + 1] = r.step, r.random_label_acc end
+  series[#series + 1] = {x = rs, y = ry, color = "black", label = "random labels in context"}
+  for _, t in ipairs(res.transitions) do
+    series[#series + 1] = {x = {t.from, t.to}, y = {0, 0}, color = "red"}
+  end
+  for _, ext in ipairs({"png", "svg"}) do
+    assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "held-out accuracy",
+                     ylim = {0, 1}}:save(("%s/accuracy.%s"):format(dir, ext)))
+  end
+end
+
+local function fig_metrics(res, dir, title)
+  local series = {}
+  for l = 1, 2 do
+    for _, m in ipairs({"bigram", "label_attention", "chunk_example"}) do
+      local xs, ys = {}, {}
+      for _, r in ipairs(res.records) do xs[#xs + 1], ys[#ys + 1] = r.step, r.layers[l][m] end
+      series[#series + 1] = {x = xs, y = ys, label = ("layer %d %s"):format(l, m)}
+    end
+  end
+  for _, ext in ipairs({"png", "svg"}) do
+    assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "attention",
+                     ylim = {0, 1}}:save(("%s/metrics.%s"):format(dir, ext)))
+  end
+end
+
+local POS = {"x1", "y1", "x2", "y2", "x3", "y3", "x4", "y4", "xq"}
+
+local function fig_maps(res, dir, n)
+  local lab = {}
+  for i = 1, n do lab[i] = POS[i] or tostring(i) end
+  for k, p in ipairs(res.plateaus) do
+    local r = nearest(res.records, (p.from + p.to) // 2)
+    for l = 1, 2 do
+      for _, ext in ipairs({"png", "svg"}) do
+        assert(plot.heatmap{data = r.layers[l].pattern, row_labels = lab, col_labels = lab, vmin = 0, vmax = 1,
+                            title = ("phase %d (%s), step %d, layer %d"):format(k, p.name, r.step, l),
+                            width = 420, height = 380}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
+      end
+    end
+  end
+end
+
+-- ---- one run ----------------------------------------------------------------------------------------
+
+local function summarize(res, c)
+  res.transitions, res.plateaus = find_phases(res.acc_steps, res.accs)
+  for _, p in ipairs(res.plateaus) do
+    local r = nearest(res.records, (p.from + p.to) // 2)
+    p.name, p.at = name_phase(r), r.step
+    p.acc = r.acc
+  end
+  res.final = res.records[#res.records]
+end
+
+local function run_one(c, dir)
+  os.execute(("mkdir -p '%s'"):format(dir))
+  local data = make_data(c)
+  local n = 2 * c.N + 1
+  local M, ev, rl = prepare(c, data, n)
+  local net = make_net(c, n)
+  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0}
+  local function eval(step)
+    res.acc_steps[#res.acc_steps + 1] = step
+    res.accs[#res.accs + 1] = accuracy(query_logits(net, ev), ev)
+    if step % c.metric_every == 0 or step == c.steps then
+      local r = measure(net, c, ev, rl, M)
+      r.step = step
+      res.records[#res.records + 1] = r
+      res.max_check = math.max(res.max_check, r.check)
+      assert(r.check < 1e-3, ("measuring forward differs from net:forward by %g at step %d"):format(r.check, step))
+    end
+  end
+  eval(0)
+  local t0 = os.time()
+  local out = icl.train{model = net, data = function(step, B) return data(step, B) end, steps = c.steps,
+                        batch = c.batch, every = c.acc_every, on_eval = function(step) eval(step) end,
+                        optim = icl.optim.sgd{lr = c.lr, momentum = 0, clip = 0, cosine = false}}
+  if res.acc_steps[#res.acc_steps] ~= out.step then eval(out.step) end
+  res.seconds, res.steps_done = out.seconds, out.step
+  res.wall_s = os.time() - t0
+  assert(net:save(dir .. "/final.gguf"))
+  res.icl_load_check = check_with_icl_load(dir .. "/final.gguf", net, c, ev, M, 4)
+  assert(res.icl_load_check < 1e-3, "icl.load + m:run differ from the measuring forward by " .. res.icl_load_check)
+  summarize(res, c)
+  return res
+end
+
+-- Measures checkpoints DIR/step-*.gguf (any trainer's, same model and data options).
+local function analyze(c, dir, outdir)
+  os.execute(("mkdir -p '%s'"):format(outdir))
+  local data = make_data(c)
+  local n = 2 * c.N + 1
+  local M, ev, rl = prepare(c, data, n)
+  local files = {}
+  local p = assert(io.popen(("ls '%s' | grep -E '^step-[0-9]+\\.gguf$'"):format(dir)))
+  for f in p:lines() do
+    local st = tonumber(f:match("^step%-(%d+)"))
+    if o.analyze_every <= 0 or st % o.analyze_every == 0 then files[#files + 1] = f end
+  end
+  p:close()
+  table.sort(files)
+  assert(#files > 0, "no step-*.gguf in " .. dir)
+  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0, analyzed = dir}
+  local bar = icl.progress.new{total = #files, label = "checkpoints"}
+  for _, f in ipairs(files) do
+    local net = assert(icl.nn.load(dir .. "/" .. f, c.threads))
+    local r = measure(net, c, ev, rl, M)
+    r.step = net:step()
+    res.records[#res.records + 1] = r
+    res.acc_steps[#res.acc_steps + 1], res.accs[#res.accs + 1] = r.step, r.acc
+    res.max_check = math.max(res.max_check, r.check)
+    net:close()
+    bar:update()
+  end
+  bar:done()
+  summarize(res, c)
+  return res
+end
+
+local function write_run(res, dir, title)
+  fig_accuracy(res, dir, title)
+  fig_metrics(res, dir, title)
+  fig_maps(res, dir, 2 * res.config.N + 1)
+  local slim = {config = res.config, transitions = res.transitions, plateaus = res.plateaus, steps = res.steps_done, max_logit_check = res.max_check,
+                icl_load_check = res.icl_load_check, analyzed = res.analyzed,
+                accuracy = {steps = res.acc_steps, values = res.accs}, checkpoints = {}}
+  for _, r in ipairs(res.records) do
+    local layers = {}
+    for l = 1, 2 do
+      layers[l] = {bigram = r.layers[l].bigram, label_attention = r.layers[l].label_attention,
+                   chunk_example = r.layers[l].chunk_example}
+    end
+    slim.checkpoints[#slim.checkpoints + 1] = {step = r.step, acc = r.acc, random_label_acc = r.random_label_acc,
+                                                layers = layers, interventions = r.interventions}
+  end
+  assert(json.write(dir .. "/summary.json", slim)) -- no timings: the same options give the same bytes
+  return slim
+end
+
+local function report(res, title)
+  local how = res.analyzed and ("checkpoints of " .. res.analyzed) or ("%.0f s of training"):format(res.seconds)
+  print(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions"):format(title,
+    res.steps_done or res.final.step, how, res.final.acc, res.final.random_label_acc, #res.transitions))
+  for k, p in ipairs(res.plateaus) do
+    local r = nearest(res.records, (p.from + p.to) // 2)
+    print(("  phase %d %-3s steps %6d-%-6d acc %.3f | L1 bg %.2f la %.2f ce %.2f | L2 bg %.2f la %.2f ce %.2f"):format(
+      k, p.name, p.from, p.to, r.acc, r.layers[1].bigram, r.layers[1].label_attention, r.layers[1].chunk_example,
+      r.layers[2].bigram, r.layers[2].label_attention, r.layers[2].chunk_example))
+    local iv = {}
+    for _, x in ipairs(interventions(9)) do
+      if r.interventions[x.name] then iv[#iv + 1] = ("%s %.3f"):format(x.name, r.interventions[x.name]) end
+    end
+    print("           interventions: " .. table.concat(iv, ", "))
+  end
+end
+
+local function config_of(over)
+  local c = {}
+  for _, k in ipairs({"K", "T", "N", "L", "eps", "alpha", "heads", "steps", "batch", "lr", "init_std", "cls_hidden",
+                      "acc_every", "metric_every", "eval_n", "seed", "threads"}) do c[k] = o[k] end
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
+local main = config_of()
+local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, main.heads)
+local res
+if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
+local summary = write_run(res, o.out, title)
+report(res, title)
+
+if o.sweep then
+  local sweep = {main = summary, runs = {}}
+  local variants = {{T = 1}, {T = 2}, {K = main.K // 4}, {K = main.K * 4}, {eps = 0.5}, {heads = 4}}
+  for _, v in ipairs(variants) do
+    local c = config_of(v)
+    local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
+    local r = run_one(c, o.out .. "/sweep/" .. name)
+    sweep.runs[name] = write_run(r, o.out .. "/sweep/" .. name, name)
+    report(r, name)
+  end
+  local series = {}
+  for name, s in pairs(sweep.runs) do series[#series + 1] = {x = s.accuracy.steps, y = s.accuracy.values, label = name} end
+  table.sort(series, function(a, b) return a.label < b.label end)
+  series[#series + 1] = {x = summary.accuracy.steps, y = summary.accuracy.values, label = "main " .. title, color = "black"}
+  for _, ext in ipairs({"png", "svg"}) do
+    assert(plot.line{series = series, title = "sweep: accuracy", xlabel = "step", ylabel = "held-out accuracy",
+                     ylim = {0, 1}}:save(("%s/sweep_accuracy.%s"):format(o.out, ext)))
+  end
+  assert(json.write(o.out .. "/sweep.json", sweep))
+end
+print(("wrote %s/{summary.json,accuracy,metrics,attention_phase*}.{png,svg} in %d s (%.0f s of CPU)"):format(
+  o.out, os.time() - wall0, os.clock()))
