@@ -12,14 +12,18 @@
 
 /* ---- allocation ------------------------------------------------------------------------------------------ */
 
+static int64_t numel_limit = ICL_TENSOR_MAX_NUMEL; /* lowered by fuzz targets (icl_tensor_limit_numel) */
+
+void icl_tensor_limit_numel(int64_t max) { numel_limit = max > 0 && max < ICL_TENSOR_MAX_NUMEL ? max : ICL_TENSOR_MAX_NUMEL; }
+
 /* Element count of a shape, or -1 if a dimension is negative or the shape is too large. Zero-sized dimensions
  * count as 1 in the bound, so that no product of dimensions (strides, outer/inner splits) can overflow. */
 static int64_t shape_numel(int ndim, const int64_t *shape) {
   int64_t n = 1, bound = 1;
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0 || shape[i] > ICL_TENSOR_MAX_NUMEL) return -1;
+    if (shape[i] < 0 || shape[i] > numel_limit) return -1;
     int64_t d = shape[i] ? shape[i] : 1;
-    if (bound > ICL_TENSOR_MAX_NUMEL / d) return -1;
+    if (bound > numel_limit / d) return -1;
     bound *= d, n *= shape[i];
   }
   return n;

@@ -22,6 +22,9 @@ typedef enum icl_redop {
  * caller in the message. Every constructor, reshape and file header goes through it. */
 int icl_tensor_check_shape(int ndim, const int64_t *shape, const char *what, icl_error *err);
 
+/* Lowers the shape bound for this process (fuzz targets: keeps single allocations small); <= 0 restores it. */
+void icl_tensor_limit_numel(int64_t max);
+
 /* Formats a shape as "[2, 3]" into buf (returns buf). */
 const char *icl_tensor_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 
