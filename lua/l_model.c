@@ -400,11 +400,13 @@ static void each_item(run_spec *s, const char *name, lua_Integer n, void (*fn)(r
   lua_pop(L, 1);
 }
 
-static icl_intervention *new_iv(run_spec *s, icl_iv_kind kind) {
+static icl_intervention *new_iv(run_spec *s, icl_iv_kind kind, const char *what) {
   luaL_argcheck(s->L, s->nivs < s->cap_ivs, s->arg, "too many interventions");
   icl_intervention *v = &s->ivs[s->nivs++];
   memset(v, 0, sizeof *v);
   v->kind = kind;
+  v->label = lua_pushstring(s->L, what); /* "patch[1]": the core's messages name the entry */
+  anchor(s);
   v->coef = 1.0f;
   return v;
 }
@@ -452,7 +454,7 @@ static void parse_ablate(run_spec *s, int idx, const char *what) {
   if (mode && strcmp(mode, "zero") && strcmp(mode, "mean"))
     field_error(s, what, ".mode: '%s' is not zero or mean", mode);
   int mean = mode && !strcmp(mode, "mean"), max_heads;
-  icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO);
+  icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO, what);
   v->hook = ablate_hook(s, idx, what, &max_heads);
   heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
@@ -465,7 +467,7 @@ static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head"
 static void parse_patch(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_PATCH);
+  icl_intervention *v = new_iv(s, ICL_IV_PATCH, what);
   v->hook = str_field(s, idx, what, "hook", 1);
   heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
@@ -478,7 +480,7 @@ static const char *const ADD_KEYS[] = {"hook", "value", "coef", "pos", NULL};
 static void parse_add(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, ADD_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_ADD);
+  icl_intervention *v = new_iv(s, ICL_IV_ADD, what);
   v->hook = str_field(s, idx, what, "hook", 1);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, 1);
@@ -496,7 +498,7 @@ static void parse_knockout(run_spec *s, int idx, const char *what) {
   lua_State *L = s->L;
   check_keys(L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(L, "%s: ", what));
   lua_pop(L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT);
+  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
   v->layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
   heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
   if (lua_getfield(L, idx, "edges") != LUA_TTABLE) field_error(s, what, ".edges: expected a list of {q, k} pairs");
@@ -607,7 +609,8 @@ static int chunk_protected(lua_State *L) {
   if (lg && a->c->logits_all) {
     icl_error err;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
-    if (icl_tensor_slice(lg, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    int64_t r0 = a->c->stream && a->c->chunk_fn ? 0 : a->pos0; /* streaming: lg holds this chunk's rows only */
+    if (icl_tensor_slice(lg, 0, r0, r0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
     lua_setfield(L, -2, "logits");
   }
   lua_call(L, 3, 0);

@@ -11,7 +11,7 @@ static const char *kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
   if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
+  return "a special file";
 }
 
 int icl_file_open_read(const char *path, struct stat *st, icl_error *err) {
@@ -24,7 +24,7 @@ int icl_file_open_read(const char *path, struct stat *st, icl_error *err) {
     return -1;
   }
   if (!S_ISREG(s.st_mode)) {
-    icl_error_set(err, ICL_EIO, "%s: is %s (expected a regular file)", path, kind_of(s.st_mode));
+    icl_error_set(err, ICL_EIO, "%s: not a regular file (%s)", path, kind_of(s.st_mode));
     close(fd);
     return -1;
   }

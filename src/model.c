@@ -197,3 +197,4 @@ const icl_tokenizer *icl_model_tokenizer(const icl_model *m) { return m->tok; }
 const char *icl_model_backend(const icl_model *m) { return m->be->ops->name; }
 const char *icl_model_device(const icl_model *m) { return m->device; }
 size_t icl_model_weight_bytes(const icl_model *m) { return m->weight_bytes; }
+int icl_model_n_ctx(const icl_model *m) { return m->n_ctx; }
