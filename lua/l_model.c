@@ -173,11 +173,15 @@ static int opt_bool_field(lua_State *L, int idx, const char *key, int def) {
   return v;
 }
 
+static const char *const TOKENIZE_KEYS[] = {"bos", "special", NULL};
+static const char *const DETOKENIZE_KEYS[] = {"special", NULL};
+
 /* m:tokenize(text [, {bos=, special=}]) -> {ids}. bos: true/false, default the model's own setting. */
 static int m_tokenize(lua_State *L) {
   icl_model *m = check_model(L, 1);
   size_t len;
   const char *text = luaL_checklstring(L, 2, &len);
+  if (lua_istable(L, 3)) check_keys(L, 3, 3, TOKENIZE_KEYS, ""); /* misspelt options raise */
   int bos = opt_bool_field(L, 3, "bos", -1), special = opt_bool_field(L, 3, "special", 0);
   int32_t *ids = NULL;
   int64_t n = 0;
@@ -203,6 +207,7 @@ static int m_detokenize(lua_State *L) {
   icl_model *m = check_model(L, 1);
   int64_t n;
   int32_t *ids = check_tokens(L, 2, icl_model_hparams(m)->n_vocab, &n);
+  if (lua_istable(L, 3)) check_keys(L, 3, 3, DETOKENIZE_KEYS, "");
   int special = opt_bool_field(L, 3, "special", 0);
   char *s = NULL;
   size_t len = 0;

@@ -123,10 +123,10 @@ size_t icl_session_peak_bytes(const icl_session *s) { return s->bytes; }
 static int check_finite(const float *dst, int64_t n, int64_t V, int64_t pos0, const char *what, icl_error *err) {
   for (int64_t i = 0; i < n * V; i++)
     if (!isfinite(dst[i]))
-      return icl_error_set(err, ICL_EINVAL,
-                           "%s: the logits at position %lld (token %lld) are %s: the weights or activations are not "
-                           "finite (icl info --check MODEL finds non-finite weights)",
-                           what, (long long)(pos0 + i / V), (long long)(i % V), isnan(dst[i]) ? "NaN" : "infinite");
+      return icl_error_set(err, ICL_EFORMAT,
+                           "%s: the logits at position %lld (1-based; vocabulary entry %lld) are %s: the weights or "
+                           "activations are not finite (icl info --check MODEL finds non-finite weights)",
+                           what, (long long)(pos0 + i / V + 1), (long long)(i % V), isnan(dst[i]) ? "NaN" : "infinite");
   return ICL_OK;
 }
 

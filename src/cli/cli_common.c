@@ -86,7 +86,7 @@ int cli_finish_output(const char *cmd, int rc) {
   errno = 0;
   if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
   fprintf(stderr, "icl %s: cannot write the output: %s\n", cmd, errno ? strerror(errno) : "write error");
-  return rc ? rc : 2;
+  return 2;
 }
 
 int cli_progress_enabled(void) { return isatty(2); }

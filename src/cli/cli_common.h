@@ -20,7 +20,7 @@ int cli_float(const char *cmd, const char *opt, const char *s, double *out);
 int cli_float_in(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
 
 /* Flushes stdout and checks it for errors (a full disk, a closed pipe): prints "icl CMD: cannot write the output"
- * and returns 2 when writing failed and rc was 0; otherwise rc. Every command's exit goes through it. */
+ * and returns 2 when writing failed; otherwise rc. Every command's exit goes through it. */
 int cli_finish_output(const char *cmd, int rc);
 
 /* 1 if stderr is a terminal (progress display). */

@@ -64,7 +64,7 @@ static int score(icl_model *m, const int32_t *ids, int64_t n, long ctx, long max
   icl_session_free(s);
   free(win);
   free(logits);
-  return rc ? 1 : 0;
+  return rc == ICL_EFORMAT ? 2 : rc ? 1 : 0; /* non-finite logits: the model file is bad */
 }
 
 int icl_cmd_perplexity(int argc, char **argv) {

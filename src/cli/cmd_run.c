@@ -190,7 +190,7 @@ static int generate(icl_model *m, const run_args *a) {
   free(text);
   free(logits);
   free(c);
-  return rc ? 1 : 0;
+  return rc == ICL_EFORMAT ? 2 : rc ? 1 : 0; /* non-finite logits: the model file is bad */
 }
 
 int icl_cmd_run(int argc, char **argv) {
