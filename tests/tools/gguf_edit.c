@@ -1,12 +1,13 @@
 /* Test helper: GGUF copies with edits (see gguf_edit.h). */
 #include "gguf_edit.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const t_edit *find_edit(const t_edit *e, int n, const char *key) {
   for (int i = 0; i < n; i++)
-    if (!e[i].tensor_copy && !strcmp(e[i].key, key)) return &e[i];
+    if (!e[i].tensor_copy && !e[i].nan && !strcmp(e[i].key, key)) return &e[i];
   return NULL;
 }
 
@@ -61,10 +62,16 @@ static int copy_tensors(icl_gguf_writer *w, const icl_gguf *g, const t_edit *edi
   int rc = ICL_OK;
   for (int64_t i = 0; i < icl_gguf_n_tensors(g) && !rc; i++) {
     const icl_gguf_tensor *t = icl_gguf_tensor_at(g, i);
-    rc = icl_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes, err);
+    int poison = 0;
+    for (int k = 0; k < n; k++) poison |= edits[k].nan && !strcmp(edits[k].key, t->name);
+    float *copy = poison ? malloc(t->nbytes) : NULL;
+    if (copy) memcpy(copy, t->data, t->nbytes), copy[0] = NAN;
+    rc = icl_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, copy ? copy : t->data, t->nbytes, err);
+    free(copy);
   }
   for (int k = 0; k < n && !rc; k++) {
-    const icl_gguf_tensor *t = edits[k].tensor_copy ? icl_gguf_find_tensor(g, edits[k].tensor_copy) : NULL;
+    const icl_gguf_tensor *t =
+        edits[k].tensor_copy ? icl_gguf_find_tensor(g, edits[k].tensor_copy) : NULL;
     if (t) rc = icl_gguf_w_tensor(w, edits[k].key, t->type, t->n_dims, t->ne, t->data, t->nbytes, err);
   }
   return rc;
@@ -82,7 +89,7 @@ int t_gguf_edit(const char *src, const char *dst, const t_edit *edits, int n, ic
     else if (e->type >= 0) rc = put_value(w, e, err);
   }
   for (int k = 0; k < n && !rc; k++) /* keys the source lacks are added */
-    if (!edits[k].tensor_copy && edits[k].type >= 0 && edits[k].index < 0 && icl_gguf_find_key(g, edits[k].key) < 0)
+    if (!edits[k].tensor_copy && !edits[k].nan && edits[k].type >= 0 && edits[k].index < 0 && icl_gguf_find_key(g, edits[k].key) < 0)
       rc = put_value(w, &edits[k], err);
   if (!rc) rc = copy_tensors(w, g, edits, n, err);
   if (!rc) rc = icl_gguf_writer_save(w, dst, err);

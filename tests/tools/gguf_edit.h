@@ -15,6 +15,7 @@ typedef struct t_edit {
   double fval;
   const char *sval;
   const char *tensor_copy; /* add tensor `key` with the data and shape of this tensor */
+  int nan;                 /* 1: key names an F32 tensor whose element 0 becomes NaN (no key is changed) */
 } t_edit;
 
 /* Writes src with the edits applied to dst. */

@@ -16,4 +16,4 @@ local v = icl.json.decode(j)
 icl.json.write("out.json", {a = 1})
 local g = icl.graph.grid(2, 2, {"a", "b", "c", "d"})
 local walk = g:walk{length = 20, start = 1, seed = 1}
-local e = icl.dirichlet_energy(T.from({{1, 2}, {3, 4}, {5, 6}, {7, 8}}), g)
+local e = icl.linalg.dirichlet_energy(T.from({{1, 2}, {3, 4}, {5, 6}, {7, 8}}), g)
