@@ -18,7 +18,9 @@ typedef struct run_args {
 static void run_usage(FILE *f) {
   fprintf(f, "usage: icl run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
              "               [--chat] [--stats] [--backend auto|cpu|vulkan|ref] [--ctx N]\n"
-             "  --temp 0 is greedy (the default is 0.7); --chat wraps the prompt in the model's chat template\n");
+             "  --temp 0 is greedy (the default is 0.7, range 0..100); --top-p in 0..1; --chat wraps the prompt in the\n"
+             "  model's chat template. Generation stops at -n tokens, the end of text, or a full context (--ctx,\n"
+             "  default the model's); --stats says which\n");
 }
 
 static int parse(int argc, char **argv, run_args *a) {
