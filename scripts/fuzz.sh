@@ -72,7 +72,7 @@ run_target() { # run_target NAME
   esac
   echo "fuzz $t: $SECS s, $(ls "$seeds" | wc -l) seeds"
   (cd "$BUILD" && ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=$leaks ICL_SOURCE_DIR="$ROOT" \
-    "./fuzz_$t" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=20 "${extra[@]}" \
+    "./fuzz_$t" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=30 "${extra[@]}" \
     -artifact_prefix="$BUILD/crash-$t-" -print_final_stats=1 "$corpus" "$seeds")
 }
 

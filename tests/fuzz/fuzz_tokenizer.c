@@ -1,6 +1,7 @@
 /* libFuzzer target: tokenizes arbitrary bytes with both tokenizer kinds (byte-level BPE from the GPT-2 vocabulary,
  * SentencePiece from the Llama one, both from ../shared/tokenizer-tests); every id must be in range, decoding must
- * succeed, and valid UTF-8 without special-token parsing must come back byte for byte.
+ * succeed, and valid UTF-8 without special-token parsing must come back byte for byte (for SentencePiece, text
+ * without its space marker U+2581).
  * Byte 0 of the input picks the tokenizer (bit 0), BOS (bit 1) and special-token parsing (bit 2). */
 #include <stdint.h>
 #include <stdio.h>
@@ -75,7 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t nb = 0;
   MUST(icl_detokenize(t, ids, n, 0, &back, &nb, &err) == ICL_OK);
   MUST(back[nb] == '\0');
-  if (!bos && !special && valid_utf8((const uint8_t *)text, len)) {
+  /* SentencePiece stores spaces as U+2581 "▁": that character in the text cannot come back as itself */
+  int spm_marker = (data[0] & 1) && memmem(text, len, "\xE2\x96\x81", 3);
+  if (!bos && !special && !spm_marker && valid_utf8((const uint8_t *)text, len)) {
     if (nb != len || memcmp(back, text, len)) {
       fprintf(stderr, "round trip differs: %zu bytes in, %zu out\n", len, nb);
       abort();
