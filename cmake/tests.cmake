@@ -13,8 +13,9 @@ foreach(dir ${test_dirs})
   file(GLOB csrcs CONFIGURE_DEPENDS ${dir}/test_*.c)
   foreach(src ${csrcs})
     get_filename_component(tname ${src} NAME_WE)
-    add_executable(${tname} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c)
-    target_include_directories(${tname} PRIVATE src vk lua tests)
+    add_executable(${tname} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c
+      ${CMAKE_CURRENT_SOURCE_DIR}/tests/tools/gguf_edit.c)
+    target_include_directories(${tname} PRIVATE src vk lua tests tests/tools)
     target_link_libraries(${tname} PRIVATE iclcore)
     add_test(NAME ${label}.${tname} COMMAND ${tname})
     set_tests_properties(${label}.${tname} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
@@ -32,12 +33,17 @@ foreach(t ${lua_tests})
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 endforeach()
 
+# A tiny random model for the CLI tests (optionally poisoned or renamed): ICL_TINY_MODEL in their environment.
+add_executable(icl_tiny_model tests/tools/tiny_model.c tests/tools/gguf_edit.c)
+target_include_directories(icl_tiny_model PRIVATE src tests/tools)
+target_link_libraries(icl_tiny_model PRIVATE iclcore)
+
 file(GLOB cli_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/test_*.sh)
 foreach(t ${cli_tests})
   get_filename_component(tname ${t} NAME_WE)
   add_test(NAME cli.${tname} COMMAND bash ${t})
   set_tests_properties(cli.${tname} PROPERTIES LABELS cli SKIP_RETURN_CODE 77
-    ENVIRONMENT "ICL=$<TARGET_FILE:icl>;ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_BUILD_DIR=${CMAKE_BINARY_DIR};ICL_TEST=1"
+    ENVIRONMENT "ICL=$<TARGET_FILE:icl>;ICL_TINY_MODEL=$<TARGET_FILE:icl_tiny_model>;ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_BUILD_DIR=${CMAKE_BINARY_DIR};ICL_TEST=1"
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 endforeach()
 
@@ -46,7 +52,7 @@ if(ICL_FUZZ)
   foreach(src ${fuzz_srcs})
     get_filename_component(fname ${src} NAME_WE)
     add_executable(${fname} ${src})
-    target_include_directories(${fname} PRIVATE src)
+    target_include_directories(${fname} PRIVATE src lua)
     target_compile_options(${fname} PRIVATE -fsanitize=fuzzer)
     target_link_options(${fname} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(${fname} PRIVATE iclcore)

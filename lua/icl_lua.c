@@ -4,11 +4,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lualib.h>
 
 #include "icl/icl.h"
 #include "icl_lua.h"
+#include "file_read.h"
 #include "l_embed.h"
 #include "repl.h"
 
@@ -103,6 +105,13 @@ static void set_arg(lua_State *L, int argc, char **argv) {
 
 int icl_lua_run_file(lua_State *L, const char *path, int argc, char **argv) {
   set_arg(L, argc, argv);
+  icl_error err;
+  int fd = strcmp(path, "-") ? icl_file_open_read(path, NULL, &err) : -2; /* a FIFO would block forever */
+  if (fd == -1) {
+    fprintf(stderr, "icl: %s\n", err.msg);
+    return 1;
+  }
+  if (fd >= 0) close(fd);
   int status = luaL_loadfile(L, strcmp(path, "-") ? path : NULL);
   if (status == LUA_OK) {
     luaL_checkstack(L, argc + 1, "too many arguments to the script");

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "icl_lua.h"
+#include "text_safe.h"
 
 #define BUF_MT "icl.json.buffer"
 #define ARRAY_MT "icl.json.array"
@@ -96,8 +98,11 @@ static void enc_string(encoder *e, const char *s, size_t n) {
     const char *r = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\t' ? "\\t"
                     : c == '\r' ? "\\r" : NULL;
     if (!r && c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c), r = esc;
+    size_t k = c < 0x80 ? 1 : icl_utf8_seq((const unsigned char *)s + i, n - i);
+    if (!k) r = "\\ufffd"; /* invalid UTF-8 (JSON readers refuse it): the replacement character */
     if (r) buf_str(e->L, e->b, r);
-    else buf_add(e->L, e->b, (const char *)&c, 1);
+    else buf_add(e->L, e->b, s + i, k);
+    i += k ? k - 1 : 0;
   }
   buf_add(e->L, e->b, "\"", 1);
 }
@@ -455,8 +460,13 @@ static int json_write(lua_State *L) {
 /* json.read(path): the value, or nil and a message (missing file, invalid JSON). */
 static int json_read(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  FILE *f = fopen(path, "rb");
-  if (!f) return push_fail(L, path, "cannot open");
+  icl_error ferr;
+  FILE *f = icl_file_fopen_read(path, &ferr); /* regular files only: a FIFO would block the script */
+  if (!f) {
+    luaL_pushfail(L);
+    lua_pushstring(L, ferr.msg);
+    return 2;
+  }
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   size_t got;

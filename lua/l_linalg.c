@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "icl_lua.h"
+#include "l_seq.h"
 
 /* ---- C core: PCA ----------------------------------------------------------------------------------------- */
 
@@ -221,13 +222,13 @@ static const float *check_matrix(lua_State *L, int arg, int64_t *n, int64_t *d) 
     return t->data;
   }
   luaL_argexpected(L, lua_istable(L, arg), arg, "2-d tensor or table of rows");
-  *n = luaL_len(L, arg);
+  *n = icl_lua_seq_len(L, arg, arg, ICL_LUA_SEQ_MAX, "rows");
   luaL_argcheck(L, *n > 0, arg, "table of rows is empty");
   lua_geti(L, arg, 1);
   luaL_argcheck(L, lua_istable(L, -1), arg, "rows must be tables of numbers");
-  *d = luaL_len(L, -1);
+  *d = icl_lua_seq_len(L, -1, arg, ICL_LUA_SEQ_MAX, "row 1");
   lua_pop(L, 1);
-  float *buf = lua_newuserdatauv(L, (size_t)(*n * *d + 1) * sizeof *buf, 0);
+  float *buf = icl_lua_seq_array(L, *n * *d, sizeof *buf, "matrix"); /* n, d < 2^31: the product fits */
   for (int64_t i = 0; i < *n; i++) {
     lua_geti(L, arg, i + 1);
     luaL_argcheck(L, lua_istable(L, -1) && luaL_len(L, -1) == *d, arg, "rows must be tables of equal length");
@@ -257,13 +258,18 @@ static int32_t *to_ints(lua_State *L, int idx, int arg, const char *what, int32_
   icl_tensor *t = icl_lua_test_tensor(L, idx);
   if (t) {
     *n = t->numel;
-    int32_t *buf = lua_newuserdatauv(L, (size_t)(*n + 1) * sizeof *buf, 0);
-    for (int64_t i = 0; i < *n; i++) buf[i] = (int32_t)t->data[i] + add;
+    int32_t *buf = icl_lua_seq_array(L, *n, sizeof *buf, what);
+    for (int64_t i = 0; i < *n; i++) {
+      float v = t->data[i];
+      if (!(v >= -2147483648.0f && v < 2147483648.0f) || v != (float)(int32_t)v)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must hold integers", what));
+      buf[i] = (int32_t)v + add;
+    }
     return buf;
   }
   if (!lua_istable(L, idx)) luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a list of integers", what));
-  *n = luaL_len(L, idx);
-  int32_t *buf = lua_newuserdatauv(L, (size_t)(*n + 1) * sizeof *buf, 0);
+  *n = icl_lua_seq_len(L, idx, arg, ICL_LUA_SEQ_MAX, what);
+  int32_t *buf = icl_lua_seq_array(L, *n, sizeof *buf, what);
   for (int64_t i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
     buf[i] = check_int32(L, arg, what) + add;
@@ -404,8 +410,9 @@ static int l_class_means(lua_State *L) {
   int pooled = !icl_lua_test_tensor(L, 1);
   luaL_argexpected(L, !pooled || lua_istable(L, 1), 1, "tensor or list of tensors");
   luaL_checktype(L, 2, LUA_TTABLE);
-  int64_t n_seq = pooled ? luaL_len(L, 1) : 1;
-  luaL_argcheck(L, n_seq >= 1 && (!pooled || luaL_len(L, 2) == n_seq), 2, "need one walk per acts tensor");
+  int64_t n_seq = pooled ? icl_lua_seq_len(L, 1, 1, ICL_LUA_SEQ_MAX, "acts") : 1;
+  luaL_argcheck(L, n_seq >= 1 && (!pooled || icl_lua_seq_len(L, 2, 2, ICL_LUA_SEQ_MAX, "walks") == n_seq), 2,
+                "need one walk per acts tensor");
   lua_Integer nc = lua_isnil(L, 4) ? max_node(L, pooled, n_seq) : luaL_checkinteger(L, 4);
   luaL_argcheck(L, nc >= 1 && nc <= 1 << 20, 4, "n_classes must be in [1, 2^20]");
   push_sequence(L, pooled, 0);
@@ -433,8 +440,8 @@ static int64_t *check_edges(lua_State *L, int arg, int64_t n_nodes, int64_t *n_e
   luaL_checktype(L, arg, LUA_TTABLE);
   if (lua_getfield(L, arg, "edges") == LUA_TTABLE) lua_replace(L, arg);
   else lua_pop(L, 1);
-  *n_edges = luaL_len(L, arg);
-  int64_t *e = lua_newuserdatauv(L, (size_t)(2 * *n_edges + 1) * sizeof *e, 0);
+  *n_edges = icl_lua_seq_len(L, arg, arg, ICL_LUA_SEQ_MAX, "edges");
+  int64_t *e = icl_lua_seq_array(L, 2 * *n_edges, sizeof *e, "edges");
   for (int64_t k = 0; k < *n_edges; k++) {
     luaL_argcheck(L, lua_geti(L, arg, k + 1) == LUA_TTABLE, arg, "edges must be {i, j} pairs");
     for (int s = 0; s < 2; s++) {
@@ -483,8 +490,8 @@ static int l_softmax_mass(lua_State *L) {
   icl_tensor *t = check_tensor_ndim(L, 1, 2, 2, "[pos, vocab]");
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TTABLE);
-  int64_t n = luaL_len(L, 2), vocab = t->shape[1], n_sup = 0;
-  luaL_argcheck(L, luaL_len(L, 3) == n, 3, "need one target list per row");
+  int64_t n = icl_lua_seq_len(L, 2, 2, ICL_LUA_SEQ_MAX, "rows"), vocab = t->shape[1], n_sup = 0;
+  luaL_argcheck(L, icl_lua_seq_len(L, 3, 3, ICL_LUA_SEQ_MAX, "targets") == n, 3, "need one target list per row");
   int32_t *sup = lua_isnoneornil(L, 4) ? NULL : to_ints(L, 4, 4, "support", 0, &n_sup);
   if (sup) check_range(L, 4, "support", sup, n_sup, vocab);
   lua_createtable(L, (int)n, 0);
@@ -506,7 +513,7 @@ static int l_token_nll(lua_State *L) {
   lua_settop(L, 3);
   icl_tensor *t = check_tensor_ndim(L, 1, 2, 2, "[pos, vocab]");
   luaL_checktype(L, 2, LUA_TTABLE);
-  int64_t n = luaL_len(L, 2), nt, vocab = t->shape[1];
+  int64_t n = icl_lua_seq_len(L, 2, 2, ICL_LUA_SEQ_MAX, "rows"), nt, vocab = t->shape[1];
   int32_t *tg = to_ints(L, 3, 3, "targets", 0, &nt);
   luaL_argcheck(L, nt == n, 3, "need one target per row");
   check_range(L, 3, "targets", tg, nt, vocab);

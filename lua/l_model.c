@@ -9,6 +9,7 @@
 #include "icl/devices.h"
 #include "icl/model.h"
 #include "icl_lua.h"
+#include "l_seq.h"
 #include "l_tensor.h"
 #include "tensor_ops.h"
 
@@ -144,8 +145,8 @@ static int m_index(lua_State *L) {
 static int32_t *check_tokens(lua_State *L, int arg, int32_t lo, int32_t n_vocab, int64_t *n) {
   icl_tensor *t = icl_lua_test_tensor(L, arg);
   if (!t) luaL_checktype(L, arg, LUA_TTABLE);
-  *n = t ? t->numel : (int64_t)luaL_len(L, arg);
-  int32_t *ids = lua_newuserdatauv(L, (size_t)(*n ? *n : 1) * sizeof *ids, 0);
+  *n = t ? t->numel : icl_lua_seq_len(L, arg, arg, ICL_LUA_SEQ_MAX, "tokens");
+  int32_t *ids = icl_lua_seq_array(L, *n, sizeof *ids, "tokens");
   for (int64_t i = 0; i < *n; i++) {
     int isint = 0;
     lua_Integer v = 0;
@@ -181,12 +182,16 @@ static const icl_tokenizer *need_tokenizer(lua_State *L, icl_model *m) {
   return t;
 }
 
+static const char *const TOKENIZE_KEYS[] = {"bos", "special", NULL};
+static const char *const DETOKENIZE_KEYS[] = {"special", NULL};
+
 /* m:tokenize(text [, {bos=, special=}]) -> {ids}. bos: true/false, default the model's own setting. */
 static int m_tokenize(lua_State *L) {
   icl_model *m = check_model(L, 1);
   need_tokenizer(L, m);
   size_t len;
   const char *text = luaL_checklstring(L, 2, &len);
+  if (lua_istable(L, 3)) check_keys(L, 3, 3, TOKENIZE_KEYS, ""); /* misspelt options raise */
   int bos = opt_bool_field(L, 3, "bos", -1), special = opt_bool_field(L, 3, "special", 0);
   int32_t *ids = NULL;
   int64_t n = 0;
@@ -213,6 +218,7 @@ static int m_detokenize(lua_State *L) {
   need_tokenizer(L, m);
   int64_t n;
   int32_t *ids = check_tokens(L, 2, 0, icl_model_hparams(m)->n_vocab, &n);
+  if (lua_istable(L, 3)) check_keys(L, 3, 3, DETOKENIZE_KEYS, "");
   int special = opt_bool_field(L, 3, "special", 0);
   char *s = NULL;
   size_t len = 0;
@@ -256,6 +262,8 @@ typedef struct run_spec {
   int npoints;
 } run_spec;
 
+#define RUN_LIST_MAX 65536 /* entries of one list option of m:run (capture, ablate, hook.points...) */
+
 /* Pops the value on top into the anchor table. */
 static void anchor(run_spec *s) { lua_rawseti(s->L, s->anchor, ++s->nanchor); }
 
@@ -294,7 +302,9 @@ static const char *str_field(run_spec *s, int idx, const char *what, const char 
   if (t == LUA_TNIL && required) field_error(s, what, "%s%s: required", *what ? "." : "", key);
   if (t != LUA_TNIL && t != LUA_TSTRING)
     field_error(s, what, "%s%s: expected a string, got %s", *what ? "." : "", key, luaL_typename(s->L, -1));
-  const char *v = lua_tostring(s->L, -1);
+  size_t len = 0;
+  const char *v = lua_tolstring(s->L, -1, &len);
+  if (v && strlen(v) != len) field_error(s, what, "%s%s: contains a NUL byte", *what ? "." : "", key);
   lua_pop(s->L, 1);
   return v;
 }
@@ -352,7 +362,9 @@ static void heads_field(run_spec *s, int idx, const char *what, int max, const i
     return;
   }
   if (t != LUA_TTABLE) field_error(s, what, ".heads: expected a list of head indices");
-  int k = (int)luaL_len(L, -1);
+  char w[96];
+  snprintf(w, sizeof w, "%s.heads", what);
+  int k = (int)icl_lua_seq_len(L, -1, s->arg, RUN_LIST_MAX, w);
   int *h = scratch(s, (size_t)k * sizeof *h);
   for (int i = 0; i < k; i++) {
     int isint;
@@ -384,7 +396,7 @@ static const icl_tensor *value_field(run_spec *s, int idx, const char *what, int
 }
 
 /* Calls fn(s, idx of item, "<name>[i]", i) for each item of the list opts[name] (a table of tables). */
-static void each_item(run_spec *s, const char *name, void (*fn)(run_spec *, int, const char *)) {
+static void each_item(run_spec *s, const char *name, lua_Integer n, void (*fn)(run_spec *, int, const char *)) {
   lua_State *L = s->L;
   int t = lua_getfield(L, s->arg, name);
   if (t == LUA_TNIL) {
@@ -393,7 +405,6 @@ static void each_item(run_spec *s, const char *name, void (*fn)(run_spec *, int,
   }
   if (t != LUA_TTABLE) field_error(s, name, ": expected a list of tables");
   int list = lua_gettop(L);
-  lua_Integer n = luaL_len(L, list);
   for (lua_Integer i = 1; i <= n; i++) {
     char what[64];
     snprintf(what, sizeof what, "%s[%d]", name, (int)i);
@@ -406,11 +417,13 @@ static void each_item(run_spec *s, const char *name, void (*fn)(run_spec *, int,
   lua_pop(L, 1);
 }
 
-static icl_intervention *new_iv(run_spec *s, icl_iv_kind kind) {
+static icl_intervention *new_iv(run_spec *s, icl_iv_kind kind, const char *what) {
   luaL_argcheck(s->L, s->nivs < s->cap_ivs, s->arg, "too many interventions");
   icl_intervention *v = &s->ivs[s->nivs++];
   memset(v, 0, sizeof *v);
   v->kind = kind;
+  v->label = lua_pushstring(s->L, what); /* "patch[1]": the core's messages name the entry */
+  anchor(s);
   v->coef = 1.0f;
   return v;
 }
@@ -421,7 +434,9 @@ static const char *const CAPTURE_KEYS[] = {"name", "pos", "heads", "head", NULL}
 static void parse_capture(run_spec *s, int idx, const char *what) {
   icl_capture *c = &s->caps[s->ncaps++];
   if (lua_type(s->L, idx) == LUA_TSTRING) {
-    c->pattern = lua_tostring(s->L, idx);
+    size_t len;
+    c->pattern = lua_tolstring(s->L, idx, &len);
+    if (strlen(c->pattern) != len) field_error(s, what, ": contains a NUL byte");
     return;
   }
   check_keys(s->L, s->arg, idx, CAPTURE_KEYS, lua_pushfstring(s->L, "%s: ", what));
@@ -456,7 +471,7 @@ static void parse_ablate(run_spec *s, int idx, const char *what) {
   if (mode && strcmp(mode, "zero") && strcmp(mode, "mean"))
     field_error(s, what, ".mode: '%s' is not zero or mean", mode);
   int mean = mode && !strcmp(mode, "mean"), max_heads;
-  icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO);
+  icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO, what);
   v->hook = ablate_hook(s, idx, what, &max_heads);
   heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
@@ -469,7 +484,7 @@ static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head"
 static void parse_patch(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_PATCH);
+  icl_intervention *v = new_iv(s, ICL_IV_PATCH, what);
   v->hook = str_field(s, idx, what, "hook", 1);
   heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
@@ -482,7 +497,7 @@ static const char *const ADD_KEYS[] = {"hook", "value", "coef", "pos", NULL};
 static void parse_add(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, ADD_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_ADD);
+  icl_intervention *v = new_iv(s, ICL_IV_ADD, what);
   v->hook = str_field(s, idx, what, "hook", 1);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, 1);
@@ -500,11 +515,13 @@ static void parse_knockout(run_spec *s, int idx, const char *what) {
   lua_State *L = s->L;
   check_keys(L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(L, "%s: ", what));
   lua_pop(L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT);
+  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
   v->layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
   heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
   if (lua_getfield(L, idx, "edges") != LUA_TTABLE) field_error(s, what, ".edges: expected a list of {q, k} pairs");
-  int64_t n = (int64_t)luaL_len(L, -1);
+  char we[96];
+  snprintf(we, sizeof we, "%s.edges", what);
+  int64_t n = icl_lua_seq_len(L, -1, s->arg, ICL_LUA_SEQ_MAX, we);
   int64_t *e = scratch(s, (size_t)(2 * n) * sizeof *e);
   for (int64_t i = 0; i < n; i++) {
     char w[96];
@@ -525,31 +542,33 @@ static void parse_knockout(run_spec *s, int idx, const char *what) {
   v->edges = e, v->n_edges = n;
 }
 
-/* Length of the list opts[name] (0 when absent). */
+/* Length of the list opts[name] (0 when absent), read once: the parsers loop to this count. */
 static int list_len(run_spec *s, const char *name) {
   int t = lua_getfield(s->L, s->arg, name);
-  int n = t == LUA_TTABLE ? (int)luaL_len(s->L, -1) : t == LUA_TSTRING ? 1 : 0;
+  int n = t == LUA_TTABLE ? (int)icl_lua_seq_len(s->L, -1, s->arg, RUN_LIST_MAX, name) : t == LUA_TSTRING ? 1 : 0;
   lua_pop(s->L, 1);
   return n;
 }
 
 static void parse_lists(run_spec *s) {
   lua_State *L = s->L;
-  int ncap = list_len(s, "capture");
-  s->cap_ivs = list_len(s, "ablate") + list_len(s, "patch") + list_len(s, "add") + list_len(s, "knockout");
+  int ncap = list_len(s, "capture"), nab = list_len(s, "ablate"), npa = list_len(s, "patch");
+  int nadd = list_len(s, "add"), nko = list_len(s, "knockout");
+  s->cap_ivs = nab + npa + nadd + nko;
   s->caps = scratch(s, (size_t)ncap * sizeof *s->caps);
   s->ivs = scratch(s, (size_t)s->cap_ivs * sizeof *s->ivs);
-  if (lua_getfield(L, s->arg, "capture") == LUA_TSTRING) { /* capture = "pattern" */
-    s->caps[s->ncaps++].pattern = lua_tostring(L, -1);
+  /* capture = "pattern" (ncap is 1 then; checked again in case an __index answers differently) */
+  if (lua_getfield(L, s->arg, "capture") == LUA_TSTRING && ncap == 1) {
+    parse_capture(s, lua_gettop(L), "capture");
     lua_pop(L, 1);
   } else {
     lua_pop(L, 1);
-    each_item(s, "capture", parse_capture);
+    each_item(s, "capture", ncap, parse_capture);
   }
-  each_item(s, "ablate", parse_ablate);
-  each_item(s, "patch", parse_patch);
-  each_item(s, "add", parse_add);
-  each_item(s, "knockout", parse_knockout);
+  each_item(s, "ablate", nab, parse_ablate);
+  each_item(s, "patch", npa, parse_patch);
+  each_item(s, "add", nadd, parse_add);
+  each_item(s, "knockout", nko, parse_knockout);
 }
 
 /* ---- run: callbacks -------------------------------------------------------------------------------------- */
@@ -607,7 +626,8 @@ static int chunk_protected(lua_State *L) {
   if (lg && a->c->logits_all) {
     icl_error err;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
-    if (icl_tensor_slice(lg, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    int64_t r0 = a->c->stream && a->c->chunk_fn ? 0 : a->pos0; /* streaming: lg holds this chunk's rows only */
+    if (icl_tensor_slice(lg, 0, r0, r0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
     lua_setfield(L, -2, "logits");
   }
   lua_call(L, 3, 0);
@@ -686,7 +706,7 @@ static int hook_opt(run_spec *s) {
     s->points = scratch(s, sizeof *s->points);
     s->points[s->npoints++] = lua_tostring(L, -1);
   } else if (t == LUA_TTABLE) {
-    int n = (int)luaL_len(L, -1);
+    int n = (int)icl_lua_seq_len(L, -1, s->arg, RUN_LIST_MAX, "hook.points");
     s->points = scratch(s, (size_t)n * sizeof *s->points);
     for (int i = 1; i <= n; i++) {
       if (lua_geti(L, -1, i) != LUA_TSTRING) field_error(s, "hook", ".points[%d]: expected a hook name", i);

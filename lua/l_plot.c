@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "icl_lua.h"
+#include "l_seq.h"
 #include "plot.h"
 
 #define FIGURE_MT "icl.figure"
@@ -137,7 +138,7 @@ static double *read_numbers(lua_State *L, int idx, const char *what, int64_t *n)
     return v;
   }
   if (!lua_istable(L, idx)) luaL_error(L, "plot: %s must be a tensor or a list of numbers", what);
-  *n = luaL_len(L, idx);
+  *n = icl_lua_seq_len(L, idx, 0, ICL_LUA_SEQ_MAX, what);
   double *v = xcalloc(L, (size_t)*n, sizeof *v);
   for (int64_t i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
@@ -182,7 +183,7 @@ static void opt_colors(lua_State *L, int opts, const char *name, int64_t n, icl_
   int t = lua_getfield(L, opts, name);
   int list = t == LUA_TTABLE && lua_getfield(L, -1, "r") == LUA_TNIL;
   if (t == LUA_TTABLE) lua_pop(L, 1);
-  if (list && luaL_len(L, -1) != n) luaL_error(L, "plot: %s must hold one colour per point (%d)", name, (int)n);
+  if (list && icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, name) != n) luaL_error(L, "plot: %s must hold one colour per point (%d)", name, (int)n);
   icl_rgba one = t == LUA_TNIL ? def : list ? def : read_color(L, -1, name);
   for (int64_t i = 0; i < n; i++) {
     if (list) lua_geti(L, -1, i + 1);
@@ -231,7 +232,7 @@ static void read_points(lua_State *L, int opts, icl_plot *p) {
   icl_tensor *x = icl_lua_test_tensor(L, -1);
   if (!x && !lua_istable(L, -1)) luaL_error(L, "plot.scatter: points must be a tensor [n, 2] or a list of {x, y}");
   if (x && (x->ndim != 2 || x->shape[1] < 2)) luaL_error(L, "plot.scatter: points must be a tensor [n, 2]");
-  p->n = x ? x->shape[0] : luaL_len(L, -1);
+  p->n = x ? x->shape[0] : icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "plot.scatter: points");
   p->px = xcalloc(L, (size_t)p->n, sizeof(double));
   p->py = xcalloc(L, (size_t)p->n, sizeof(double));
   for (int64_t i = 0; i < p->n; i++) {
@@ -253,7 +254,7 @@ static void read_points(lua_State *L, int opts, icl_plot *p) {
 static void read_edges(lua_State *L, int opts, icl_plot *p) {
   if (lua_getfield(L, opts, "edges") == LUA_TNIL) return (void)lua_pop(L, 1);
   if (!lua_istable(L, -1)) luaL_error(L, "plot.scatter: edges must be a list of {i, j}");
-  p->n_edges = luaL_len(L, -1);
+  p->n_edges = icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "plot.scatter: edges");
   p->edges = xcalloc(L, (size_t)(2 * p->n_edges), sizeof *p->edges);
   for (int64_t k = 0; k < p->n_edges; k++) {
     if (lua_geti(L, -1, k + 1) != LUA_TTABLE) luaL_error(L, "plot.scatter: edges[%d] must be {i, j}", (int)(k + 1));
@@ -329,7 +330,7 @@ static int plot_line(lua_State *L) {
     read_series(L, 1, 0, &p->series[0]);
   } else {
     if (t != LUA_TTABLE) luaL_error(L, "plot.line: series must be a list of {x=, y=, std=, label=}");
-    int n = (int)luaL_len(L, -1);
+    int n = (int)icl_lua_seq_len(L, -1, 0, 1 << 16, "plot.line: series");
     p->series = xcalloc(L, (size_t)n, sizeof *p->series);
     for (int s = 0; s < n; s++) {
       if (lua_geti(L, -1, s + 1) != LUA_TTABLE) luaL_error(L, "plot.line: series[%d] must be a table", s + 1);
@@ -356,8 +357,10 @@ static void read_grid(lua_State *L, int opts, icl_plot *p) {
     p->rows = t->shape[0], p->cols = t->shape[1];
   } else {
     if (!lua_istable(L, -1)) luaL_error(L, "plot.heatmap: data must be a 2-d tensor or a table of rows");
-    p->rows = luaL_len(L, -1);
-    p->cols = p->rows > 0 && lua_geti(L, -1, 1) == LUA_TTABLE ? luaL_len(L, -1) : 0;
+    p->rows = icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "plot.heatmap: data");
+    p->cols = p->rows > 0 && lua_geti(L, -1, 1) == LUA_TTABLE
+                  ? icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "plot.heatmap: data row")
+                  : 0;
     if (p->rows > 0) lua_pop(L, 1);
     p->data = xcalloc(L, (size_t)(p->rows * p->cols), sizeof *p->data);
     for (int64_t r = 0; r < p->rows; r++) {

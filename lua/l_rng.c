@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "icl_lua.h"
+#include "l_seq.h"
 
 #define RNG_MT "icl.rng"
 
@@ -193,7 +194,8 @@ static int rng_sample(lua_State *L) {
 
 /* Reads a shape given as a table {d1, ...} or as integers from argument `arg` on. */
 static int check_shape(lua_State *L, int arg, int64_t *shape) {
-  int table = lua_istable(L, arg), ndim = table ? (int)luaL_len(L, arg) : lua_gettop(L) - arg + 1;
+  int table = lua_istable(L, arg), ndim = table ? (int)icl_lua_seq_len(L, arg, arg, ICL_TENSOR_MAXDIM, "shape must have 1 to 4 dimensions")
+                                          : lua_gettop(L) - arg + 1;
   luaL_argcheck(L, ndim >= 1 && ndim <= ICL_TENSOR_MAXDIM, arg, "shape must have 1 to 4 dimensions");
   for (int i = 0; i < ndim; i++) {
     int ok = 0;

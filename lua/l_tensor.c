@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "icl_lua.h"
+#include "l_seq.h"
 #include "l_tensor.h"
 #include "tensor_ops.h"
 
@@ -66,7 +67,8 @@ static int t_gc(lua_State *L) {
 /* A shape given as a table at arg, or as integers from arg to the top; returns ndim. */
 static int check_shape(lua_State *L, int arg, int64_t *shape) {
   int table = lua_istable(L, arg);
-  int n = table ? (int)luaL_len(L, arg) : lua_gettop(L) - arg + 1;
+  int n = table ? (int)icl_lua_seq_len(L, arg, arg, ICL_TENSOR_MAXDIM, "shape (at most 4 dimensions)")
+                : lua_gettop(L) - arg + 1;
   if (n > ICL_TENSOR_MAXDIM) luaL_argerror(L, arg, "more than 4 dimensions");
   for (int i = 0; i < n; i++) {
     if (table) lua_geti(L, arg, i + 1);
@@ -92,8 +94,9 @@ static int t_new(lua_State *L) {
   push_full(L, nd, shape, 0.0f);
   icl_tensor *t = icl_lua_test_tensor(L, -1);
   if (!has_data) return 1;
-  if ((int64_t)luaL_len(L, 2) != t->numel)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "%I values for %I elements", luaL_len(L, 2), (lua_Integer)t->numel));
+  lua_Integer nv = icl_lua_seq_len(L, 2, 2, ICL_LUA_SEQ_MAX, "values");
+  if (nv != t->numel)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "%I values for %I elements", nv, (lua_Integer)t->numel));
   for (int64_t i = 0; i < t->numel; i++) {
     lua_geti(L, 2, i + 1);
     int isnum;
@@ -156,7 +159,7 @@ static int table_shape(lua_State *L, int idx, int64_t *shape) {
   lua_pushvalue(L, idx);
   while (lua_istable(L, -1)) {
     if (nd == ICL_TENSOR_MAXDIM) luaL_error(L, "tensor.from: more than 4 levels of nesting");
-    shape[nd++] = (int64_t)luaL_len(L, -1);
+    shape[nd++] = icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "tensor.from: row");
     lua_geti(L, -1, 1);
     lua_remove(L, -2);
   }
@@ -166,9 +169,10 @@ static int table_shape(lua_State *L, int idx, int64_t *shape) {
 
 /* Copies the table at the top of the stack (level d of the shape) into data; *pos counts elements. */
 static void table_fill(lua_State *L, const icl_tensor *t, int d, int64_t *pos, char *path, size_t plen) {
-  if ((int64_t)luaL_len(L, -1) != t->shape[d])
-    luaL_error(L, "tensor.from: row%s has %I entries, expected %I (rows must have equal lengths)", path,
-               (lua_Integer)luaL_len(L, -1), (lua_Integer)t->shape[d]);
+  lua_Integer len = icl_lua_seq_len(L, -1, 0, ICL_LUA_SEQ_MAX, "tensor.from: row");
+  if (len != t->shape[d])
+    luaL_error(L, "tensor.from: row%s has %I entries, expected %I (rows must have equal lengths)", path, len,
+               (lua_Integer)t->shape[d]);
   for (int64_t i = 0; i < t->shape[d]; i++) {
     lua_geti(L, -1, i + 1);
     size_t k = strlen(path);

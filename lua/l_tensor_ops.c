@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "icl_lua.h"
+#include "l_seq.h"
 #include "l_tensor.h"
 #include "tensor_ops.h"
 
@@ -31,15 +32,17 @@ static int m_slice(lua_State *L) {
 /* reshape(shape) or reshape(d1, d2, ...); one size may be -1 (inferred). */
 static int m_reshape(lua_State *L) {
   icl_tensor *t = icl_lua_check_tensor(L, 1);
-  int table = lua_istable(L, 2), n = table ? (int)luaL_len(L, 2) : lua_gettop(L) - 1, infer = -1;
+  int table = lua_istable(L, 2), infer = -1;
+  int n = table ? (int)icl_lua_seq_len(L, 2, 2, ICL_TENSOR_MAXDIM, "shape (at most 4 dimensions)") : lua_gettop(L) - 1;
   int64_t shape[ICL_TENSOR_MAXDIM], known = 1;
   luaL_argcheck(L, n <= ICL_TENSOR_MAXDIM, 2, "more than 4 dimensions");
   for (int i = 0; i < n; i++) {
     lua_Integer d = table ? (lua_geti(L, 2, i + 1), luaL_checkinteger(L, -1)) : luaL_checkinteger(L, i + 2);
     if (table) lua_pop(L, 1);
     luaL_argcheck(L, d >= 0 || (d == -1 && infer < 0), 2, "sizes must be >= 0 (one may be -1)");
+    luaL_argcheck(L, d <= ICL_TENSOR_MAX_NUMEL, 2, "a size exceeds 2^40");
     if (d == -1) infer = i;
-    else known *= d;
+    else known = d && known > ICL_TENSOR_MAX_NUMEL / d ? ICL_TENSOR_MAX_NUMEL + 1 : known * d;
     shape[i] = d;
   }
   if (infer >= 0) shape[infer] = known ? t->numel / known : 0;
@@ -62,8 +65,8 @@ static int m_transpose(lua_State *L) {
 static int64_t *check_indices(lua_State *L, int arg, int64_t *n) {
   icl_tensor *it = icl_lua_test_tensor(L, arg);
   if (!it) luaL_checktype(L, arg, LUA_TTABLE);
-  *n = it ? it->numel : (int64_t)luaL_len(L, arg);
-  int64_t *idx = lua_newuserdatauv(L, (size_t)(*n ? *n : 1) * sizeof *idx, 0);
+  *n = it ? it->numel : icl_lua_seq_len(L, arg, arg, ICL_LUA_SEQ_MAX, "indices");
+  int64_t *idx = icl_lua_seq_array(L, *n, sizeof *idx, "indices");
   for (int64_t i = 0; i < *n; i++) {
     int isint = 1;
     lua_Integer v = 0;
@@ -125,14 +128,15 @@ static int m_gather(lua_State *L) {
 /* Reads a list of tensors at arg into an array anchored on the stack; returns its count. */
 static const icl_tensor **check_list(lua_State *L, int arg, int *n) {
   luaL_checktype(L, arg, LUA_TTABLE);
-  lua_Integer len = luaL_len(L, arg);
-  luaL_argcheck(L, len >= 1 && len < (1 << 24), arg, "expected a non-empty list of tensors");
-  const icl_tensor **ts = lua_newuserdatauv(L, (size_t)len * sizeof *ts, 0);
+  lua_Integer len = icl_lua_seq_len(L, arg, arg, (1 << 24) - 1, "list of tensors");
+  luaL_argcheck(L, len >= 1, arg, "expected a non-empty list of tensors");
+  const icl_tensor **ts = icl_lua_seq_array(L, len, sizeof *ts, "list of tensors");
+  lua_createtable(L, (int)len, 0); /* keeps the entries alive: an __index may make each one afresh */
   for (lua_Integer i = 0; i < len; i++) {
     lua_geti(L, arg, i + 1);
     ts[i] = icl_lua_test_tensor(L, -1);
     if (!ts[i]) luaL_argerror(L, arg, lua_pushfstring(L, "entry %I is not an open tensor", i + 1));
-    lua_pop(L, 1); /* still referenced by the list */
+    lua_rawseti(L, -2, i + 1);
   }
   *n = (int)len;
   return ts;

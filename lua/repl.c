@@ -149,6 +149,14 @@ static char *read_line(repl *r, const char *prompt) {
 
 /* ---- history --------------------------------------------------------------------------------------------- */
 
+/* A failed history write (read-only home, full disk) is said once; the history then lives in memory only. */
+static void history_failed(repl *r, int e) {
+  if (!e) return;
+  fprintf(stderr, "icl: cannot write the history file %s: %s (history kept for this session only)\n", r->history,
+          strerror(e));
+  r->history[0] = '\0';
+}
+
 static void history_open(repl *r) {
   const char *env = getenv("ICL_HISTORY"), *home = getenv("HOME");
   if (env) snprintf(r->history, sizeof r->history, "%s", env);
@@ -158,7 +166,7 @@ static void history_open(repl *r) {
   history_comment_char = '#';
   history_write_timestamps = 1;  /* "#<time>" lines delimit entries ... */
   history_multiline_entries = 1; /* ... so a multi-line chunk comes back as one entry */
-  if (r->history[0] && read_history(r->history) == ENOENT) write_history(r->history);
+  if (r->history[0] && r->tty && read_history(r->history) == ENOENT) history_failed(r, write_history(r->history));
 }
 
 static void history_add(repl *r, const char *chunk) {
@@ -166,11 +174,11 @@ static void history_add(repl *r, const char *chunk) {
   HIST_ENTRY *last = history_length > 0 ? history_get(history_base + history_length - 1) : NULL;
   if (last && !strcmp(last->line, chunk)) return;
   add_history(chunk);
-  if (r->history[0]) append_history(1, r->history);
+  if (r->history[0]) history_failed(r, append_history(1, r->history));
 }
 
 static void history_close(repl *r) {
-  if (r->tty && r->history[0]) history_truncate_file(r->history, HISTORY_MAX);
+  if (r->tty && r->history[0]) history_failed(r, history_truncate_file(r->history, HISTORY_MAX));
 }
 
 /* ---- compiling a chunk ----------------------------------------------------------------------------------- */

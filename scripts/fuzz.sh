@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader with libFuzzer for SECONDS (default 60).
-# Builds build-fuzz (clang, -DICL_FUZZ=ON, ASan+UBSan, coverage on the whole core), writes a seed corpus
-# (small files from icl's own writer plus vocabulary files under 4 MiB), and exits non-zero on a crash.
-# Env: JOBS (make parallelism, default 2), MAX_LEN (default: the largest seed). Crash inputs land in build-fuzz/crash-*.
+# Fuzzes icl with libFuzzer for SECONDS (default 60) per target: the GGUF reader (gguf), the Lua binding (lua:
+# Lua snippets against tensors, a tiny model, graph, metrics, json and tensor files) and the tokenizers (tokenizer).
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default targets: gguf lua tokenizer)
+# Builds build-fuzz (clang, -DICL_FUZZ=ON, ASan+UBSan, coverage on the whole core), writes seed corpora, and exits
+# non-zero on a crash. Env: JOBS (make parallelism, default 2), MAX_LEN (gguf: default the largest seed).
+# Crash inputs land in build-fuzz/crash-<target>-*; corpora grow in build-fuzz/corpus-<target>.
 set -euo pipefail
 
 SECS=${1:-60}
+shift || true
+TARGETS=${*:-gguf lua tokenizer}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="$ROOT/build-fuzz"
 MAX_SEED=$((4 * 1024 * 1024))
@@ -23,24 +27,53 @@ fi
 # coverage inside the reader.
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DICL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
-make -C "$BUILD" -j"${JOBS:-2}" fuzz_gguf >/dev/null
+for t in $TARGETS; do make -C "$BUILD" -j"${JOBS:-2}" "fuzz_$t" >/dev/null; done
 
-# Seeds: the writer's own small files (built without the fuzzing runtime) and small real files.
-SEEDS="$BUILD/seeds-gguf"
-CORPUS="$BUILD/corpus-gguf"
-mkdir -p "$SEEDS" "$CORPUS"
-clang -std=c11 -O1 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "$ROOT/tests/fuzz/make_seeds.c" \
-  "$ROOT/src/gguf_read.c" "$ROOT/src/gguf_write.c" "$ROOT/src/types.c" "$ROOT/src/error.c" -o "$BUILD/make_seeds"
-"$BUILD/make_seeds" "$SEEDS"
-for f in "$ROOT"/../shared/tokenizer-tests/*.gguf "$ROOT"/models/*.gguf; do
-  [ -f "$f" ] && [ "$(stat -c %s "$f")" -lt "$MAX_SEED" ] && cp -f "$f" "$SEEDS/"
-done
+# size of a file, following symbolic links (a linked model measures as itself, not as the link)
+size_of() { stat -L -c %s "$1"; }
 
-# max_len: the largest seed, so that real vocabularies are mutated whole (MAX_LEN=4096 trades that
-# for ~100x more executions per second on the structure of small files).
-MAXLEN=${MAX_LEN:-$(stat -c %s "$SEEDS"/* | sort -n | tail -1)}
-echo "fuzz: $SECS s, $(ls "$SEEDS" | wc -l) seeds, max_len $MAXLEN"
-cd "$BUILD"
-./fuzz_gguf -max_total_time="$SECS" -max_len="$MAXLEN" -rss_limit_mb=2048 -timeout=10 \
-  -dict="$ROOT/tests/fuzz/gguf.dict" -artifact_prefix="$BUILD/crash-" -print_final_stats=1 \
-  "$CORPUS" "$SEEDS"
+seeds_gguf() { # the writer's own small files (built without the fuzzing runtime) and small vocabulary files
+  clang -std=c11 -O1 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "$ROOT/tests/fuzz/make_seeds.c" \
+    "$ROOT/src/gguf_read.c" "$ROOT/src/gguf_write.c" "$ROOT/src/types.c" "$ROOT/src/error.c" \
+    "$ROOT/src/file_read.c" "$ROOT/src/sigbus_guard.c" -lpthread -o "$BUILD/make_seeds"
+  "$BUILD/make_seeds" "$1"
+  # vocabulary-only files; never whole models (they are hundreds of MiB: far too slow to mutate)
+  for f in "$ROOT"/../shared/tokenizer-tests/*.gguf; do
+    [ -f "$f" ] && [ "$(size_of "$f")" -lt "$MAX_SEED" ] && cp -fL "$f" "$1/"
+  done
+  return 0
+}
+
+seeds_lua() { # the Lua tests and the fuzzer's own snippets (model, files, hostile tables)
+  cp -fL "$ROOT"/tests/lua/*.lua "$ROOT"/tests/fuzz/lua/*.lua "$1/"
+}
+
+seeds_tokenizer() { # the conformance inputs, one string per seed, behind a mode byte for each tokenizer kind
+  local n=0
+  for f in "$ROOT"/../shared/tokenizer-tests/*.inp; do
+    [ -f "$f" ] || continue
+    n=$((n + 1))
+    printf '\000' | cat - "$f" >"$1/bpe-$n"
+    printf '\001' | cat - "$f" >"$1/spm-$n"
+    printf '\006' | cat - "$f" >"$1/special-$n"
+  done
+}
+
+run_target() { # run_target NAME
+  local t=$1 seeds="$BUILD/seeds-$1" corpus="$BUILD/corpus-$1" extra=() leaks=1
+  mkdir -p "$seeds" "$corpus"
+  "seeds_$t" "$seeds"
+  case $t in
+  gguf) extra=(-max_len="${MAX_LEN:-$(for f in "$seeds"/*; do size_of "$f"; done | sort -n | tail -1)}"
+               -dict="$ROOT/tests/fuzz/gguf.dict") ;;
+  lua) extra=(-max_len=16384 -dict="$ROOT/tests/fuzz/lua.dict")
+       leaks=0 ;; # a Lua error raised mid-conversion may strand a malloc'd buffer: memory errors are the target
+  tokenizer) extra=(-max_len=4096) ;;
+  esac
+  echo "fuzz $t: $SECS s, $(ls "$seeds" | wc -l) seeds"
+  (cd "$BUILD" && ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=$leaks ICL_SOURCE_DIR="$ROOT" \
+    "./fuzz_$t" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=30 "${extra[@]}" \
+    -artifact_prefix="$BUILD/crash-$t-" -print_final_stats=1 "$corpus" "$seeds")
+}
+
+for t in $TARGETS; do run_target "$t"; done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: release build + ctest, AddressSanitizer/UBSan build + ctest, and the GGUF fuzzer.
+# The whole test suite: release build + ctest, AddressSanitizer/UBSan build + ctest, and the fuzzers (GGUF, Lua, tokenizer).
 # Usage: scripts/test.sh [--quick]   (--quick: release build and ctest only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ if [ "$quick" = 0 ]; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -j"$jobs" --output-on-failure --timeout 2400 -LE heavy)
 
-  echo "== GGUF fuzzer (60 s)"
-  scripts/fuzz.sh 60
+  echo "== fuzzers: GGUF reader, Lua API, tokenizers (60 s each)"
+  scripts/fuzz.sh 60 gguf lua tokenizer
 fi
 echo "test.sh: all passed in $(( $(date +%s) - start )) s"

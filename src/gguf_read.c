@@ -12,8 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "gguf_internal.h"
 #include "icl/gguf.h"
+#include "sigbus_guard.h"
 
 #define MAX_DEPTH 8          /* nesting levels of arrays of arrays */
 #define MIN_KV_BYTES 13      /* key length u64 + value type u32 + one value byte */
@@ -42,6 +44,8 @@ struct icl_gguf {
   const uint8_t *base; /* [size] the file image */
   size_t size;
   int mapped; /* base is our mmap */
+  int fd;     /* the mapped file (-1 if none), kept to notice changes under the mapping */
+  struct stat st; /* its size and times when mapped */
   uint32_t version, alignment;
   int64_t n_kv, n_tensors;
   gkv *kv;                   /* [n_kv] */
@@ -590,6 +594,7 @@ static int parse(icl_gguf *g, icl_error *err) {
 static icl_gguf *gguf_new(const char *name) {
   icl_gguf *g = calloc(1, sizeof *g);
   if (!g) return NULL;
+  g->fd = -1;
   g->hseed = ((uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull) ^ (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
   g->name = strdup(name ? name : "<memory>");
   if (!g->name) {
@@ -599,8 +604,10 @@ static icl_gguf *gguf_new(const char *name) {
   return g;
 }
 
+static int parse_cb(void *g, icl_error *err) { return parse(g, err); }
+
 static int finish_open(icl_gguf *g, icl_gguf **out, icl_error *err) {
-  int rc = parse(g, err);
+  int rc = icl_gguf_guarded(g, parse_cb, g, err);
   if (rc) {
     icl_gguf_close(g);
     return rc;
@@ -610,6 +617,24 @@ static int finish_open(icl_gguf *g, icl_gguf **out, icl_error *err) {
   icl_error_clear(err);
   *out = g;
   return ICL_OK;
+}
+
+/* 1 if the mapped file's size, modification time or inode changed since it was mapped. */
+static int file_changed(const icl_gguf *g) {
+  struct stat now;
+  if (fstat(g->fd, &now) != 0) return 1;
+  return now.st_size != g->st.st_size || now.st_ino != g->st.st_ino || now.st_mtim.tv_sec != g->st.st_mtim.tv_sec ||
+         now.st_mtim.tv_nsec != g->st.st_mtim.tv_nsec;
+}
+
+int icl_gguf_guarded(const icl_gguf *g, int (*fn)(void *ud, icl_error *err), void *ud, icl_error *err) {
+  if (!g->mapped) return fn(ud, err);
+  int rc = ICL_OK;
+  int cut = icl_sigbus_guard(g->base, g->size, fn, ud, err, &rc);
+  if (cut || file_changed(g))
+    return icl_error_set(err, ICL_EIO, "%s: changed while being read (truncated or rewritten by another process)",
+                         g->name);
+  return rc;
 }
 
 int icl_gguf_open_memory(const void *data, size_t size, const char *name, icl_gguf **out, icl_error *err) {
@@ -627,13 +652,10 @@ int icl_gguf_open_memory(const void *data, size_t size, const char *name, icl_gg
 /* Maps path read-only; an empty file maps to a static empty buffer. */
 static int map_file(icl_gguf *g, const char *path, icl_error *err) {
   static const uint8_t empty[1];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return icl_error_set(err, ICL_EIO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  int rc = ICL_OK;
-  if (fstat(fd, &st) != 0) rc = icl_error_set(err, ICL_EIO, "%s: cannot stat: %s", path, strerror(errno));
-  else if (!S_ISREG(st.st_mode)) rc = icl_error_set(err, ICL_EIO, "%s: not a regular file", path);
-  else if ((uint64_t)st.st_size > SIZE_MAX) rc = icl_error_set(err, ICL_EIO, "%s: too large to map", path);
+  int fd = icl_file_open_read(path, &st, err), rc = ICL_OK;
+  if (fd < 0) return ICL_EIO;
+  if ((uint64_t)st.st_size > SIZE_MAX) rc = icl_error_set(err, ICL_EIO, "%s: too large to map", path);
   if (rc || st.st_size == 0) {
     close(fd);
     g->base = empty;
@@ -641,8 +663,11 @@ static int map_file(icl_gguf *g, const char *path, icl_error *err) {
   }
   void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
-  close(fd);
-  if (p == MAP_FAILED) return icl_error_set(err, ICL_EIO, "%s: cannot map: %s", path, strerror(e));
+  if (p == MAP_FAILED) {
+    close(fd);
+    return icl_error_set(err, ICL_EIO, "%s: cannot map: %s", path, strerror(e));
+  }
+  g->fd = fd, g->st = st;
   g->base = p;
   g->size = (size_t)st.st_size;
   g->mapped = 1;
@@ -665,6 +690,7 @@ int icl_gguf_open(const char *path, icl_gguf **out, icl_error *err) {
 void icl_gguf_close(icl_gguf *g) {
   if (!g) return;
   if (g->mapped) munmap((void *)g->base, g->size);
+  if (g->fd >= 0) close(g->fd);
   for (int64_t i = 0; g->kv && i < g->n_kv; i++) free(g->kv[i].soff);
   free(g->kv);
   free(g->tensors);

@@ -128,8 +128,8 @@ static int pos_range(int64_t b, int64_t e, int64_t n, int64_t *pb, int64_t *pe, 
   if (b < 0) b += n;
   if (e <= 0) e += n;
   if (b < 0 || e > n || b >= e)
-    return icl_error_set(err, ICL_EINVAL, "%s: positions [%lld, %lld) are outside the run of %lld tokens", what,
-                         (long long)b, (long long)e, (long long)n);
+    return icl_error_set(err, ICL_EINVAL, "%s: positions %lld..%lld (1-based) are outside the run of %lld tokens",
+                         what, (long long)b + 1, (long long)e, (long long)n);
   *pb = b;
   *pe = e;
   return ICL_OK;
@@ -195,6 +195,14 @@ static size_t capture_bytes(struct icl_hookctx *hk, const cap *k) {
   return (size_t)(npos * (g.heads ? k->nsel * g.hsz : g.row)) * 4;
 }
 
+/* "1.50 GiB", "12.0 MiB" or "640 bytes": a size readable at any scale. */
+static const char *bytes_text(double b, char *buf, size_t cap) {
+  if (b >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", b / 1073741824.0);
+  else if (b >= 1048576.0) snprintf(buf, cap, "%.1f MiB", b / 1048576.0);
+  else snprintf(buf, cap, "%.0f bytes", b);
+  return buf;
+}
+
 static int setup_results(struct icl_hookctx *hk, icl_error *err) {
   icl_run_result *res = hk->res;
   size_t total = 0;
@@ -203,11 +211,12 @@ static int setup_results(struct icl_hookctx *hk, icl_error *err) {
   double limit = pages > 0 && psz > 0 ? 0.75 * (double)pages * (double)psz : 8e9;
   const char *env = getenv("ICL_MAX_CAPTURE_BYTES");
   if (env) limit = atof(env);
+  char need[32], lim[32];
   if (!hk->o->stream && (double)total > limit)
     return icl_error_set(err, ICL_ENOMEM,
-                         "captures need %.2f GiB of host memory, above the limit of %.2f GiB (ICL_MAX_CAPTURE_BYTES): "
-                         "capture fewer points, positions or heads, or stream chunks", total / 1073741824.0,
-                         limit / 1073741824.0);
+                         "captures need %s of host memory, above the limit of %s (ICL_MAX_CAPTURE_BYTES): "
+                         "capture fewer points, positions or heads, or stream chunks",
+                         bytes_text((double)total, need, sizeof need), bytes_text(limit, lim, sizeof lim));
   res->names = calloc((size_t)(hk->ncaps ? hk->ncaps : 1), sizeof *res->names);
   res->captures = calloc((size_t)(hk->ncaps ? hk->ncaps : 1), sizeof *res->captures);
   if (!res->names || !res->captures) return icl_error_set(err, ICL_ENOMEM, "captures: out of memory");
@@ -226,8 +235,11 @@ static int setup_results(struct icl_hookctx *hk, icl_error *err) {
 
 /* ---- interventions ---- */
 
-static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *name, void *ud, icl_error *err) {
+static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *point, void *ud, icl_error *err) {
   const icl_intervention *v = ud;
+  char name[192]; /* messages name the caller's entry and the point: "patch[1] (blocks.0.hook_z)" */
+  if (v->label) snprintf(name, sizeof name, "%s (%s)", v->label, point);
+  else snprintf(name, sizeof name, "%s", point);
   icl_model *m = hk->s->m;
   geom g = point_geom(m, hp);
   if (hp == HP_PATTERN)
@@ -262,10 +274,11 @@ static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *name, v
     rows = npos, src_row = t->numel / npos;
   if (rows < 0)
     return icl_error_set(err, ICL_EINVAL,
-                         "%s: value has %lld elements; expected %lld per position%s%s (positions [%lld, %lld))", name,
-                         (long long)t->numel, (long long)per_pos_sel,
+                         "%s: value has %lld elements; expected %lld per position%s%s (positions %lld..%lld, 1-based: "
+                         "%lld of them)", name, (long long)t->numel, (long long)per_pos_sel,
                          v->kind != ICL_IV_PATCH ? " (one row, broadcast)" : "",
-                         v->kind != ICL_IV_MEAN ? " or one row per position" : "", (long long)k->pb, (long long)k->pe);
+                         v->kind != ICL_IV_MEAN ? " or one row per position" : "", (long long)k->pb + 1,
+                         (long long)k->pe, (long long)npos);
   /* build rows of the selected heads only (vrow = nsel*hsz), scaled by coef for ADD; a broadcast MEAN row is
    * repeated for every position so that device copies never need a zero stride */
   int64_t src_rows = rows;
@@ -523,7 +536,8 @@ int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_
   if (!rc) rc = setup_results(hk, err);
   if (!rc) rc = alloc_device_needs(hk, err);
   if (!rc && o->logits != ICL_LOGITS_NONE) {
-    int64_t shape[2] = {o->logits == ICL_LOGITS_ALL ? n : 1, m->hp.n_vocab};
+    int64_t all = o->stream && o->on_chunk && n > m->chunk ? m->chunk : n; /* streaming: one chunk's rows at a time */
+    int64_t shape[2] = {o->logits == ICL_LOGITS_ALL ? all : 1, m->hp.n_vocab};
     res->logits = icl_tensor_new(2, shape);
     if (!res->logits)
       rc = icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld x %lld logits", (long long)shape[0],

@@ -178,6 +178,18 @@ static int read_model(icl_model *m, const icl_gguf *g, const icl_load_opts *o, i
   return bind_all(m, g, err);
 }
 
+typedef struct load_args {
+  icl_model *m;
+  const icl_gguf *g;
+  const icl_load_opts *o;
+} load_args;
+
+/* read_model under the file-change guard: weights are copied out of the mapping here. */
+static int read_model_cb(void *ud, icl_error *err) {
+  load_args *a = ud;
+  return read_model(a->m, a->g, a->o, err);
+}
+
 int icl_model_load(const char *path, const icl_load_opts *opts, icl_model **out, icl_error *err) {
   *out = NULL;
   icl_model *m = calloc(1, sizeof *m);
@@ -185,7 +197,7 @@ int icl_model_load(const char *path, const icl_load_opts *opts, icl_model **out,
   snprintf(m->path, sizeof m->path, "%s", path);
   icl_gguf *g = NULL;
   int rc = icl_gguf_open(path, &g, err);
-  if (!rc) rc = read_model(m, g, opts, err);
+  if (!rc) rc = icl_gguf_guarded(g, read_model_cb, &(load_args){m, g, opts}, err);
   icl_gguf_close(g);
   if (rc) {
     icl_model_free(m);
@@ -215,3 +227,4 @@ const icl_tokenizer *icl_model_tokenizer(const icl_model *m) { return m->tok; }
 const char *icl_model_backend(const icl_model *m) { return m->be->ops->name; }
 const char *icl_model_device(const icl_model *m) { return m->device; }
 size_t icl_model_weight_bytes(const icl_model *m) { return m->weight_bytes; }
+int icl_model_n_ctx(const icl_model *m) { return m->n_ctx; }

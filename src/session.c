@@ -1,4 +1,5 @@
 /* Sessions: the KV cache and chunk activations, incremental evaluation, and hooked runs. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,28 @@ int64_t icl_session_pos(const icl_session *s) { return s->n_past; }
 size_t icl_session_peak_bytes(const icl_session *s) { return s->bytes; }
 
 /* Reads logits rows of the chunk just evaluated into dst (row r of the chunk -> dst row r - first). */
-static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err) {
+/* Non-finite logits (NaN or Inf weights, an overflowing activation) are an error naming the run and the first
+ * position, not garbage handed on: rows [0, n) of dst are positions pos0.. of the run `what`. */
+static int check_finite(const float *dst, int64_t n, int64_t V, int64_t pos0, const char *what, icl_error *err) {
+  for (int64_t i = 0; i < n * V; i++)
+    if (!isfinite(dst[i]))
+      return icl_error_set(err, ICL_EFORMAT,
+                           "%s: the logits at position %lld (1-based; vocabulary entry %lld) are %s: the weights or "
+                           "activations are not finite (icl info --check MODEL finds non-finite weights)",
+                           what, (long long)(pos0 + i / V + 1), (long long)(i % V), isnan(dst[i]) ? "NaN" : "infinite");
+  return ICL_OK;
+}
+
+static int read_logits_raw(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err);
+
+/* Reads logits rows [first, first + n) of the chunk starting at run position c0 and checks them. */
+static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, int64_t c0, const char *what,
+                       icl_error *err) {
+  int rc = read_logits_raw(s, first, n, dst, err);
+  return rc ? rc : check_finite(dst, n, s->m->hp.n_vocab, c0 + first, what, err);
+}
+
+static int read_logits_raw(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err) {
   icl_backend *be = s->m->be;
   int64_t V = s->m->hp.n_vocab, step = s->a.logit_rows;
   if (n == 1 && first >= 1 && step >= 2) {
@@ -162,7 +184,7 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
   const icl_hparams *hp = &s->m->hp;
   if (n <= 0) return icl_error_set(err, ICL_EINVAL, "eval: no tokens");
   if (s->n_past + n > s->m->n_ctx)
-    return icl_error_set(err, ICL_EINVAL, "eval: %lld + %lld tokens exceed the context of %d (set n_ctx)",
+    return icl_error_set(err, ICL_EINVAL, "eval: %lld + %lld tokens exceed the context of %d (raise it: n_ctx in icl.load, --ctx on the command line)",
                          (long long)s->n_past, (long long)n, s->m->n_ctx);
   for (int64_t i = 0; i < n; i++)
     if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
@@ -172,8 +194,9 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
   for (int64_t c = 0; c < n; c += per) {
     int64_t nc = n - c < per ? n - c : per;
     int rc = icl_forward_chunk(s, tokens + c, nc, NULL, err);
-    if (!rc && logits && want_all) rc = read_logits(s, 0, nc, logits + c * hp->n_vocab, err);
-    if (!rc && logits && !want_all && c + nc == n) rc = read_logits(s, nc - 1, 1, logits, err);
+    int64_t p0 = s->n_past - nc; /* the chunk's first position in the session */
+    if (!rc && logits && want_all) rc = read_logits(s, 0, nc, logits + c * hp->n_vocab, p0, "eval", err);
+    if (!rc && logits && !want_all && c + nc == n) rc = read_logits(s, nc - 1, 1, logits, p0, "eval", err);
     if (rc) return rc;
   }
   return s->m->be->ops->sync(s->m->be, err);
@@ -223,11 +246,21 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
     }
     if ((rc = icl_hooks_chunk_begin(hk, c, nc, err))) break;
     if ((rc = icl_forward_chunk(s, tokens + c, nc, hk, err))) break;
-    if (opts->logits == ICL_LOGITS_ALL) rc = read_logits(s, 0, nc, res->logits->data + c * V, err);
-    else if (opts->logits == ICL_LOGITS_LAST && c + nc == n) rc = read_logits(s, nc - 1, 1, res->logits->data, err);
+    if (opts->logits == ICL_LOGITS_ALL && opts->stream && opts->on_chunk) { /* streaming: the tensor holds this chunk's rows only */
+      res->logits->shape[0] = nc, res->logits->numel = nc * V;
+      rc = read_logits(s, 0, nc, res->logits->data, c, "run", err);
+    } else if (opts->logits == ICL_LOGITS_ALL) {
+      rc = read_logits(s, 0, nc, res->logits->data + c * V, c, "run", err);
+    } else if (opts->logits == ICL_LOGITS_LAST && c + nc == n) {
+      rc = read_logits(s, nc - 1, 1, res->logits->data, c, "run", err);
+    }
     if (!rc) rc = icl_hooks_chunk_end(hk, c, nc, err);
   }
   if (!rc) rc = m->be->ops->sync(m->be, err);
+  if (opts->stream && opts->on_chunk && opts->logits == ICL_LOGITS_ALL) { /* the rows went to on_chunk: none kept */
+    icl_tensor_free(res->logits);
+    res->logits = NULL;
+  }
   icl_hooks_end(hk);
   s->inputs = NULL, s->inputs_n = 0;
   if (rc) icl_run_result_free(res);

@@ -12,15 +12,31 @@
 
 /* ---- allocation ------------------------------------------------------------------------------------------ */
 
-/* Element count of a shape, or -1 if a dimension is negative or the count overflows. */
+static int64_t numel_limit = ICL_TENSOR_MAX_NUMEL; /* lowered by fuzz targets (icl_tensor_limit_numel) */
+
+void icl_tensor_limit_numel(int64_t max) { numel_limit = max > 0 && max < ICL_TENSOR_MAX_NUMEL ? max : ICL_TENSOR_MAX_NUMEL; }
+
+/* Element count of a shape, or -1 if a dimension is negative or the shape is too large. Zero-sized dimensions
+ * count as 1 in the bound, so that no product of dimensions (strides, outer/inner splits) can overflow. */
 static int64_t shape_numel(int ndim, const int64_t *shape) {
-  int64_t n = 1;
+  int64_t n = 1, bound = 1;
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) return -1;
-    if (shape[i] && n > (INT64_MAX / 8) / shape[i]) return -1;
-    n *= shape[i];
+    if (shape[i] < 0 || shape[i] > numel_limit) return -1;
+    int64_t d = shape[i] ? shape[i] : 1;
+    if (bound > numel_limit / d) return -1;
+    bound *= d, n *= shape[i];
   }
   return n;
+}
+
+int icl_tensor_check_shape(int ndim, const int64_t *shape, const char *what, icl_error *err) {
+  char s[160];
+  if (ndim < 0 || ndim > MAXD)
+    return icl_error_set(err, ICL_EINVAL, "%s: %d dimensions (expected 0..%d)", what, ndim, MAXD);
+  if (shape_numel(ndim, shape) < 0)
+    return icl_error_set(err, ICL_EINVAL, "%s: bad shape %s (each dimension >= 0, product of the non-zero "
+                         "dimensions <= 2^40)", what, icl_tensor_shape_str(ndim, shape, s, sizeof s));
+  return ICL_OK;
 }
 
 icl_tensor *icl_tensor_new(int ndim, const int64_t *shape) {
@@ -62,6 +78,8 @@ const char *icl_tensor_shape_str(int ndim, const int64_t *shape, char *buf, size
 
 /* Allocates *out or reports ENOMEM with the shape. */
 static int alloc_out(int ndim, const int64_t *shape, icl_tensor **out, icl_error *err) {
+  *out = NULL;
+  if (icl_tensor_check_shape(ndim, shape, "result", err)) return ICL_EINVAL;
   *out = icl_tensor_new(ndim, shape);
   if (*out) return ICL_OK;
   char s[96];
@@ -70,8 +88,7 @@ static int alloc_out(int ndim, const int64_t *shape, icl_tensor **out, icl_error
 }
 
 int icl_tensor_full(int ndim, const int64_t *shape, float v, icl_tensor **out, icl_error *err) {
-  if (ndim < 0 || ndim > MAXD || shape_numel(ndim, shape) < 0)
-    return icl_error_set(err, ICL_EINVAL, "bad shape (up to %d dimensions, each >= 0)", MAXD);
+  if (icl_tensor_check_shape(ndim, shape, "tensor", err)) return ICL_EINVAL;
   int rc = alloc_out(ndim, shape, out, err);
   for (int64_t i = 0; rc == ICL_OK && i < (*out)->numel; i++) (*out)->data[i] = v;
   return rc;
@@ -79,7 +96,8 @@ int icl_tensor_full(int ndim, const int64_t *shape, float v, icl_tensor **out, i
 
 int icl_tensor_reshape(const icl_tensor *a, int ndim, const int64_t *shape, icl_tensor **out, icl_error *err) {
   char s1[96], s2[96];
-  if (ndim < 0 || ndim > MAXD || shape_numel(ndim, shape) != a->numel)
+  if (icl_tensor_check_shape(ndim, shape, "reshape", err)) return ICL_EINVAL;
+  if (shape_numel(ndim, shape) != a->numel)
     return icl_error_set(err, ICL_EINVAL, "cannot reshape %s (%lld elements) to %s",
                          icl_tensor_shape_str(a->ndim, a->shape, s1, sizeof s1), (long long)a->numel,
                          icl_tensor_shape_str(ndim < 0 || ndim > MAXD ? 0 : ndim, shape, s2, sizeof s2));
@@ -390,6 +408,8 @@ int icl_tensor_cat(const icl_tensor *const *ts, int n, int dim, icl_tensor **out
                            k + 1, icl_tensor_shape_str(ts[k]->ndim, ts[k]->shape, s1, sizeof s1),
                            icl_tensor_shape_str(ts[0]->ndim, ts[0]->shape, s2, sizeof s2), dim + 1);
     }
+    if (total > ICL_TENSOR_MAX_NUMEL - ts[k]->shape[dim])
+      return icl_error_set(err, ICL_EINVAL, "cat: dimension %d of the result exceeds 2^40", dim + 1);
     total += ts[k]->shape[dim];
   }
   for (int i = 0; i < ts[0]->ndim; i++) shape[i] = i == dim ? total : ts[0]->shape[i];

@@ -1,12 +1,15 @@
 /* Host tensor files: .npy (version 1.0 written; 1.0-3.0 read) and safetensors, both written atomically
  * (temporary file in the same directory, then rename). Little-endian hosts only, as both formats are. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "icl/tensor.h"
 #include "icl/types.h"
 #include "tensor_ops.h"
@@ -25,9 +28,32 @@ typedef struct tmpfile_t {
   char path[4096];
 } tmpfile_t;
 
+/* Removes "<path>.tmp.<pid>" files left by writers of the same target that died (kill -9, power loss): their
+ * process no longer exists. Files of live processes, and anything else, are left alone. */
+static void remove_stale_tmps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  const char *base = slash ? slash + 1 : path;
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char *end;
+    if (strncmp(e->d_name, base, blen) || strncmp(e->d_name + blen, ".tmp.", 5)) continue;
+    long pid = strtol(e->d_name + blen + 5, &end, 10);
+    if (end == e->d_name + blen + 5 || *end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char p[8192];
+    snprintf(p, sizeof p, "%s%s%s", dir, slash ? "" : "/", e->d_name);
+    unlink(p);
+  }
+  if (d) closedir(d);
+}
+
 static int tmp_open(tmpfile_t *t, const char *path, icl_error *err) {
   if ((size_t)snprintf(t->path, sizeof t->path, "%s.tmp.%ld", path, (long)getpid()) >= sizeof t->path)
     return icl_error_set(err, ICL_EINVAL, "%s: path too long", path);
+  remove_stale_tmps(path);
   t->f = fopen(t->path, "wb");
   if (!t->f) return icl_error_set(err, ICL_EIO, "%s: cannot create: %s", t->path, strerror(errno));
   return ICL_OK;
@@ -78,17 +104,34 @@ int icl_tensor_save_npy(const icl_tensor *t, const char *path, icl_error *err) {
   return tmp_finish(&tf, path, ok, err);
 }
 
-/* Finds 'key' in a header dict and returns the text after its colon (spaces skipped), or NULL. */
+/* Finds the key 'key' of a header dict and returns the text after its colon (spaces skipped), or NULL. Only
+ * quoted strings in key position count: 'shape' inside another key's string value does not match. */
 static const char *npy_field(const char *h, const char *key) {
-  char pat[32];
-  snprintf(pat, sizeof pat, "'%s'", key);
-  const char *p = strstr(h, pat);
-  if (!p) return NULL;
-  p += strlen(pat);
-  while (*p == ' ') p++;
-  if (*p++ != ':') return NULL;
-  while (*p == ' ') p++;
-  return p;
+  size_t klen = strlen(key);
+  int depth = 0, expect_key = 0;
+  for (const char *p = h; *p; p++) {
+    char c = *p;
+    if (c == '\'' || c == '"') {
+      const char *q = strchr(p + 1, c);
+      if (!q) return NULL;
+      if (expect_key && depth == 1 && (size_t)(q - p - 1) == klen && !strncmp(p + 1, key, klen)) {
+        for (p = q + 1; *p == ' '; p++) {}
+        if (*p++ != ':') return NULL;
+        while (*p == ' ') p++;
+        return p;
+      }
+      p = q, expect_key = 0;
+    } else if (c == '{' || c == '(' || c == '[') {
+      depth++, expect_key = c == '{' && depth == 1;
+    } else if (c == '}' || c == ')' || c == ']') {
+      depth--;
+    } else if (c == ',' && depth == 1) {
+      expect_key = 1;
+    } else if (c != ' ') {
+      expect_key = 0;
+    }
+  }
+  return NULL;
 }
 
 /* Parses "(2, 3)", "(3,)", "()" into shape; returns the number of dims or -1. */
@@ -127,7 +170,7 @@ static int npy_parse_header(const char *path, const char *h, npy_info *ni, icl_e
   if (ni->ndim < 0) return icl_error_set(err, ICL_EFORMAT, "%s: npy header has a malformed 'shape'", path);
   if (strncmp(fo, "False", 5) && ni->ndim > 1)
     return icl_error_set(err, ICL_EUNSUPPORTED, "%s: fortran_order arrays are not supported", path);
-  return ICL_OK;
+  return icl_tensor_check_shape(ni->ndim, ni->shape, path, err) ? ICL_EFORMAT : ICL_OK;
 }
 
 /* Reads n elements of size elsize into f32 data. */
@@ -189,8 +232,8 @@ static int npy_read(FILE *f, const char *path, icl_tensor **out, icl_error *err)
 
 int icl_tensor_load_npy(const char *path, icl_tensor **out, icl_error *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return icl_error_set(err, ICL_EIO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f = icl_file_fopen_read(path, err);
+  if (!f) return ICL_EIO;
   int rc = npy_read(f, path, out, err);
   fclose(f);
   return rc;
@@ -298,6 +341,7 @@ static int st_parse_entry(const char *path, const cJSON *e, uint64_t data_len, s
       return icl_error_set(err, ICL_EFORMAT, "%s: tensor '%s' has a bad shape", path, name);
     se->shape[d] = (int64_t)v, numel *= v;
   }
+  if (icl_tensor_check_shape(se->ndim, se->shape, path, err)) return ICL_EFORMAT;
   if (!json_u64(cJSON_GetArrayItem(of, 0), &se->begin) || !json_u64(cJSON_GetArrayItem(of, 1), &se->end) ||
       se->begin > se->end || se->end > data_len || se->end - se->begin != numel * (se->elsize == 4 ? 4 : 2))
     return icl_error_set(err, ICL_EFORMAT, "%s: tensor '%s' has data_offsets that do not fit its shape or the file",
@@ -350,6 +394,23 @@ static int st_read_header(FILE *f, const char *path, cJSON **root, long *data_st
   return ICL_OK;
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The saver refuses empty and duplicate names; so does the loader (a duplicate would shadow a tensor). Sorted,
+ * so that a header of a million entries is checked in O(n log n). */
+static int st_check_loaded_names(const char *path, const cJSON *root, int cap, icl_error *err) {
+  const char **v = malloc(((size_t)cap + 1) * sizeof *v);
+  if (!v) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory", path);
+  int n = 0, rc = ICL_OK;
+  for (const cJSON *e = root->child; e && n < cap; e = e->next) v[n++] = e->string;
+  qsort(v, (size_t)n, sizeof *v, cmp_names);
+  if (n && !v[0][0]) rc = icl_error_set(err, ICL_EFORMAT, "%s: a tensor has an empty name", path);
+  for (int i = 1; !rc && i < n; i++)
+    if (!strcmp(v[i - 1], v[i])) rc = icl_error_set(err, ICL_EFORMAT, "%s: tensor name '%s' appears twice", path, v[i]);
+  free(v);
+  return rc;
+}
+
 static void st_free_lists(int n, char **names, icl_tensor **ts) {
   for (int i = 0; i < n; i++) {
     free(names ? names[i] : NULL);
@@ -369,6 +430,7 @@ static int st_read_all(FILE *f, const char *path, int *n, char ***names, icl_ten
   char **nm = calloc((size_t)cap + 1, sizeof *nm);
   icl_tensor **tv = calloc((size_t)cap + 1, sizeof *tv);
   if (!nm || !tv) rc = icl_error_set(err, ICL_ENOMEM, "%s: cannot allocate the tensor list", path);
+  if (!rc) rc = st_check_loaded_names(path, root, cap, err);
   for (const cJSON *e = root->child; !rc && e; e = e->next) {
     if (!strcmp(e->string, "__metadata__")) continue;
     st_entry se;
@@ -389,8 +451,8 @@ static int st_read_all(FILE *f, const char *path, int *n, char ***names, icl_ten
 
 int icl_tensor_load_safetensors(const char *path, int *n, char ***names, icl_tensor ***ts, icl_error *err) {
   *n = 0, *names = NULL, *ts = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return icl_error_set(err, ICL_EIO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f = icl_file_fopen_read(path, err);
+  if (!f) return ICL_EIO;
   int rc = st_read_all(f, path, n, names, ts, err);
   fclose(f);
   return rc;

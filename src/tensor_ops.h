@@ -15,6 +15,16 @@ typedef enum icl_redop {
   ICL_RED_NORM /* L2 */
 } icl_redop;
 
+/* The largest product of a shape's non-zero dimensions (2^40): bounds every size and stride computation. */
+#define ICL_TENSOR_MAX_NUMEL ((int64_t)1 << 40)
+
+/* Checks ndim (0..4) and shape (dims >= 0, product of the non-zero ones <= ICL_TENSOR_MAX_NUMEL); what names the
+ * caller in the message. Every constructor, reshape and file header goes through it. */
+int icl_tensor_check_shape(int ndim, const int64_t *shape, const char *what, icl_error *err);
+
+/* Lowers the shape bound for this process (fuzz targets: keeps single allocations small); <= 0 restores it. */
+void icl_tensor_limit_numel(int64_t max);
+
 /* Formats a shape as "[2, 3]" into buf (returns buf). */
 const char *icl_tensor_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 

@@ -133,9 +133,16 @@ static int64_t get_int_or(const icl_gguf *g, const char *key, int64_t def) {
 }
 
 /* A token id from metadata, or -1 when absent or outside the vocabulary. */
-static int32_t get_id(const icl_tokenizer *t, const icl_gguf *g, const char *key) {
-  int64_t v = get_int_or(g, key, -1);
-  return v >= 0 && v < t->n_vocab ? (int32_t)v : -1;
+/* A special token id: -1 when the key is absent; an id outside the vocabulary is an error, not "none". */
+static int get_id(const icl_tokenizer *t, const icl_gguf *g, const char *key, int32_t *out, icl_error *err) {
+  int64_t i = icl_gguf_find_key(g, key), v = -1;
+  *out = -1;
+  if (i < 0) return ICL_OK;
+  if (icl_gguf_kv_int(g, i, &v) != ICL_OK || v < 0 || v >= t->n_vocab)
+    return icl_error_set(err, ICL_EFORMAT, "%s: key '%s' = %lld, expected a token id in 0..%d", icl_gguf_name(g), key,
+                         (long long)v, t->n_vocab - 1);
+  *out = (int32_t)v;
+  return ICL_OK;
 }
 
 /* Whether array elements of GGUF type at can be read as kind (ICL_GGUF_STRING, _I32: any integer, _F32: any float). */
@@ -208,7 +215,11 @@ static int load_types_scores(icl_tokenizer *t, const icl_gguf *g, icl_error *err
   if (rc) return rc;
   for (int32_t i = 0; k >= 0 && i < t->n_vocab; i++) {
     int64_t v;
-    if (icl_gguf_arr_int(g, k, (uint64_t)i, &v) == ICL_OK && v >= TOK_NORMAL && v <= TOK_BYTE) t->type[i] = (uint8_t)v;
+    if (icl_gguf_arr_int(g, k, (uint64_t)i, &v) != ICL_OK || v < 0 || v > TOK_BYTE)
+      return icl_error_set(err, ICL_EFORMAT, "%s: tokenizer.ggml.token_type[%d] = %lld, expected 0..%d (0 undefined, "
+                           "1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)", icl_gguf_name(g), i,
+                           (long long)v, TOK_BYTE);
+    if (v >= TOK_NORMAL) t->type[i] = (uint8_t)v; /* 0 (undefined) reads as normal */
   }
   k = find_array(g, "tokenizer.ggml.scores", ICL_GGUF_F32, (uint64_t)t->n_vocab, err, &rc);
   if (rc) return rc;
@@ -285,16 +296,19 @@ static int load_header(icl_tokenizer *t, const icl_gguf *g, icl_error *err) {
   return ICL_OK;
 }
 
-static void load_ids(icl_tokenizer *t, const icl_gguf *g) {
-  t->bos = get_id(t, g, "tokenizer.ggml.bos_token_id");
-  t->eos = get_id(t, g, "tokenizer.ggml.eos_token_id");
-  t->eot = get_id(t, g, "tokenizer.ggml.eot_token_id");
-  t->unk = get_id(t, g, "tokenizer.ggml.unknown_token_id");
+static int load_ids(icl_tokenizer *t, const icl_gguf *g, icl_error *err) {
+  int rc;
+  if ((rc = get_id(t, g, "tokenizer.ggml.bos_token_id", &t->bos, err)) ||
+      (rc = get_id(t, g, "tokenizer.ggml.eos_token_id", &t->eos, err)) ||
+      (rc = get_id(t, g, "tokenizer.ggml.eot_token_id", &t->eot, err)) ||
+      (rc = get_id(t, g, "tokenizer.ggml.unknown_token_id", &t->unk, err)))
+    return rc;
   if (t->unk < 0 && t->kind == TOK_KIND_SPM) t->unk = tok_lookup(t, "<unk>", 5);
   /* SentencePiece vocabularies add BOS unless told otherwise; byte-level BPE ones only for llama3 */
   int def_bos = t->kind == TOK_KIND_SPM || !strcmp(t->pre, "llama3") || !strcmp(t->pre, "llama-bpe") ||
                 !strcmp(t->pre, "llama-v3");
   t->add_bos = get_int_or(g, "tokenizer.ggml.add_bos_token", def_bos) != 0;
+  return ICL_OK;
 }
 
 int icl_tokenizer_from_gguf(const icl_gguf *g, icl_tokenizer **out, icl_error *err) {
@@ -306,8 +320,8 @@ int icl_tokenizer_from_gguf(const icl_gguf *g, icl_tokenizer **out, icl_error *e
   if (!rc) rc = load_pieces(t, g, err);
   if (!rc) rc = load_types_scores(t, g, err);
   if (!rc) rc = build_map(t);
+  if (!rc) rc = load_ids(t, g, err);
   if (!rc) {
-    load_ids(t, g);
     index_specials(t);
     rc = t->kind == TOK_KIND_BPE ? tok_bpe_init(t, g, err) : tok_spm_init(t, g, err);
   }

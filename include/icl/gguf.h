@@ -43,6 +43,10 @@ int icl_gguf_open(const char *path, icl_gguf **out, icl_error *err);
 /* Parses and validates a GGUF image in memory (not copied; must outlive the handle); name is for messages. */
 int icl_gguf_open_memory(const void *data, size_t size, const char *name, icl_gguf **out, icl_error *err);
 
+/* Runs fn(ud, err), which reads g's mapped data, and returns its result, or ICL_EIO "changed while being read"
+ * when the file was truncated (SIGBUS on the mapping) or rewritten meanwhile. Every reader of the mapping uses it. */
+int icl_gguf_guarded(const icl_gguf *g, int (*fn)(void *ud, icl_error *err), void *ud, icl_error *err);
+
 /* Unmaps and frees; NULL is allowed. */
 void icl_gguf_close(icl_gguf *g);
 

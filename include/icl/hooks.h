@@ -37,6 +37,7 @@ typedef struct icl_intervention {
   float coef;                                 /* ADD */
   int layer;                                  /* KNOCKOUT */
   const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) */
+  const char *label;                          /* NULL, or the caller's name for it in messages ("patch[1]") */
 } icl_intervention;
 
 /* Slow-path host callback: receives a point's value [pos, ...] for positions pos0.. of the current chunk;

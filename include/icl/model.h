@@ -60,6 +60,9 @@ const char *icl_model_device(const icl_model *m);
 /* Bytes of device memory held by the weights and by the current session buffers. */
 size_t icl_model_weight_bytes(const icl_model *m);
 
+/* The context (KV cache capacity in tokens) sessions and runs of this model get. */
+int icl_model_n_ctx(const icl_model *m);
+
 /* Creates a session (KV cache of the model's n_ctx) for incremental evaluation. */
 int icl_session_new(icl_model *m, icl_session **out, icl_error *err);
 

@@ -16,6 +16,13 @@ char *cli_read_file(const char *path, size_t *len, icl_error *err);
 int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_float(const char *cmd, const char *opt, const char *s, double *out);
 
+/* cli_float restricted to a finite number in [lo, hi] (NaN, infinities and values outside are refused). */
+int cli_float_in(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+
+/* Flushes stdout and checks it for errors (a full disk, a closed pipe): prints "icl CMD: cannot write the output"
+ * and returns 2 when writing failed; otherwise rc. Every command's exit goes through it. */
+int cli_finish_output(const char *cmd, int rc);
+
 /* 1 if stderr is a terminal (progress display). */
 int cli_progress_enabled(void);
 

@@ -8,10 +8,12 @@
 
 #include "cli.h"
 #include "icl/gguf.h"
+#include "info_check.h"
+#include "text_safe.h"
 
 typedef struct info_opts {
   const char *path;
-  int tensors, json;
+  int tensors, json, check;
 } info_opts;
 
 /* Hyperparameters shown first, in this order, when present under "<arch>.". */
@@ -25,11 +27,12 @@ static const char *const HPARAMS[] = {
 #define N_HPARAMS (sizeof HPARAMS / sizeof HPARAMS[0])
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: icl info [--tensors] [--json] MODEL.gguf\n\n"
+  fprintf(f, "usage: icl info [--tensors] [--json] [--check] MODEL.gguf\n\n"
              "Prints the GGUF version, architecture, hyperparameters, tokenizer, vocabulary size\n"
              "and tensor counts and bytes by type.\n\n"
              "  --tensors   also list every tensor (name, type, shape, bytes, offset)\n"
-             "  --json      print the same as JSON\n");
+             "  --json      print the same as JSON\n"
+             "  --check     scan every tensor for NaN and Inf values (exit 2 naming them if any)\n");
 }
 
 /* Returns -1 to continue, else an exit status. */
@@ -42,6 +45,7 @@ static int parse_args(int argc, char **argv, info_opts *o) {
     }
     if (!strcmp(a, "--tensors")) o->tensors = 1;
     else if (!strcmp(a, "--json")) o->json = 1;
+    else if (!strcmp(a, "--check")) o->check = 1;
     else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "icl info: unknown option '%s' (see icl info --help)\n", a);
       return 2;
@@ -88,7 +92,10 @@ static void array_text(const icl_gguf *g, int64_t i, char *buf, size_t cap) {
     char e[40] = "?";
     int64_t iv = 0;
     double dv = 0;
-    if (et == ICL_GGUF_STRING) snprintf(e, sizeof e, "\"%.30s\"", icl_gguf_arr_str(g, i, j, NULL));
+    size_t len = 0;
+    const char *s = et == ICL_GGUF_STRING ? icl_gguf_arr_str(g, i, j, &len) : NULL;
+    char safe[34];
+    if (s) snprintf(e, sizeof e, "\"%s\"", icl_text_display(s, len, safe, sizeof safe));
     else if (et != ICL_GGUF_ARRAY) {
       icl_gguf_arr_int(g, i, j, &iv);
       icl_gguf_arr_float(g, i, j, &dv);
@@ -101,7 +108,9 @@ static void array_text(const icl_gguf *g, int64_t i, char *buf, size_t cap) {
 
 static void value_text(const icl_gguf *g, int64_t i, char *buf, size_t cap) {
   int t = (int)icl_gguf_kv_type(g, i);
-  if (t == ICL_GGUF_STRING) snprintf(buf, cap, "%s", icl_gguf_kv_str(g, i, NULL));
+  size_t len = 0;
+  const char *s = t == ICL_GGUF_STRING ? icl_gguf_kv_str(g, i, &len) : NULL;
+  if (s) icl_text_display(s, len, buf, cap); /* untrusted metadata: no terminal escapes, valid UTF-8 */
   else if (t == ICL_GGUF_ARRAY) array_text(g, i, buf, cap);
   else scalar_text(g, i, buf, cap);
 }
@@ -112,11 +121,20 @@ static cJSON *num_json(int t, int64_t iv, double dv) {
   return cJSON_CreateNumber((double)iv);
 }
 
+/* A JSON string of untrusted bytes: invalid UTF-8 becomes U+FFFD (JSON readers refuse it). */
+static cJSON *json_str(const char *s, size_t len) {
+  char *fixed = icl_utf8_fix(s ? s : "", s ? len : 0);
+  cJSON *j = cJSON_CreateString(fixed ? fixed : "");
+  free(fixed);
+  return j;
+}
+
 static cJSON *value_json(const icl_gguf *g, int64_t i) {
   int t = (int)icl_gguf_kv_type(g, i);
   int64_t iv = 0;
   double dv = 0;
-  if (t == ICL_GGUF_STRING) return cJSON_CreateString(icl_gguf_kv_str(g, i, NULL));
+  size_t len = 0;
+  if (t == ICL_GGUF_STRING) return json_str(icl_gguf_kv_str(g, i, &len), len);
   if (t != ICL_GGUF_ARRAY) {
     icl_gguf_kv_int(g, i, &iv);
     icl_gguf_kv_float(g, i, &dv);
@@ -126,7 +144,9 @@ static cJSON *value_json(const icl_gguf *g, int64_t i) {
   cJSON *a = cJSON_CreateArray();
   for (uint64_t j = 0; j < icl_gguf_arr_len(g, i) && et != ICL_GGUF_ARRAY; j++) {
     if (et == ICL_GGUF_STRING) {
-      cJSON_AddItemToArray(a, cJSON_CreateString(icl_gguf_arr_str(g, i, j, NULL)));
+      size_t len = 0;
+      const char *s = icl_gguf_arr_str(g, i, j, &len);
+      cJSON_AddItemToArray(a, json_str(s, len));
       continue;
     }
     icl_gguf_arr_int(g, i, j, &iv);
@@ -163,13 +183,16 @@ static void each_hparam(const icl_gguf *g, const char *arch, void (*fn)(const ic
 static void hparam_print(const icl_gguf *g, int64_t i, const char *suffix, void *ctx) {
   char v[512], label[300];
   (void)ctx;
+  char key[256];
   value_text(g, i, v, sizeof v);
-  snprintf(label, sizeof label, "%s:", suffix);
+  snprintf(label, sizeof label, "%s:", icl_text_display(suffix, strlen(suffix), key, sizeof key));
   printf("  %-36s %s\n", label, v);
 }
 
 static void hparam_json(const icl_gguf *g, int64_t i, const char *suffix, void *ctx) {
-  cJSON_AddItemToObject((cJSON *)ctx, suffix, value_json(g, i));
+  char *key = icl_utf8_fix(suffix, strlen(suffix));
+  if (key) cJSON_AddItemToObject((cJSON *)ctx, key, value_json(g, i));
+  free(key);
 }
 
 /* ---- tensors ---- */
@@ -215,9 +238,10 @@ static void print_tensor_table(const icl_gguf *g) {
   printf("\n%5s  %-*s  %-6s  %-24s %14s %14s\n", "#", w, "name", "type", "shape", "bytes", "offset");
   for (int64_t i = 0; i < icl_gguf_n_tensors(g); i++) {
     const icl_gguf_tensor *t = icl_gguf_tensor_at(g, i);
-    char shape[128];
+    char shape[128], name[256];
     shape_text(t, shape, sizeof shape);
-    printf("%5" PRId64 "  %-*s  %-6s  %-24s %14zu %14" PRIu64 "\n", i, w, t->name, icl_type_name(t->type), shape,
+    icl_text_display(t->name, strlen(t->name), name, sizeof name);
+    printf("%5" PRId64 "  %-*s  %-6s  %-24s %14zu %14" PRIu64 "\n", i, w, name, icl_type_name(t->type), shape,
            t->nbytes, t->offset);
   }
 }
@@ -229,9 +253,14 @@ static int64_t vocab_size(const icl_gguf *g) {
   return k >= 0 && icl_gguf_arr_type(g, k) == ICL_GGUF_STRING ? (int64_t)icl_gguf_arr_len(g, k) : -1;
 }
 
+/* A metadata string made safe for a terminal (a few rotating buffers: several may appear in one printf). */
 static const char *str_or(const icl_gguf *g, const char *key, const char *dflt) {
+  static char bufs[4][512];
+  static int next;
   const char *s = icl_gguf_get_str(g, key);
-  return s ? s : dflt;
+  if (!s) return dflt;
+  char *b = bufs[next++ % 4];
+  return icl_text_display(s, strlen(s), b, sizeof bufs[0]);
 }
 
 static void print_text(const icl_gguf *g, const info_opts *o) {
@@ -263,7 +292,7 @@ static cJSON *tensors_json(const icl_gguf *g) {
     const icl_gguf_tensor *t = icl_gguf_tensor_at(g, i);
     cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray();
     for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->ne[d]));
-    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddItemToObject(o, "name", json_str(t->name, strlen(t->name)));
     cJSON_AddStringToObject(o, "type", icl_type_name(t->type));
     cJSON_AddItemToObject(o, "shape", shape);
     cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
@@ -286,7 +315,7 @@ static cJSON *types_json(const type_stats *s) {
 }
 
 static void add_str_or_null(cJSON *o, const char *name, const char *s) {
-  if (s) cJSON_AddStringToObject(o, name, s);
+  if (s) cJSON_AddItemToObject(o, name, json_str(s, strlen(s)));
   else cJSON_AddNullToObject(o, name);
 }
 
@@ -295,7 +324,7 @@ static cJSON *info_json(const icl_gguf *g, const info_opts *o) {
   type_stats s;
   tensor_stats(g, &s);
   cJSON *j = cJSON_CreateObject(), *hp = cJSON_CreateObject(), *tok = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "file", icl_gguf_name(g));
+  cJSON_AddItemToObject(j, "file", json_str(icl_gguf_name(g), strlen(icl_gguf_name(g))));
   cJSON_AddNumberToObject(j, "size", (double)icl_gguf_size(g));
   cJSON_AddNumberToObject(j, "version", icl_gguf_version(g));
   cJSON_AddNumberToObject(j, "alignment", icl_gguf_alignment(g));
@@ -339,8 +368,14 @@ int icl_cmd_info(int argc, char **argv) {
     return err.code == ICL_ENOMEM ? 1 : 2;
   }
   rc = 0;
-  if (o.json) rc = print_json(g, &o);
-  else print_text(g, &o);
+  if (o.check) {
+    if ((rc = cli_info_check(g, &err))) fprintf(stderr, "icl info: %s\n", err.msg);
+    rc = rc == ICL_ENOMEM ? 1 : rc ? 2 : 0;
+  } else if (o.json) {
+    rc = print_json(g, &o);
+  } else {
+    print_text(g, &o);
+  }
   icl_gguf_close(g);
   return rc;
 }

@@ -64,7 +64,7 @@ static int score(icl_model *m, const int32_t *ids, int64_t n, long ctx, long max
   icl_session_free(s);
   free(win);
   free(logits);
-  return rc ? 1 : 0;
+  return rc == ICL_EFORMAT ? 2 : rc ? 1 : 0; /* non-finite logits: the model file is bad */
 }
 
 int icl_cmd_perplexity(int argc, char **argv) {
@@ -73,6 +73,7 @@ int icl_cmd_perplexity(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) { ppl_usage(stdout); return 0; }
+    if (o[0] != '-') { fprintf(stderr, "icl perplexity: unexpected argument '%s' (options take -m, -f, ...)\n", o); return 2; }
     if (!v) { fprintf(stderr, "icl perplexity: %s needs a value\n", o); return 2; }
     if (!strcmp(o, "-m")) model = v;
     else if (!strcmp(o, "-f")) file = v;

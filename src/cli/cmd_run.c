@@ -18,7 +18,9 @@ typedef struct run_args {
 static void run_usage(FILE *f) {
   fprintf(f, "usage: icl run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
              "               [--chat] [--stats] [--backend auto|cpu|vulkan|ref] [--ctx N]\n"
-             "  --temp 0 is greedy (the default is 0.7); --chat wraps the prompt in the model's chat template\n");
+             "  --temp 0 is greedy (the default is 0.7, range 0..100); --top-p in 0..1; --chat wraps the prompt in the\n"
+             "  model's chat template. Generation stops at -n tokens, the end of text, or a full context (--ctx,\n"
+             "  default the model's); --stats says which\n");
 }
 
 static int parse(int argc, char **argv, run_args *a) {
@@ -29,6 +31,7 @@ static int parse(int argc, char **argv, run_args *a) {
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) { run_usage(stdout); exit(0); }
     else if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
     else if (!strcmp(o, "--chat")) { a->chat = 1; continue; }
+    else if (o[0] != '-') { fprintf(stderr, "icl run: unexpected argument '%s' (options take -m, -p, ...)\n", o); return 2; }
     else if (!v) { fprintf(stderr, "icl run: %s needs a value\n", o); return 2; }
     else if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
     else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) a->prompt = v;
@@ -37,8 +40,8 @@ static int parse(int argc, char **argv, run_args *a) {
     else if (!strcmp(o, "--top-k")) bad = cli_int("run", o, v, 0, 1 << 20, &a->top_k);
     else if (!strcmp(o, "--seed")) bad = cli_int("run", o, v, 0, 0x7fffffff, &a->seed);
     else if (!strcmp(o, "--ctx")) bad = cli_int("run", o, v, 16, 1 << 20, &a->n_ctx);
-    else if (!strcmp(o, "--temp")) bad = cli_float("run", o, v, &a->temp);
-    else if (!strcmp(o, "--top-p")) bad = cli_float("run", o, v, &a->top_p);
+    else if (!strcmp(o, "--temp")) bad = cli_float_in("run", o, v, 0, 100, &a->temp);
+    else if (!strcmp(o, "--top-p")) bad = cli_float_in("run", o, v, 0, 1, &a->top_p);
     else { fprintf(stderr, "icl run: unknown option '%s'\n", o); run_usage(stderr); return 2; }
     if (bad) return 2;
     i++;
@@ -150,20 +153,34 @@ static int generate(icl_model *m, const run_args *a) {
   t1 = cli_now();
   uint64_t rng = (uint64_t)a->seed * 0x9E3779B97F4A7C15ull + 1;
   long gen = 0;
-  for (; !rc && gen < a->n_predict; gen++) {
+  const char *why = "the -n limit";
+  int full = 0;
+  while (!rc && gen < a->n_predict) {
     int32_t id = sample(logits, hp->n_vocab, a, &rng, c);
-    if (id == icl_tokenizer_eos(tok) || icl_token_is_control(tok, id)) break;
+    if (id == icl_tokenizer_eos(tok) || icl_token_is_control(tok, id)) {
+      why = "end of text";
+      break;
+    }
     size_t len;
     const char *piece = icl_token_text(tok, id, &len);
     if (piece) fwrite(piece, 1, len, stdout);
     fflush(stdout);
-    if (icl_session_pos(s) + 1 > (a->n_ctx ? a->n_ctx : 4096)) break;
+    gen++;
+    if (gen == a->n_predict) break;
+    if (icl_session_pos(s) + 1 > icl_model_n_ctx(m)) { /* the sampled token has no room to be evaluated */
+      why = "the context is full", full = 1;
+      break;
+    }
     rc = icl_session_eval(s, &id, 1, logits, 0, &err);
   }
   double t2 = cli_now();
   printf("\n");
   fflush(stdout);
   if (rc) fprintf(stderr, "icl run: %s\n", err.msg);
+  if (!rc && full)
+    fprintf(stderr, "icl run: stopped after %ld tokens: the context of %d tokens is full (raise it with --ctx)\n", gen,
+            icl_model_n_ctx(m));
+  if (!rc && a->stats) fprintf(stderr, "stopped: %s\n", why);
   if (!rc && a->stats)
     fprintf(stderr,
             "backend: %s\nprompt: %lld tokens in %.3f s (%.2f tok/s)\ngeneration: %ld tokens in %.3f s (%.2f tok/s)\n"
@@ -175,7 +192,7 @@ static int generate(icl_model *m, const run_args *a) {
   free(text);
   free(logits);
   free(c);
-  return rc ? 1 : 0;
+  return rc == ICL_EFORMAT ? 2 : rc ? 1 : 0; /* non-finite logits: the model file is bad */
 }
 
 int icl_cmd_run(int argc, char **argv) {

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "icl/gguf.h"
+#include "file_read.h"
 #include "icl/tokenizer.h"
 
 typedef struct tok_args {
@@ -58,9 +59,10 @@ static int parse(int argc, char **argv, tok_args *a) {
 
 /* Reads a whole file (or stdin for "-"); NULL with a message on failure. */
 static char *read_text(const char *path, size_t *len) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  icl_error err;
+  FILE *f = strcmp(path, "-") ? icl_file_fopen_read(path, &err) : stdin; /* regular files only: no FIFO hang */
   if (!f) {
-    fprintf(stderr, "icl tokenize: cannot open '%s'\n", path);
+    fprintf(stderr, "icl tokenize: %s\n", err.msg);
     return NULL;
   }
   size_t cap = 1 << 16, n = 0, got;
@@ -76,7 +78,7 @@ static char *read_text(const char *path, size_t *len) {
   int bad = ferror(f);
   if (f != stdin) fclose(f);
   if (!buf || bad) {
-    fprintf(stderr, "icl tokenize: cannot read '%s'\n", path);
+    fprintf(stderr, "icl tokenize: %s: %s\n", path, buf ? "read error" : "out of memory");
     free(buf);
     return NULL;
   }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_common.h"
 #include "icl/icl.h"
 
 typedef struct command {
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-    if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    if (!strcmp(argv[1], COMMANDS[i].name)) return cli_finish_output(argv[1], COMMANDS[i].fn(argc - 1, argv + 1));
   fprintf(stderr, "icl: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -39,9 +39,23 @@ void *cpu_scratch_get(cpu_scratch *s, size_t size) {
   return p;
 }
 
-static int default_threads(void) {
+static int cpus(void);
+
+/* ICL_THREADS when set (an integer 1..256, else an error), otherwise the CPUs this process may use. */
+static int default_threads(int *out, icl_error *err) {
   const char *env = getenv("ICL_THREADS");
-  if (env && atoi(env) > 0) return atoi(env);
+  if (env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (end == env || *end || v < 1 || v > 256)
+      return icl_error_set(err, ICL_EINVAL, "ICL_THREADS='%s': expected an integer in 1..256", env);
+    return *out = (int)v, ICL_OK;
+  }
+  *out = cpus();
+  return ICL_OK;
+}
+
+static int cpus(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -142,7 +156,11 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
   cb->be.ops = &CPU_OPS;
   cb->be.impl = cb;
   cb->be.is_cpu_device = 1;
-  cb->n_threads = n_threads > 0 ? n_threads : default_threads();
+  cb->n_threads = n_threads;
+  if (n_threads <= 0 && default_threads(&cb->n_threads, err)) {
+    free(cb);
+    return ICL_EINVAL;
+  }
   if (cb->n_threads > 256) cb->n_threads = 256;
   cpu_kernels_init(&cb->k, NULL);
   /* int8 activations only for single-token decode: on Gemma 3 they move logits by up to ~2 (tests/model/

@@ -145,6 +145,16 @@ type_line 'sq(5)'
 check "history: the multi-line entry comes back whole" wait_for "25"
 T send-keys -t repl C-d
 wait_for "REPL-EXITED 0" >/dev/null
+T kill-session -t repl 2>/dev/null
+
+# a history file that cannot be written is reported once, and the REPL goes on (issue 16)
+T new-session -d -s repl -x 120 -y 50 \
+  "env HOME='$tmp' ICL_HISTORY='$tmp/no-such-dir/history' TERM=xterm '$ICL' repl; echo REPL-EXITED \$?; sleep 30"
+check "history: an unwritable history file is reported" wait_re "cannot write the history file .*no-such-dir/history"
+type_line '6 * 7'
+check "history: ... and the REPL goes on" wait_for "42"
+T send-keys -t repl C-d
+check "history: ... and exits 0" wait_for "REPL-EXITED 0"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
