@@ -15,6 +15,7 @@ PKGS=(
   libreadline-dev
   clang libclang-rt-14-dev
   tmux
+  patchelf debootstrap liblapack3 libblas3   # scripts/device-kit.sh, scripts/test-device-kit.sh
 )
 
 missing=()

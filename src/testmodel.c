@@ -18,27 +18,37 @@ static float rnd(uint64_t *s) { /* uniform in [-1, 1) */
   return (float)((z >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
-/* Adds a [ne0, ne1] tensor: random values of the given scale around `center`, stored as type. */
-static int tensor(icl_gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1, float center,
-                  float scale, uint64_t *s, icl_error *err) {
-  int64_t n = ne0 * ne1;
-  float *f = malloc((size_t)n * sizeof *f);
-  size_t bytes = icl_type_row_bytes(type, ne0) * (size_t)ne1;
-  void *q = malloc(bytes ? bytes : 1);
+/* Adds a [ne0, ne1] tensor: random values of the given scale around `center`, stored as type. Rows are made
+ * and quantized a slice at a time, so a 262144-row embedding needs no float copy of itself. */
+int icl_testmodel_tensor(icl_gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
+                         float center, float scale, uint64_t *s, icl_error *err) {
+  enum { SLICE = 1 << 16 }; /* floats per slice, at least one row */
+  int64_t rows = ne0 >= SLICE ? 1 : SLICE / ne0;
+  size_t row_bytes = icl_type_row_bytes(type, ne0), bytes = row_bytes * (size_t)ne1;
+  float *f = malloc((size_t)(rows * ne0) * sizeof *f);
+  uint8_t *q = malloc(bytes ? bytes : 1);
   if (!f || !q || !bytes) {
     free(f);
     free(q);
-    return icl_error_set(err, ICL_EINVAL, "tiny model: cannot make %s as %s [%lld, %lld]", name,
+    return icl_error_set(err, ICL_EINVAL, "test model: cannot make %s as %s [%lld, %lld]", name,
                          icl_type_name(type), (long long)ne0, (long long)ne1);
   }
-  for (int64_t i = 0; i < n; i++) f[i] = center + scale * rnd(s);
-  if (type == ICL_TYPE_F32) memcpy(q, f, bytes);
-  else icl_ref_quantize(type, f, q, n);
+  for (int64_t r0 = 0; r0 < ne1; r0 += rows) {
+    int64_t n = (r0 + rows <= ne1 ? rows : ne1 - r0) * ne0;
+    for (int64_t i = 0; i < n; i++) f[i] = center + scale * rnd(s);
+    if (type == ICL_TYPE_F32) memcpy(q + (size_t)r0 * row_bytes, f, (size_t)n * sizeof *f);
+    else icl_ref_quantize(type, f, q + (size_t)r0 * row_bytes, n);
+  }
   int64_t ne[2] = {ne0, ne1};
   int rc = icl_gguf_w_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, q, bytes, err);
   free(f);
   free(q);
   return rc;
+}
+
+static int tensor(icl_gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1, float center,
+                  float scale, uint64_t *s, icl_error *err) {
+  return icl_testmodel_tensor(w, name, type, ne0, ne1, center, scale, s, err);
 }
 
 /* The GPT-2 byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 onwards. */

@@ -1,5 +1,6 @@
 /* icl bench model / icl bench hooks: whole-model throughput (prefill, decode, all-logits forward) and the
- * overhead of hook captures, each best of a few repetitions. */
+ * overhead of hook captures, each best of a few repetitions. `bench model --once` runs one prefill or one
+ * decode and nothing else, so ICL_PROFILE=1 times exactly that. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,17 +10,20 @@
 #include "icl/model.h"
 
 typedef struct bench_opts {
-  const char *model, *backend;
-  long tokens, reps, layer;
+  const char *model, *backend, *once; /* once: "prefill" or "decode" */
+  long tokens, reps, layer, decode;
 } bench_opts;
 
 static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
-  *o = (bench_opts){.tokens = 1400, .reps = 3, .layer = -1};
+  *o = (bench_opts){.tokens = 1400, .reps = 3, .layer = -1, .decode = 128};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: icl bench %s -m MODEL [--backend B] [--tokens N] [--reps R]%s\n", cmd,
-             strcmp(cmd, "hooks") ? "" : " [--layer L]");
+             strcmp(cmd, "hooks") ? " [--decode D] [--once prefill|decode]" : " [--layer L]");
+      if (strcmp(cmd, "hooks"))
+        printf("  prefill 128, 512 (those below N) and N tokens (default 1400), decode D steps (default 128),\n"
+               "  an N-token forward with all-position logits; --once: one prefill of N or D decode steps only\n");
       exit(0);
     }
     if (!v) { fprintf(stderr, "icl bench %s: %s needs a value\n", cmd, a); return 2; }
@@ -28,6 +32,8 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
     else if (!strcmp(a, "--tokens")) { if (cli_int("bench", a, v, 2, 1 << 20, &o->tokens)) return 2; }
     else if (!strcmp(a, "--reps")) { if (cli_int("bench", a, v, 1, 1000, &o->reps)) return 2; }
     else if (!strcmp(a, "--layer")) { if (cli_int("bench", a, v, 0, 4096, &o->layer)) return 2; }
+    else if (!strcmp(a, "--decode")) { if (cli_int("bench", a, v, 1, 1 << 20, &o->decode)) return 2; }
+    else if (!strcmp(a, "--once") && (!strcmp(v, "prefill") || !strcmp(v, "decode"))) o->once = v;
     else { fprintf(stderr, "icl bench %s: unknown option '%s'\n", cmd, a); return 2; }
     i++;
   }
@@ -98,29 +104,59 @@ static int time_session(icl_model *m, const int32_t *t, long n, long steps, long
   return rc;
 }
 
+/* --once: one prefill of n tokens, or 8 tokens then `steps` decode steps (for ICL_PROFILE=1). */
+static int run_once(icl_model *m, const int32_t *t, const bench_opts *o) {
+  int decode = !strcmp(o->once, "decode");
+  double pf, dec;
+  int rc = time_session(m, t, decode ? 8 : o->tokens, decode ? o->decode : 0, 1, &pf, &dec);
+  if (!rc && decode) printf("%-34s %10.3f %12.1f\n", "decode (once)", dec, o->decode / dec);
+  if (!rc && !decode) printf("prefill %-26ld %10.3f %12.1f\n", o->tokens, pf, o->tokens / pf);
+  return rc;
+}
+
+/* Prefill 128, 512 (those below n) and n tokens; decode after the first. */
+static int bench_sizes(icl_model *m, const int32_t *t, const bench_opts *o) {
+  long sizes[3] = {128, 512, o->tokens};
+  int rc = 0, first = 1;
+  for (int i = 0; i < 3 && !rc; i++) {
+    if (i < 2 && sizes[i] >= o->tokens) continue;
+    double pf, dec;
+    rc = time_session(m, t, sizes[i], first ? o->decode : 0, o->reps, &pf, &dec);
+    if (rc) break;
+    printf("prefill %-26ld %10.3f %12.1f\n", sizes[i], pf, sizes[i] / pf);
+    if (first) {
+      char what[48];
+      snprintf(what, sizeof what, "decode %ld (after 8 tokens)", o->decode);
+      printf("%-34s %10.3f %12.1f\n", what, dec, o->decode / dec);
+    }
+    first = 0;
+  }
+  return rc;
+}
+
 int icl_bench_model(int argc, char **argv) {
   bench_opts o;
   if (parse_bench("model", argc, argv, &o)) return 2;
-  long n = o.tokens < 1400 ? 1400 : o.tokens;
+  long n = o.tokens > 8 + o.decode ? o.tokens : 8 + o.decode;
   icl_model *m = open_model(&o, n + 8);
   if (!m) return 2;
   int32_t *t = make_tokens(m, n + 8);
   printf("model: %s\nbackend: %s\n", icl_model_hparams(m)->name, icl_model_device(m));
   printf("%-34s %10s %12s\n", "measure", "seconds", "tokens/s");
   int rc = 0;
-  double warm_p, warm_d; /* warm-up: first dispatches compile pipelines (lavapipe JIT) and fault in pages */
-  rc = time_session(m, t, 64, 4, 1, &warm_p, &warm_d);
-  long sizes[] = {128, 512};
-  for (int i = 0; i < 2 && !rc; i++) {
-    double pf, dec;
-    rc = time_session(m, t, sizes[i], i == 0 ? 128 : 0, o.reps, &pf, &dec);
-    if (rc) break;
-    printf("prefill %-26ld %10.3f %12.1f\n", sizes[i], pf, sizes[i] / pf);
-    if (i == 0) printf("%-34s %10.3f %12.1f\n", "decode 128 (after 8 tokens)", dec, 128 / dec);
+  double dt = 1;
+  if (o.once) {
+    rc = run_once(m, t, &o);
+  } else {
+    double warm_p, warm_d; /* warm-up: first dispatches compile pipelines (lavapipe JIT) and fault in pages */
+    rc = time_session(m, t, o.tokens < 64 ? o.tokens : 64, 4, 1, &warm_p, &warm_d);
+    if (!rc) rc = bench_sizes(m, t, &o);
+    icl_run_opts all = {.logits = ICL_LOGITS_ALL};
+    dt = rc ? -1 : time_run(m, t, o.tokens, &all, o.reps);
+    char what[48];
+    snprintf(what, sizeof what, "forward %ld, all-position logits", o.tokens);
+    if (dt > 0) printf("%-34s %10.3f %12.1f\n", what, dt, o.tokens / dt);
   }
-  icl_run_opts all = {.logits = ICL_LOGITS_ALL};
-  double dt = rc ? -1 : time_run(m, t, 1400, &all, o.reps);
-  if (dt > 0) printf("%-34s %10.3f %12.1f\n", "forward 1400, all-position logits", dt, 1400 / dt);
   free(t);
   icl_model_free(m);
   return rc || dt < 0 ? 1 : 0;

@@ -231,7 +231,7 @@ static int bench_ops(bench_ctx *b) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: icl bench ops [--quick] [--backend vulkan]\n"
-             "       icl bench model -m MODEL [--backend B] [--reps R]   prefill 128/512, decode 128, 1400 all-logits\n"
+             "       icl bench model -m MODEL [--backend B] [--tokens N] [--decode D] [--once prefill|decode]   prefill 128/512/N, decode D\n"
              "       icl bench hooks -m MODEL [--backend B] [--tokens N] [--layer L]   capture overhead\n"
              "  ops       matmul (Q4_1, Q8_0, Q5_0, F16), attention and rms_norm at SmolLM2-135M and\n"
              "            Gemma 3 270M layer shapes, decode (1 token) and prefill (512 tokens), with\n"

@@ -21,6 +21,7 @@ static const command COMMANDS[] = {
     {"info", icl_cmd_info, "MODEL.gguf           model metadata (--tensors, --json)"},
     {"devices", icl_cmd_devices, "                     list Vulkan devices and the backend choice"},
     {"bench", icl_cmd_bench, "[ops|...]            benchmarks"},
+    {"testmodel", icl_cmd_testmodel, "--like M -o FILE     random weights in a real model's exact shapes"},
 };
 
 static void usage(FILE *f) {

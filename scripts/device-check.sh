@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The GPU check, run from a device kit (scripts/device-kit.sh builds one; docs/gpu.md says how to run it):
+# icl devices; the Vulkan op tests with validation on (any validation message fails); the tiny-model forward
+# and hook suites on Vulkan against the reference; random models in the exact shapes of SmolLM2-135M Q4_1 and
+# Gemma 3 270M Q4_K_M benchmarked on the Vulkan and CPU backends (prefill, decode, a forward with all logits,
+# a run capturing one layer's attention pattern); ICL_PROFILE=1 per-op GPU times of one prefill and one decode;
+# icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
+# whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
+# Usage: device-check.sh [--quick] [--out DIR] [--budget SECONDS] [--cpu-threads N]
+set -uo pipefail
+KIT=$(cd "$(dirname "$0")" && pwd)
+quick=0 budget=330 out=${OUT:-$PWD/device-check-out} threads=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --cpu-threads) threads=$2; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ $quick = 1 ]; then TOK=32 DEC=8 REPS=1 PTOK=32 PDEC=8; else TOK=1400 DEC=128 REPS=2 PTOK=512 PDEC=64; fi
+
+# ---- environment: the kit's libraries and layer; the GPU driver is the machine's own ----
+nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json # where a lent NVIDIA machine keeps it
+work=$(mktemp -d "${TMPDIR:-/tmp}/icl-device-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# kit/lib/fallback holds libraries drivers load too (libstdc++, zlib, X11...): only one copy can be in a
+# process and a driver may need a newer one than the kit's, so link in only those the machine lacks.
+has_lib() {
+  ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$1 " && return 0
+  for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /usr/lib /lib; do
+    [ -e "$d/$1" ] && return 0
+  done
+  return 1
+}
+mkdir -p "$work/lib"
+for f in "$KIT"/lib/fallback/*.so*; do
+  [ -e "$f" ] && ! has_lib "$(basename "$f")" && ln -s "$f" "$work/lib/"
+done
+ldp=$KIT/lib
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do [ -d $d ] && ldp=$ldp:$d; done
+export LD_LIBRARY_PATH=$ldp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$work/lib
+export VK_LAYER_PATH=$KIT/share/vulkan/explicit_layer.d
+if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ -f $nv_icd ]; then
+  export VK_ICD_FILENAMES=$nv_icd VK_DRIVER_FILES=$nv_icd
+fi # else the loader searches /usr/share/vulkan/icd.d and /etc/vulkan/icd.d (Mesa RADV, ANV, lavapipe...)
+[ -n "$threads" ] && export ICL_THREADS=$threads
+export ICL_PROGRESS=0
+ICL=$KIT/bin/icl
+mkdir -p "$out"
+log=$out/device-check.log
+: > "$log"
+start=$(date +%s)
+deadline=$((start + budget))
+STEPS=() # "name|status|seconds|note"
+
+# run_step NAME TIMEOUT VALIDATE CMD...: runs CMD with a timeout (cut to what is left of the budget), its
+# output in $work/NAME.log and appended to $log. VALIDATE=1: any validation message, or no layer, fails it.
+run_step() {
+  local name=$1 limit=$2 validate=$3 t0 rc status note=
+  shift 3
+  local left=$((deadline - $(date +%s)))
+  if [ $left -lt 10 ]; then
+    STEPS+=("$name|SKIP|0|budget of ${budget}s spent"); echo "--- $name: skipped, no time left" >> "$log"; return 1
+  fi
+  [ $limit -gt $left ] && limit=$left
+  t0=$(date +%s.%N)
+  printf '%-26s ' "$name" >&2
+  timeout -k 5 "$limit" "$@" > "$work/$name.log" 2>&1
+  rc=$?
+  local dt
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  if [ $rc = 124 ] || [ $rc = 137 ]; then status=FAIL note="timed out after ${limit}s"
+  elif [ $rc = 77 ]; then status=SKIP note="skipped by the test (exit 77)"
+  elif [ $rc != 0 ]; then status=FAIL note="exit $rc: $(grep -m1 -i -E 'fail|error' "$work/$name.log" | cut -c1-90)"
+  else status=PASS
+  fi
+  if [ "$validate" = 1 ]; then # test_vk_device plants one error to prove the layer reports: not a failure
+    local nmsg planted
+    nmsg=$(grep -c 'vulkan validation' "$work/$name.log")
+    planted=$(grep -c 'a validation error is expected next' "$work/$name.log")
+    if [ "$nmsg" -lt "$planted" ]; then status=FAIL note="the planted validation error was not reported; $note"
+    elif [ "$nmsg" -gt "$planted" ]; then status=FAIL note="$((nmsg - planted)) validation messages; $note"
+    elif grep -q 'VK_LAYER_KHRONOS_validation is not installed' "$work/$name.log"; then
+      status=FAIL note="validation layer not loaded; $note"
+    fi
+  fi
+  STEPS+=("$name|$status|$dt|$note")
+  echo "$status ${dt}s $note" >&2
+  { echo "--- $name: $status in ${dt}s (rc $rc) $note"; echo "\$ $*"; cat "$work/$name.log"; } >> "$log"
+  [ $status != FAIL ]
+}
+
+echo "device-check: kit $KIT ($(head -2 "$KIT/VERSION" 2>/dev/null | tail -1)), $([ $quick = 1 ] && echo quick || echo full) sizes, budget ${budget}s" >&2
+echo "  VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)} VK_LAYER_PATH=$VK_LAYER_PATH" >&2
+echo "  from the kit's fallback libraries (the machine lacks them): $(cd "$work/lib" && ls | tr '\n' ' ')" >&2
+
+# ---- 1. devices ----
+if ! run_step devices 60 0 "$ICL" devices; then # the loader's own account of what it tried
+  { echo "--- VK_LOADER_DEBUG=error,warn,driver icl devices"; VK_LOADER_DEBUG=error,warn,driver timeout 60 "$ICL" devices 2>&1 | head -60; } >> "$log"
+fi
+device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1)
+
+# ---- 2. Vulkan op tests, validation on ----
+for t in device elem rows attn big; do
+  ICL_VALIDATION=1 ICL_TEST=1 run_step "op_$t" 150 1 "$KIT/bin/test_vk_$t"
+done
+if [ $quick = 1 ]; then # matmul of every type takes lavapipe minutes: the types of the two models' big matrices
+  for ty in q4_1 q4_k; do ICL_TEST_TYPE=$ty ICL_VALIDATION=1 ICL_TEST=1 run_step "op_matmul_$ty" 150 1 "$KIT/bin/test_vk_matmul"; done
+else
+  ICL_VALIDATION=1 ICL_TEST=1 run_step op_matmul 240 1 "$KIT/bin/test_vk_matmul"
+fi
+
+# ---- 3. tiny models: Vulkan forward and hooks against the reference ----
+ICL_VALIDATION=1 ICL_TEST=1 run_step forward_hooks_vulkan 150 1 "$KIT/bin/test_forward_tiny" vulkan
+
+# ---- 4. random models in the real shapes ----
+for m in smollm2 gemma3; do run_step "write_$m" 120 0 "$ICL" testmodel --like $m -o "$work/$m.gguf"; done
+
+# ---- 5. benchmarks, the GPU first (what is left of the budget when time runs short goes to the CPU) ----
+bench_pair() { # model backend
+  run_step "bench_$1_$2" 240 0 "$ICL" bench model -m "$work/$1.gguf" --backend $2 --tokens $TOK --decode $DEC --reps $REPS
+  run_step "pattern_$1_$2" 180 0 "$ICL" bench hooks -m "$work/$1.gguf" --backend $2 --tokens $TOK --reps 1
+}
+for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m vulkan; done
+
+# ---- 6. per-op GPU times: one prefill, one decode ----
+for m in smollm2 gemma3; do
+  [ -f "$work/$m.gguf" ] || continue
+  ICL_PROFILE=1 run_step "profile_${m}_prefill" 120 0 "$ICL" bench model -m "$work/$m.gguf" --backend vulkan --tokens $PTOK --once prefill
+  ICL_PROFILE=1 run_step "profile_${m}_decode" 120 0 "$ICL" bench model -m "$work/$m.gguf" --backend vulkan --decode $PDEC --once decode
+done
+
+# ---- 7. kernels against the device's ceilings ----
+run_step bench_ops 240 0 "$ICL" bench ops $([ $quick = 1 ] && echo --quick)
+
+# ---- 8. the same models on the CPU backend, for comparison ----
+for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m cpu; done
+
+# ---- the table ----
+# bench model lines: "prefill N secs tok/s", "decode D (after 8 tokens) secs tok/s", "forward N, ... secs tok/s";
+# bench hooks: "plain run ... S s", "blocks.L.attn.hook_pattern S s  overhead +X%".
+bench_row() { # model backend
+  local b=$work/bench_$1_$2.log p=$work/pattern_$1_$2.log
+  awk -v m="$1" -v be="$2" -v tok="$TOK" -v pf="$p" '
+    $1 == "prefill" && $2 == 128 {p128 = $NF} $1 == "prefill" && $2 == 512 {p512 = $NF}
+    $1 == "prefill" && $2 == tok {pn = $NF} $1 == "decode" {dec = $NF} $1 == "forward" {fwd = $NF}
+    END {
+      while ((getline line < pf) > 0) {
+        n = split(line, f, " ")
+        if (line ~ /hook_pattern/) {pat = f[2]; ovh = f[n]} else if (line ~ /^plain run/) plain = f[n - 1]
+      }
+      printf "%-8s %-7s %9s %9s %9s %9s %9s %9s %9s\n", m, be, p128 ? p128 : "-", p512 ? p512 : "-", pn ? pn : "-",
+             dec ? dec : "-", fwd ? fwd : "-", pat ? pat : "-", ovh ? ovh : "-"
+    }' "$b" 2>/dev/null
+}
+{
+  echo
+  echo "== icl device check: ${device:-no Vulkan device} | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $([ $quick = 1 ] && echo quick || echo full)"
+  echo "   prefill/decode/forward columns in tokens/s (best of $REPS); N = $TOK tokens; decode = $DEC steps after 8 tokens"
+  printf "%-8s %-7s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
+  for m in smollm2 gemma3; do for be in vulkan cpu; do bench_row $m $be; done; done
+  echo
+  printf "%-26s %-5s %8s  %s\n" step status seconds note
+  for s in "${STEPS[@]}"; do IFS='|' read -r n st dt note <<< "$s"; printf "%-26s %-5s %8s  %s\n" "$n" "$st" "$dt" "$note"; done
+} > "$out/summary.txt"
+for m in smollm2 gemma3; do for ph in prefill decode; do
+  f=$work/profile_${m}_$ph.log
+  [ -f "$f" ] && { echo "== $m, one $ph ($([ $ph = prefill ] && echo "$PTOK tokens" || echo "$PDEC steps after 8 tokens")), vulkan"; sed -n '/^icl profile/,/^total/p' "$f"; echo; }
+done; done > "$out/profile.txt"
+[ -f "$work/bench_ops.log" ] && cp "$work/bench_ops.log" "$out/bench-ops.txt"
+cat "$out/summary.txt"
+echo
+cat "$out/profile.txt"
+[ -f "$out/bench-ops.txt" ] && { echo "== icl bench ops"; cat "$out/bench-ops.txt"; }
+nfail=0 npass=0 nskip=0
+for s in "${STEPS[@]}"; do case "$s" in *'|PASS|'*) npass=$((npass+1));; *'|FAIL|'*) nfail=$((nfail+1));; *) nskip=$((nskip+1));; esac; done
+echo
+echo "device-check: $npass passed, $nfail failed, $nskip skipped in $(( $(date +%s) - start )) s; logs: $log"
+[ $nfail = 0 ] && [ $nskip = 0 ]

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# icl testmodel: writes the SmolLM2-shaped model that icl info and icl bench model then read (272 tensors,
+# 49152 tokens, 30 layers), the same seed gives the same file, and bad usage exits 2 with a message.
+# Env: ICL (the icl binary). Prints "N passed, N failed".
+set -u
+ICL=${ICL:?set ICL to the icl binary}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+check() { # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what" >&2; fi
+}
+
+"$ICL" testmodel --like smollm2 -o "$TMP/a.gguf" --seed 3 >"$TMP/out" 2>&1
+check "testmodel exits 0: $(head -c 300 "$TMP/out")" [ $? -eq 0 ]
+"$ICL" info --json "$TMP/a.gguf" >"$TMP/info" 2>&1
+check "272 tensors" grep -q '"n_tensors":[[:space:]]*272' "$TMP/info"
+check "49152 tokens" grep -q '"vocab_size":[[:space:]]*49152' "$TMP/info"
+check "30 layers" grep -q '"block_count":[[:space:]]*30' "$TMP/info"
+"$ICL" testmodel --like smollm2 -o "$TMP/b.gguf" --seed 3 >/dev/null 2>&1
+check "same seed, same bytes" cmp -s "$TMP/a.gguf" "$TMP/b.gguf"
+"$ICL" bench model -m "$TMP/a.gguf" --backend cpu --tokens 16 --decode 4 --reps 1 >"$TMP/bench" 2>&1
+check "bench model runs on it: $(tail -c 300 "$TMP/bench")" grep -q '^forward 16, all-position logits' "$TMP/bench"
+"$ICL" testmodel --like llama70b -o "$TMP/c.gguf" 2>"$TMP/err"
+check "unknown --like exits 2" [ $? -eq 2 ]
+check "the message names it" grep -q "llama70b" "$TMP/err"
+"$ICL" testmodel --like gemma3 2>/dev/null
+check "missing -o exits 2" [ $? -eq 2 ]
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
