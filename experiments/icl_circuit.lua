@@ -20,20 +20,21 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
   --threshold R      sentiment: |mean rating| >= R labels a sentence (default 1.0; ratings are in [-4, 4])
   --max-tokens T     sentences of at most T tokens (default 24)
   --k K              demonstrations per prompt (default 4)
-  --n N              prompts (default 160); sentences are drawn without replacement over all prompts
-  --n-knockout N     prompts of the knockout table, the first N (default 32)
+  --n N              prompts (default 128); sentences are drawn without replacement over all prompts
+  --n-knockout N     prompts of the knockout table, the first N (default 24)
   --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
   --times C          head thresholds C / n_t (default 5, the paper's)
   --folds F          cross-validation folds of the probe (default 5)
   --seed S           seed of the sampling, random labels and random edges (default 42)
   --out DIR          output directory (default out/icl_circuit)
   --backend B        auto, cpu, vulkan
+  --threads T        CPU backend threads (default 0: the backend's choice)
   --quick            8 prompts, 1 for knockouts, sentences of at most 16 tokens; options given are kept]]
 
 local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
-                                  data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 160,
-                                  n_knockout = 32, parts = 4, times = 5, folds = 5, seed = 42,
-                                  out = "out/icl_circuit", backend = "auto", quick = false}, USAGE)
+                                  data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
+                                  n_knockout = 24, parts = 4, times = 5, folds = 5, seed = 42,
+                                  out = "out/icl_circuit", backend = "auto", threads = 0, quick = false}, USAGE)
 if o.quick then
   for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
 end
@@ -91,7 +92,8 @@ local pool_sizes = {}
 for c = 1, #LABELS do pool_sizes[c] = #pools[c] end
 
 local t0, wall0 = os.clock(), os.time()
-local m = assert(icl.load(o.model, {backend = o.backend, n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8}))
+local m = assert(icl.load(o.model, {backend = o.backend, threads = o.threads > 0 and o.threads or nil,
+                                    n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8}))
 local NL, NH = m.n_layers, m.n_heads
 local tpl = prompt.template(task.template)
 local label_ids = prompt.label_ids(m, tpl, LABELS)
