@@ -566,6 +566,7 @@ static const luaL_Reg linalg_funcs[] = {{"pca", l_pca},
                                         {"token_nll", l_token_nll},
                                         {"pattern_diag_mean", l_pattern_diag_mean},
                                         {"pattern_match_mass", l_pattern_match_mass},
+                                        {"ncm_probe", icl_lua_ncm_probe},
                                         {NULL, NULL}};
 
 /* Pushes icl.linalg; icl.pca and icl.class_means are also set when the global `icl` table exists already. */

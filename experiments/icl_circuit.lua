@@ -1,0 +1,344 @@
+-- The ICL inference circuit of Cho et al. (ICLR 2025) on few-shot sentence classification: accuracy with true
+-- and random demonstration labels, a per-layer nearest-class-mean probe of the input's class at x (its last
+-- token), forerunner-token and induction head counts per layer with the paper's thresholds, and attention
+-- knockouts of the circuit's edges over quarter-depth layer ranges beside random-edge controls.
+--   icl script experiments/icl_circuit.lua [--model M] [--task sentiment|domain] [--n N] [--n-knockout N]
+--                                          [--k K] [--seed S] [--out DIR] [--quick]
+-- Prompt "sentence: {x} sentiment: {y}\n" x k demonstrations, then the query up to its forerunner ':'; the
+-- prediction is the argmax of the label tokens' logits at the query's forerunner. Data: scripts/fetch-data.sh
+-- (docs/data.md); the sentiment task is a substitute for SST-2 (see there).
+-- Cost: 2 runs per prompt (true and random labels) + 1 + 2 x kinds x ranges runs per knockout prompt.
+local args = require("icl.args")
+local prompt, knockout = require("icl.prompt"), require("icl.knockout")
+local plot, json = icl.plot, icl.json
+
+local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
+  --model PATH       GGUF model (default models/SmolLM2-135M-Instruct-Q4_1.gguf)
+  --task T           sentiment (movie-review snippets, negative/positive; default) or domain (4 sources:
+                     movie, product, news, tweet)
+  --data DIR         the Hutto-Gilbert 2014 files (default data/hutto2014; scripts/fetch-data.sh sentiment)
+  --threshold R      sentiment: |mean rating| >= R labels a sentence (default 1.0; ratings are in [-4, 4])
+  --max-tokens T     sentences of at most T tokens (default 24)
+  --k K              demonstrations per prompt (default 4)
+  --n N              prompts (default 128); sentences are drawn without replacement over all prompts
+  --n-knockout N     prompts of the knockout table, the first N (default 24)
+  --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
+  --times C          head thresholds C / n_t (default 5, the paper's)
+  --folds F          cross-validation folds of the probe (default 5)
+  --seed S           seed of the sampling, random labels and random edges (default 42)
+  --out DIR          output directory (default out/icl_circuit)
+  --backend B        auto, cpu, vulkan
+  --threads T        CPU backend threads (default 0: the backend's choice)
+  --quick            8 prompts, 1 for knockouts, sentences of at most 16 tokens; options given are kept]]
+
+local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
+                                  data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
+                                  n_knockout = 24, parts = 4, times = 5, folds = 5, seed = 42,
+                                  out = "out/icl_circuit", backend = "auto", threads = 0, quick = false}, USAGE)
+if o.quick then
+  for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
+end
+for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "parts", "folds", "seed"}) do
+  if math.type(o[key]) ~= "integer" then error(("--%s must be an integer"):format(key:gsub("_", "-")), 0) end
+end
+if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.n_knockout > o.n or o.max_tokens < 1 or o.folds < 2 then
+  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout <= --n, --max-tokens >= 1", 0)
+end
+
+-- ---- data ----------------------------------------------------------------------------------------------------
+local TASKS = {
+  sentiment = {template = "sentence: {x} sentiment: {y}\n", labels = {"negative", "positive"},
+               files = {"movieReviewSnippets_GroundTruth.txt"}},
+  domain = {template = "sentence: {x} source: {y}\n", labels = {"movie", "product", "news", "tweet"},
+            files = {"movieReviewSnippets_GroundTruth.txt", "amazonReviewSnippets_GroundTruth.txt",
+                     "nytEditorialSnippets_GroundTruth.txt", "tweets_GroundTruth.txt"}},
+}
+local task = TASKS[o.task] or error(("--task %s: use sentiment or domain"):format(o.task), 0)
+local LABELS = task.labels
+
+-- rows {rating, text} of one file (id TAB rating TAB sentence, CRLF), whitespace collapsed
+local function read_rows(path)
+  local f = io.open(path, "rb")
+  if not f then
+    error(("%s is missing: run scripts/fetch-data.sh sentiment (docs/data.md)"):format(path), 0)
+  end
+  local rows = {}
+  for line in f:lines() do
+    local _, r, text = line:match("^([^\t]*)\t([^\t]*)\t(.-)%s*$")
+    if text and tonumber(r) then
+      text = text:gsub("%s+", " "):gsub("^ ", "")
+      if #text > 0 then rows[#rows + 1] = {rating = tonumber(r), text = text} end
+    end
+  end
+  f:close()
+  return rows
+end
+
+-- pools[c] = sentences of class c (file order)
+local pools = {}
+for c = 1, #LABELS do pools[c] = {} end
+for fi, name in ipairs(task.files) do
+  for _, r in ipairs(read_rows(o.data .. "/" .. name)) do
+    if o.task == "domain" then
+      table.insert(pools[fi], r.text)
+    elseif r.rating >= o.threshold then
+      table.insert(pools[2], r.text)
+    elseif r.rating <= -o.threshold then
+      table.insert(pools[1], r.text)
+    end
+  end
+end
+local pool_sizes = {}
+for c = 1, #LABELS do pool_sizes[c] = #pools[c] end
+
+local t0, wall0 = os.clock(), os.time()
+local m = assert(icl.load(o.model, {backend = o.backend, threads = o.threads > 0 and o.threads or nil,
+                                    n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8}))
+local NL, NH = m.n_layers, m.n_heads
+local tpl = prompt.template(task.template)
+local label_ids = prompt.label_ids(m, tpl, LABELS)
+local rng = icl.rng.new(o.seed)
+for c = 1, #LABELS do rng:shuffle(pools[c]) end
+
+-- draw(c): the next sentence of class c of at most max_tokens tokens (with its leading space)
+local next_of, too_long = {}, 0
+for c = 1, #LABELS do next_of[c] = 1 end
+local function draw(c)
+  while next_of[c] <= #pools[c] do
+    local s = pools[c][next_of[c]]
+    next_of[c] = next_of[c] + 1
+    if #m:tokenize(" " .. s, {bos = false}) <= o.max_tokens then return s end
+    too_long = too_long + 1
+  end
+  error(("class %s ran out of sentences (%d); lower --n or raise --max-tokens"):format(LABELS[c], #pools[c]), 0)
+end
+
+-- prompts: k demonstrations and a query, labels uniform; the random-label twin keeps the sentences
+local cache, prompts, skipped = {}, {}, {}
+while #prompts < o.n do
+  local items = {}
+  for i = 1, o.k + 1 do
+    local c = rng:int(1, #LABELS)
+    items[i] = {c = c, x = draw(c)}
+  end
+  local demos, rdemos, rand = {}, {}, {}
+  for i = 1, o.k do
+    rand[i] = rng:int(1, #LABELS)
+    demos[i] = {x = items[i].x, y = LABELS[items[i].c]}
+    rdemos[i] = {x = items[i].x, y = LABELS[rand[i]]}
+  end
+  local q = items[o.k + 1]
+  local p, err = prompt.build(m, tpl, demos, {x = q.x}, {cache = cache})
+  local pr = p and prompt.build(m, tpl, rdemos, {x = q.x}, {cache = cache})
+  if p and pr then
+    prompts[#prompts + 1] = {p = p, pr = pr, items = items, rand = rand}
+  else
+    skipped[#skipped + 1] = err or "random-label twin failed"
+  end
+end
+
+-- ---- runs ----------------------------------------------------------------------------------------------------
+local ranges = knockout.ranges(NL, o.parts)
+local KINDS = knockout.KINDS
+local n_runs = 2 * o.n + (1 + 2 * #KINDS * #ranges) * o.n_knockout
+local bar = icl.progress.new{total = n_runs, label = "icl circuit"}
+
+local captures = {}
+for l = 0, NL - 1 do
+  captures[#captures + 1] = ("blocks.%d.attn.hook_pattern"):format(l)
+  captures[#captures + 1] = ("blocks.%d.hook_resid_post"):format(l)
+end
+
+local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
+local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
+local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
+for l = 1, NL do feats[l] = {} end
+local right, right_rand, lengths = 0, 0, 0
+
+-- head counts of one prompt: forerunner (y_i -> s_i above C / y_i, mean over demonstrations), induction
+-- (sum_i attention s_q -> y_i above C / s_q) and correct induction (same-label minus other-label above
+-- C / (s_q |Y|)); n_t = tokens so far, i.e. the 1-based position of the attending token
+local function count_heads(r, pr)
+  local p, sq = pr.p, pr.p.query.s
+  for l = 0, NL - 1 do
+    local pat = r[("blocks.%d.attn.hook_pattern"):format(l)]
+    local fr, ind, cor = 0, 0, 0
+    for h = 1, NH do
+      for _, d in ipairs(p.demos) do
+        if pat:get(h, d.y[1], d.s) > o.times / d.y[1] then fr = fr + 1 end
+      end
+      local tot, diff = 0, 0
+      for i, d in ipairs(p.demos) do
+        local a = pat:get(h, sq, d.y[1])
+        tot = tot + a
+        diff = diff + (pr.items[i].c == pr.items[o.k + 1].c and a or -a)
+      end
+      if tot > o.times / sq then ind = ind + 1 end
+      if diff > o.times / (sq * #LABELS) then cor = cor + 1 end
+    end
+    heads.forerunner[l + 1] = heads.forerunner[l + 1] + fr / #p.demos
+    heads.induction[l + 1] = heads.induction[l + 1] + ind
+    heads.correct_induction[l + 1] = heads.correct_induction[l + 1] + cor
+  end
+end
+
+local function x_positions(p)
+  local xs = {}
+  for i, d in ipairs(p.demos) do xs[i] = d.x[2] end
+  xs[#xs + 1] = p.query.x[2]
+  return xs
+end
+
+local function predict(tokens, ko)
+  local r = assert(m:run(tokens, {logits = "last", knockout = ko}))
+  bar:update(1)
+  return (prompt.predict(r.logits, label_ids))
+end
+
+for _, pr in ipairs(prompts) do
+  local p = pr.p
+  lengths = lengths + p.n
+  local r = assert(m:run(p.tokens, {logits = "last", capture = captures}))
+  bar:update(1)
+  local truth = pr.items[o.k + 1].c
+  if prompt.predict(r.logits, label_ids) == truth then right = right + 1 end
+  count_heads(r, pr)
+  local xs = x_positions(p)
+  for l = 0, NL - 1 do
+    table.insert(feats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, xs))
+  end
+  for i = 1, o.k + 1 do feat_labels[#feat_labels + 1] = pr.items[i].c end
+  r = nil
+  if predict(pr.pr.tokens) == truth then right_rand = right_rand + 1 end
+  collectgarbage()
+end
+
+-- knockout table: accuracy on the first n_knockout prompts per (range, kind), and with as many random edges
+local ko_none = 0
+local ko_acc, ko_rand, ko_edges = {}, {}, {}
+for _, kind in ipairs(KINDS) do ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0 end
+local ko_rng = icl.rng.new(o.seed + 1)
+for i = 1, o.n_knockout do
+  local pr = prompts[i]
+  local truth = pr.items[o.k + 1].c
+  ko_none = ko_none + (predict(pr.p.tokens) == truth and 1 or 0)
+  for _, kind in ipairs(KINDS) do
+    local e = knockout.edges(pr.p, kind)
+    local re = knockout.random_edges(pr.p.n, #e, ko_rng, e)
+    ko_edges[kind] = ko_edges[kind] + #e
+    for ri, rg in ipairs(ranges) do
+      if predict(pr.p.tokens, knockout.spec(e, rg.layers)) == truth then ko_acc[kind][ri] = ko_acc[kind][ri] + 1 end
+      if predict(pr.p.tokens, knockout.spec(re, rg.layers)) == truth then ko_rand[kind][ri] = ko_rand[kind][ri] + 1 end
+    end
+  end
+end
+bar:done()
+
+-- ---- statistics ------------------------------------------------------------------------------------------------
+local N, NK = #prompts, math.max(o.n_knockout, 1)
+for _, key in ipairs({"forerunner", "induction", "correct_induction"}) do
+  for l = 1, NL do heads[key][l] = heads[key][l] / N end
+end
+for _, kind in ipairs(KINDS) do
+  for ri = 1, #ranges do
+    ko_acc[kind][ri], ko_rand[kind][ri] = ko_acc[kind][ri] / NK, ko_rand[kind][ri] / NK
+  end
+  ko_edges[kind] = ko_edges[kind] / NK
+end
+
+-- within- and between-class mean cosine similarity of the x representations, from the class sums of unit rows
+local function similarity(X, labels)
+  local U = X / X:norm(2, true)
+  local n, total = #labels, U:sum(1)
+  local by = {}
+  for i, c in ipairs(labels) do by[c] = by[c] or {}; table.insert(by[c], i) end
+  local within_sum, within_n, sq_sum, cnt_sq = 0, 0, 0, 0
+  for _, rows in pairs(by) do
+    local s = U:index_select(1, rows):sum(1)
+    local ss = s:dot(s)
+    within_sum, within_n = within_sum + ss - #rows, within_n + #rows * (#rows - 1)
+    sq_sum, cnt_sq = sq_sum + ss, cnt_sq + #rows * #rows
+  end
+  local between = (total:dot(total) - sq_sum) / (n * n - cnt_sq)
+  return within_sum / math.max(within_n, 1), between
+end
+
+local probe, within, between = {}, {}, {}
+for l = 1, NL do
+  local X = icl.tensor.cat(feats[l], 1)
+  probe[l] = icl.linalg.ncm_probe(X, feat_labels, {folds = o.folds})
+  within[l], between[l] = similarity(X, feat_labels)
+  feats[l] = nil
+end
+collectgarbage()
+
+-- ---- figures and summary -----------------------------------------------------------------------------------------
+local name = m.name or o.model
+local layers = {}
+for l = 1, NL do layers[l] = l - 1 end
+local function flat(v) local t = {} for l = 1, NL do t[l] = v end return t end
+local range_x, range_names = {}, {}
+for i, rg in ipairs(ranges) do range_x[i], range_names[i] = i, ("L%d-%d"):format(rg.first, rg.last) end
+local mean_rand = zeros(#ranges)
+for _, kind in ipairs(KINDS) do
+  for ri = 1, #ranges do mean_rand[ri] = mean_rand[ri] + ko_rand[kind][ri] / #KINDS end
+end
+local ko_series = {}
+for i, kind in ipairs(KINDS) do ko_series[i] = {x = range_x, y = ko_acc[kind], label = kind} end
+ko_series[#ko_series + 1] = {x = range_x, y = mean_rand, label = "random edges (mean over kinds)", color = "grey"}
+local none_y = {}
+for ri = 1, #ranges do none_y[ri] = ko_none / NK end
+ko_series[#ko_series + 1] = {x = range_x, y = none_y, label = "no knockout", color = "black"}
+for _, ext in ipairs({"png", "svg"}) do
+  assert(plot.line{series = {{x = layers, y = probe, label = "NCM probe at x (cross-validated)"},
+                             {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
+                   ylim = {0, 1}, xlabel = "layer", ylabel = "probe accuracy",
+                   title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}
+         :save(("%s/probe.%s"):format(o.out, ext)))
+  assert(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
+                             {x = layers, y = heads.induction, label = "induction (s_q -> y)"},
+                             {x = layers, y = heads.correct_induction, label = "correct induction"}},
+                   xlabel = "layer", ylabel = ("heads above %g / n_t (mean per prompt)"):format(o.times),
+                   title = ("Forerunner and induction heads, %s"):format(name)}
+         :save(("%s/heads.%s"):format(o.out, ext)))
+  assert(plot.line{series = ko_series, ylim = {0, 1.05},
+                   xlabel = "layer range: " .. table.concat(range_names, ", "), ylabel = "accuracy",
+                   title = ("Attention knockouts (%d prompts), %s"):format(o.n_knockout, name)}
+         :save(("%s/knockout.%s"):format(o.out, ext)))
+end
+
+local range_list = {}
+for i, rg in ipairs(ranges) do range_list[i] = {first = rg.first, last = rg.last} end
+local summary = {
+  experiment = "icl_circuit", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
+  n_layers = NL, n_heads = NH, task = o.task, template = task.template, labels = LABELS, label_ids = label_ids,
+  data = o.data, threshold = o.task == "sentiment" and o.threshold or json.null, pool_sizes = pool_sizes,
+  max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, seed = o.seed, times = o.times,
+  folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
+  accuracy = {true_labels = right / N, random_labels = right_rand / N, chance = 1 / #LABELS},
+  probe = {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
+           samples = #feat_labels},
+  heads = heads,
+  knockout = {ranges = range_list, none = ko_none / NK, kinds = KINDS, accuracy = ko_acc, random = ko_rand,
+              mean_edges = ko_edges},
+}
+assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
+
+-- ---- report --------------------------------------------------------------------------------------------------------
+local function row(t, fmt) local s = {} for i, v in ipairs(t) do s[i] = (fmt or "%.2f"):format(v) end return table.concat(s, " ") end
+print(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
+      o.k, lengths / N, o.seed))
+print(("  accuracy %.3f with true labels, %.3f with random labels (chance %.3f)"):format(right / N, right_rand / N,
+      1 / #LABELS))
+print("  probe by layer   " .. row(probe))
+print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
+print("  induction heads  " .. row(heads.induction, "%.1f"))
+print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
+print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
+      o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
+for _, kind in ipairs(KINDS) do
+  print(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
+        row(ko_rand[kind], "%.3f")))
+end
+print(("  wrote %s/{summary.json,probe,heads,knockout}.{png,svg} in %d s (%.0f s of CPU)"):format(o.out,
+      os.time() - wall0, os.clock() - t0))

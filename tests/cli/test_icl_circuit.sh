@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Smoke test of experiments/icl_circuit.lua: --quick on SmolLM2 with the sentiment task, then the 4-label domain
+# task twice with the same seed (summary.json must be byte-identical). The data are the fetched Hutto-Gilbert
+# files when data/hutto2014 exists, else a small generated set in the same format, so the test runs whenever
+# the model is present. summary.json must hold the expected keys with sane values; the figures must exist.
+# Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed"; exit 77 (skipped) when
+# the model file is absent.
+set -u
+ICL=${ICL:?set ICL to the icl binary}
+SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+MODEL=$SRC/models/SmolLM2-135M-Instruct-Q4_1.gguf
+[ -f "$MODEL" ] || { echo "skipped: $MODEL is absent (scripts/fetch-models.sh)"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$SRC" || exit 1
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+
+# generated sentences: id TAB rating TAB text (CRLF), 60 per file; ratings +-2 alternate in the movie file
+DATA=$SRC/data/hutto2014
+if [ ! -f "$DATA/movieReviewSnippets_GroundTruth.txt" ]; then
+  DATA=$TMP/data
+  mkdir -p "$DATA"
+  gen() { # file word...
+    local f=$1 i=0 a b; shift
+    for a in "$@"; do
+      for b in one two three four five six; do
+        i=$((i + 1))
+        if [ $((i % 2)) = 0 ]; then r=2.0; w="a wonderful"; else r=-2.0; w="a dreadful"; fi
+        printf '%d\t%s\t%s %s %s number %s.\r\n' "$i" "$r" "$w" "$a" "$b" "$i"
+      done
+    done >"$DATA/$f"
+  }
+  gen movieReviewSnippets_GroundTruth.txt film movie story plot cast script actor scene ending score
+  gen amazonReviewSnippets_GroundTruth.txt phone cable charger screen battery player camera case lens cord
+  gen nytEditorialSnippets_GroundTruth.txt senate mayor council budget tax court law vote policy bill
+  gen tweets_GroundTruth.txt lol omg friday coffee weekend party gym lunch selfie nap
+fi
+
+run() { # out args...
+  local out=$1 t0=$SECONDS; shift
+  if ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$out" "$@" \
+       >"$out.log" 2>&1; then
+    ok; echo "icl_circuit --quick $*: $((SECONDS - t0)) s"
+  else
+    bad "icl_circuit --quick $* exited with an error:"; sed 's/^/    /' "$out.log" >&2; return 1
+  fi
+}
+
+cat >"$TMP/check.lua" <<'LUA'
+local path, task = arg[1], arg[2]
+local j, err = icl.json.read(path)
+local function t(what, cond) print((cond and "PASS " or "FAIL ") .. task .. ": " .. what) end
+t("summary.json parses (" .. tostring(err) .. ")", j ~= nil)
+if not j then return end
+local function in01(v) return type(v) == "number" and v == v and v >= 0 and v <= 1 end
+local function all(list, n, f) if type(list) ~= "table" or #list ~= n then return false end
+  for _, v in ipairs(list) do if not f(v) then return false end end return true end
+local NL, NH = j.n_layers, j.n_heads
+t("experiment, model shape, task", j.experiment == "icl_circuit" and NL == 30 and NH == 9 and j.task == task)
+t("labels", #j.labels == (task == "domain" and 4 or 2) and j.accuracy.chance == 1 / #j.labels)
+t("accuracies in [0, 1]", in01(j.accuracy.true_labels) and in01(j.accuracy.random_labels))
+t("probe: one accuracy per layer", all(j.probe.accuracy, NL, in01) and j.probe.samples == j.n * (j.k + 1))
+t("cosine similarities per layer", all(j.probe.cos_within, NL, function(v) return v >= -1 and v <= 1 end))
+for _, k in ipairs({"forerunner", "induction", "correct_induction"}) do
+  t(k .. " counts per layer in [0, heads]", all(j.heads[k], NL, function(v) return v >= 0 and v <= NH end))
+end
+local ko = j.knockout
+t("4 quarter ranges 0-6 .. 22-29", #ko.ranges == 4 and ko.ranges[1].last == 6 and ko.ranges[4].first == 22)
+for _, k in ipairs(ko.kinds) do
+  t(k .. ": accuracy and control per range", all(ko.accuracy[k], 4, in01) and all(ko.random[k], 4, in01) and
+    (j.n_knockout == 0 or ko.mean_edges[k] >= 1))
+end
+t("5 edge kinds", #ko.kinds == 5)
+LUA
+
+out=$TMP/sentiment
+if run "$out"; then
+  "$ICL" script "$TMP/check.lua" "$out/summary.json" sentiment >"$TMP/check.txt" 2>&1
+  while read -r status rest; do
+    if [ "$status" = PASS ]; then ok; else bad "$rest"; fi
+  done <"$TMP/check.txt"
+  for f in probe heads knockout; do
+    check "$f.png is a PNG" bash -c "head -c 8 '$out/$f.png' | od -An -tx1 | tr -d ' \n' | grep -q '^89504e470d0a1a0a$'"
+    check "$f.svg is an SVG" grep -q "<svg" "$out/$f.svg"
+  done
+fi
+if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" --task domain --n 4 --n-knockout 0; then
+  "$ICL" script "$TMP/check.lua" "$TMP/domain1/summary.json" domain >"$TMP/check2.txt" 2>&1
+  while read -r status rest; do
+    if [ "$status" = PASS ]; then ok; else bad "$rest"; fi
+  done <"$TMP/check2.txt"
+  check "same seed, byte-identical summary.json" cmp -s "$TMP/domain1/summary.json" "$TMP/domain2/summary.json"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
