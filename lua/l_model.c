@@ -598,6 +598,12 @@ static int chunk_protected(lua_State *L) {
     if (icl_tensor_slice(lg, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
     lua_setfield(L, -2, "logits");
   }
+  if (a->res->lse) {
+    icl_error err;
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    if (icl_tensor_slice(a->res->lse, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    lua_setfield(L, -2, "lse");
+  }
   lua_call(L, 3, 0);
   return 0;
 }
@@ -638,13 +644,49 @@ static int guard_gc(lua_State *L) {
 static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "hook",
                                        "on_chunk", "stream", NULL};
 
-/* logits = "all" | "last" (default) | "none". */
-static icl_logits_mode logits_opt(run_spec *s) {
+static const char *const SELECT_KEYS[] = {"select", "lse", NULL};
+
+/* logits = {select = {id, ...}, lse = true}: per position only those ids' logits and the log-sum-exp. */
+static icl_logits_mode select_opt(run_spec *s, icl_run_opts *o) {
+  lua_State *L = s->L;
+  int idx = lua_gettop(L);
+  check_keys(L, s->arg, idx, SELECT_KEYS, "logits: ");
+  int t = lua_getfield(L, idx, "select");
+  if (t != LUA_TNIL && t != LUA_TTABLE) field_error(s, "logits", ".select: expected a list of token ids");
+  lua_Unsigned n = t == LUA_TTABLE ? lua_rawlen(L, -1) : 0; /* raw length, read once */
+  if (n > (lua_Unsigned)s->hp->n_vocab)
+    field_error(s, "logits", ".select: %I ids, more than the vocabulary", (lua_Integer)n);
+  int32_t *ids = scratch(s, (size_t)n * sizeof *ids);
+  for (lua_Unsigned i = 0; i < n; i++) {
+    int isint;
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0 || v >= s->hp->n_vocab)
+      field_error(s, "logits", ".select[%I]: %s is not a token id in 0..%d", (lua_Integer)i + 1,
+                  luaL_tolstring(L, -1, NULL), s->hp->n_vocab - 1);
+    ids[i] = (int32_t)v;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  o->logit_ids = ids, o->n_logit_ids = (int)n;
+  t = lua_getfield(L, idx, "lse");
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN) field_error(s, "logits", ".lse: expected a boolean");
+  o->logit_lse = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (!n && !o->logit_lse) field_error(s, "logits", ": expected select = {ids} and/or lse = true");
+  lua_pop(L, 1);
+  return ICL_LOGITS_SELECT;
+}
+
+/* logits = "all" | "last" (default) | "none" | {select = ids, lse = true}. */
+static icl_logits_mode logits_opt(run_spec *s, icl_run_opts *o) {
+  if (lua_getfield(s->L, s->arg, "logits") == LUA_TTABLE) return select_opt(s, o);
+  lua_pop(s->L, 1);
   const char *v = str_field(s, s->arg, "", "logits", 0);
   if (!v || !strcmp(v, "last")) return ICL_LOGITS_LAST;
   if (!strcmp(v, "all")) return ICL_LOGITS_ALL;
   if (!strcmp(v, "none")) return ICL_LOGITS_NONE;
-  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last or none", v);
+  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last, none or {select =, lse =}", v);
 }
 
 /* hook = {points = {...} | point = "...", fn = function}: leaves fn on the stack and returns its index. */
@@ -685,6 +727,11 @@ static void push_results(lua_State *L, run_ctx *c) {
     b->t = r->logits, r->logits = NULL;
     lua_setfield(L, -2, "logits");
   }
+  if (r->lse) {
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    b->t = r->lse, r->lse = NULL;
+    lua_setfield(L, -2, "lse");
+  }
   for (int i = 0; !c->stream && i < r->n_captures; i++) {
     if (!r->captures[i]) continue;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
@@ -695,14 +742,14 @@ static void push_results(lua_State *L, run_ctx *c) {
 
 /* Parses the options into s and o and pushes the guard that owns the result (and frees it if anything raises). */
 static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
-  o->logits = logits_opt(s);
+  o->logits = logits_opt(s, o);
   o->interrupt = icl_lua_interrupt_flag(L);
   parse_lists(s);
   run_ctx *c = lua_newuserdatauv(L, sizeof *c, 0);
   memset(c, 0, sizeof *c);
   luaL_setmetatable(L, GUARD_MT);
   c->L = L;
-  c->logits_all = o->logits == ICL_LOGITS_ALL;
+  c->logits_all = o->logits == ICL_LOGITS_ALL || o->logits == ICL_LOGITS_SELECT;
   c->hook_fn = hook_opt(s);
   if (lua_getfield(L, s->arg, "on_chunk") != LUA_TNIL && !lua_isfunction(L, -1))
     field_error(s, "on_chunk", ": expected a function");

@@ -265,6 +265,33 @@ function Graph:token_ids(model)
   return ids
 end
 
+-- g:tokens(model, walk, {bos = true, check = false}): the token ids the model sees for the walk: the model's BOS
+-- token first (unless bos = false; an error when the model has none), then one token per word (g:token_ids).
+-- check = true also tokenizes g:text(walk) and raises unless it gives the same ids.
+function Graph:tokens(model, walk, opts)
+  opts = opts or {}
+  if type(walk) ~= "table" then error("graph:tokens: walk must be a list of node ids", 2) end
+  local ids = self:token_ids(model)
+  local out = {}
+  if opts.bos ~= false then
+    if model.bos < 0 then error("graph:tokens: the model has no BOS token (pass bos = false)", 2) end
+    out[1] = model.bos
+  end
+  for t, node in ipairs(walk) do
+    check_node(self, node, string.format("graph:tokens (walk[%d])", t))
+    out[#out + 1] = ids[node]
+  end
+  if opts.check then
+    local via, off = tokenize(model, self:text(walk)), #out - #walk
+    for i = 1, math.max(#via, #walk) do
+      if via[i] ~= out[i + off] then
+        error(string.format("graph:tokens: the walk's text tokenizes differently at word %d", i), 2)
+      end
+    end
+  end
+  return out
+end
+
 -- g:check_tokens(model): true, or an error naming the first word whose " word" is not exactly one token.
 function Graph:check_tokens(model)
   self:token_ids(model)

@@ -12,6 +12,12 @@ local metrics = {}
 
 local function linalg() return icl.linalg end
 
+local function to_list(x)
+  if type(x) == "table" then return x end
+  if type(x) == "userdata" then return x:totable() end
+  error("expected a list or a 1-d tensor", 3)
+end
+
 local function rows_of(t, fname, what)
   local ok, nd = pcall(function() return t.ndim end)
   if type(t) ~= "userdata" or not ok or nd ~= 2 then
@@ -29,11 +35,33 @@ local function offset_for(rows, walk_len, opts, fname)
   return offset
 end
 
--- rule_following(logits, walk, graph, {mode = "full" | "graph", token_ids = ids, model = m, offset = o}):
+-- Accuracy from reduced logits (m:run{logits = {select = token_ids, lse = true}}): sel [rows, n] holds the logits
+-- of the graph's word tokens in node order, lse [rows] the log-sum-exp over the vocabulary (nil in mode "graph").
+local function mass_selected(sel, lse, walk, g, offset, mode)
+  local S, Z, acc, exp = sel:totable(), lse and to_list(lse), {}, math.exp
+  for t, node in ipairs(walk) do
+    local row, nb, s = S[offset + t], g._adj[node], 0
+    local z = mode == "full" and Z[offset + t] or nil
+    if not z then -- softmax over the graph's words only
+      local mx, sum = -math.huge, 0
+      for j = 1, #row do mx = math.max(mx, row[j]) end
+      for j = 1, #row do sum = sum + exp(row[j] - mx) end
+      z = mx + math.log(sum)
+    end
+    for _, j in ipairs(nb) do s = s + exp(row[j] - z) end
+    acc[t] = s
+  end
+  return acc
+end
+
+-- rule_following(logits, walk, graph, {mode = "full" | "graph", token_ids = ids, model = m, offset = o,
+--                lse = t, selected = false}):
 -- a list of #walk accuracies: acc[t] is the probability mass that the logits row following word t puts on the
 -- tokens of walk[t]'s neighbours. mode "full" (default): softmax over the whole vocabulary; "graph": softmax
 -- over the graph's word tokens only. token_ids (node -> token id) comes from graph:token_ids(model), or is
--- computed from opts.model.
+-- computed from opts.model. Reduced logits: with opts.lse (the run's `lse`, for mode "full") or opts.selected =
+-- true (mode "graph"), logits is [rows, g.n] from m:run{logits = {select = token_ids, lse = true}}: column i
+-- holds node i's token, so the whole [rows, vocab] matrix is never needed.
 function metrics.rule_following(logits, walk, g, opts)
   opts = opts or {}
   local fname = "metrics.rule_following"
@@ -45,14 +73,27 @@ function metrics.rule_following(logits, walk, g, opts)
     error(fname .. ": opts.token_ids must map each of the graph's nodes to a token id (see graph:token_ids)", 2)
   end
   local vocab = logits:shape()[2]
+  local mode = opts.mode or "full"
+  if mode ~= "full" and mode ~= "graph" then error(fname .. ": mode must be \"full\" or \"graph\"", 2) end
+  if opts.lse ~= nil or opts.selected then
+    if vocab ~= g.n then
+      error(string.format("%s: reduced logits need one column per node (%d), got %d", fname, g.n, vocab), 2)
+    end
+    if mode == "full" and opts.lse == nil then error(fname .. ": mode \"full\" on selected logits needs opts.lse", 2) end
+    if opts.lse ~= nil and #to_list(opts.lse) ~= rows then error(fname .. ": opts.lse must hold one value per row", 2) end
+    for t, node in ipairs(walk) do
+      if math.type(node) ~= "integer" or node < 1 or node > g.n then
+        error(string.format("%s: walk[%d] is not a node id in 1..%d", fname, t, g.n), 2)
+      end
+    end
+    return mass_selected(logits, opts.lse, walk, g, offset_for(rows, #walk, opts, fname), mode)
+  end
   for i, id in ipairs(ids) do
     if math.type(id) ~= "integer" or id < 0 or id >= vocab then
       error(string.format("%s: token_ids[%d] = %s is not a token id of the logits' %d columns", fname, i,
         tostring(id), vocab), 2)
     end
   end
-  local mode = opts.mode or "full"
-  if mode ~= "full" and mode ~= "graph" then error(fname .. ": mode must be \"full\" or \"graph\"", 2) end
   local offset = offset_for(rows, #walk, opts, fname)
   local row_list, targets, cache = {}, {}, {}
   for t, node in ipairs(walk) do
@@ -83,12 +124,6 @@ end
 -- |x_i - x_j|^2. Normalized: X / |X|_F, then E = 1/2 sum_ij A_ij |x_i - x_j|^2 / d (d the number of columns).
 function metrics.dirichlet_energy(X, g, opts)
   return linalg().dirichlet_energy(X, g, opts)
-end
-
-local function to_list(x)
-  if type(x) == "table" then return x end
-  if type(x) == "userdata" then return x:totable() end
-  error("expected a list or a 1-d tensor", 3)
 end
 
 -- token_loss(logits, tokens): tokens are the P token ids the logits [P, vocab] were computed on. Returns P - 1
