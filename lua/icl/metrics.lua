@@ -199,6 +199,94 @@ function metrics.moving_average(xs, w)
   return out
 end
 
+-- by_range(xs, ranges): for each {from, to} of ranges (1-based positions) that overlaps xs, {from =, to =,
+-- mean = the mean of xs[max(from, 1) .. min(to, #xs)]}; ranges wholly outside xs are left out.
+function metrics.by_range(xs, ranges)
+  xs = to_list(xs)
+  if type(ranges) ~= "table" then error("metrics.by_range: ranges must be a list of {from, to}", 2) end
+  local out = {}
+  for k, rg in ipairs(ranges) do
+    if type(rg) ~= "table" or math.type(rg[1]) ~= "integer" or math.type(rg[2]) ~= "integer" then
+      error(string.format("metrics.by_range: ranges[%d] must be {from, to} integers", k), 2)
+    end
+    local a, b = math.max(rg[1], 1), math.min(rg[2], #xs)
+    if a <= b then out[#out + 1] = {from = rg[1], to = rg[2], mean = metrics.mean(xs, a, b)} end
+  end
+  return out
+end
+
+-- present(means): the node ids whose class-mean rows are finite (seen in the window) and those that are not.
+function metrics.present(means)
+  local rows = means:totable()
+  local seen, absent = {}, {}
+  for i, r in ipairs(rows) do
+    local ok = true
+    for _, v in ipairs(r) do if v ~= v or v == math.huge or v == -math.huge then ok = false break end end
+    if ok then seen[#seen + 1] = i else absent[#absent + 1] = i end
+  end
+  return seen, absent
+end
+
+-- The graph's edges among the nodes of `keep`, renumbered 1..#keep in that order.
+local function induced_edges(g, keep)
+  local new, edges = {}, {}
+  for k, i in ipairs(keep) do new[i] = k end
+  for _, e in ipairs(g.edges) do
+    if new[e[1]] and new[e[2]] then edges[#edges + 1] = {new[e[1]], new[e[2]]} end
+  end
+  return edges
+end
+metrics.induced_edges = induced_edges
+
+-- Energies of X (rows = nodes) and of K row shuffles of it: the null of a graph whose labels carry no information.
+local function energy_with_null(X, edges, shuffles, rng)
+  local la = linalg()
+  local e = {energy = la.dirichlet_energy(X, edges, {normalized = true}), raw = la.dirichlet_energy(X, edges)}
+  if shuffles > 0 then
+    local n, s, s_raw, below = X:shape()[1], 0, 0, 0
+    for _ = 1, shuffles do
+      local perm = rng:shuffle((function() local p = {} for i = 1, n do p[i] = i end return p end)())
+      local Y = X:index_select(1, perm)
+      local v = la.dirichlet_energy(Y, edges, {normalized = true})
+      s, s_raw = s + v, s_raw + la.dirichlet_energy(Y, edges)
+      if v < e.energy then below = below + 1 end
+      Y:close()
+    end
+    e.null_mean, e.null_raw_mean, e.null_below = s / shuffles, s_raw / shuffles, below / shuffles
+  end
+  return e
+end
+metrics.energy_with_null = energy_with_null
+
+-- energy_curve(acts, walks, g, {ts = {...}, window = 200, shuffles = 0, seed = 1}): for each context length t
+-- (words), the Dirichlet energy of the class means over the window of words max(1, t - window + 1) .. t pooled over
+-- the walks: {t =, energy = normalized, raw = the mean over edges of |x_i - x_j|^2 (Park et al.'s measure),
+-- null_mean, null_raw_mean and null_below (the fraction of label shuffles whose energy is below the true one;
+-- with shuffles > 0), missing = {words absent from the window}}. A t with absent classes gets no energies (as
+-- Park et al. skip it); a t beyond the walks is left out.
+function metrics.energy_curve(acts, walks, g, opts)
+  opts = opts or {}
+  local ts, window, shuffles = opts.ts, opts.window or 200, opts.shuffles or 0
+  if type(ts) ~= "table" then error("metrics.energy_curve: opts.ts must be a list of context lengths", 2) end
+  local rng, len, out = icl.rng.new(opts.seed or 1), #walks[1], {}
+  for _, t in ipairs(ts) do
+    if t <= len then
+      local cm = metrics.class_means(acts, walks, {from = math.max(1, t - window + 1), to = t}, g.n)
+      local _, absent = metrics.present(cm)
+      local row = {t = t}
+      if #absent == 0 then
+        for k, v in pairs(energy_with_null(cm, g.edges, shuffles, rng)) do row[k] = v end
+      else
+        row.energy, row.missing = icl.json.null, {}
+        for k, i in ipairs(absent) do row.missing[k] = g.words[i] end
+      end
+      out[#out + 1] = row
+      cm:close()
+    end
+  end
+  return out
+end
+
 -- mean(xs, from, to): the mean of xs[from..to] (defaults: the whole list).
 function metrics.mean(xs, from, to)
   xs = to_list(xs)
