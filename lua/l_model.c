@@ -126,13 +126,35 @@ static int push_field(lua_State *L, icl_model *m, const char *k) {
   return 0;
 }
 
+/* Attention geometry fields: layer_kind and layer_rope_base are tables keyed by the 0-based layer numbers of the
+ * hook names ("sliding" / "global"; the RoPE base of each layer). */
+static int push_geometry(lua_State *L, icl_model *m, const char *k) {
+  int per_kind = !strcmp(k, "layer_kind"), per_base = !strcmp(k, "layer_rope_base");
+  icl_layer_info li;
+  icl_error err;
+  if (icl_model_layer_info(m, 0, &li, &err)) return 0;
+  if (!strcmp(k, "window")) return lua_pushinteger(L, icl_model_window(m)), 1;
+  if (!strcmp(k, "rope_style")) return lua_pushstring(L, li.rope_neox ? "neox" : "interleaved"), 1;
+  if (!strcmp(k, "attn_scale")) return lua_pushnumber(L, li.attn_scale), 1;
+  if (!strcmp(k, "rope_base")) return lua_pushnumber(L, icl_model_hparams(m)->rope_base), 1;
+  if (!per_kind && !per_base) return 0;
+  int n = icl_model_hparams(m)->n_layer;
+  lua_createtable(L, n, 1);
+  for (int il = 0; il < n && !icl_model_layer_info(m, il, &li, &err); il++) {
+    if (per_kind) lua_pushstring(L, li.window ? "sliding" : "global");
+    else lua_pushnumber(L, li.rope_base);
+    lua_rawseti(L, -2, il);
+  }
+  return 1;
+}
+
 /* m.<field> or a method (the methods table is upvalue 1). */
 static int m_index(lua_State *L) {
   luaL_checkudata(L, 1, MODEL_MT);
   lua_pushvalue(L, 2);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
-  if (k && push_field(L, check_model(L, 1), k)) return 1;
+  if (k && (push_field(L, check_model(L, 1), k) || push_geometry(L, check_model(L, 1), k))) return 1;
   return luaL_error(L, "model has no field '%s'", luaL_tolstring(L, 2, NULL));
 }
 
