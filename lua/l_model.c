@@ -473,15 +473,17 @@ static void parse_ablate(run_spec *s, int idx, const char *what) {
   v->value = value_field(s, idx, what, mean);
 }
 
-static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head", NULL};
+static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head", "layer", NULL};
 
-/* patch entry: {hook =, value =, pos =, heads =}. */
+/* patch entry: {hook =, value =, pos =, heads =}; with layer =, hook may be short as in ablate (default "z"). */
 static void parse_patch(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
   icl_intervention *v = new_iv(s, ICL_IV_PATCH);
-  v->hook = str_field(s, idx, what, "hook", 1);
-  heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
+  int max_heads = s->hp->n_head, has_layer = lua_getfield(s->L, idx, "layer") != LUA_TNIL;
+  lua_pop(s->L, 1);
+  v->hook = has_layer ? ablate_hook(s, idx, what, &max_heads) : str_field(s, idx, what, "hook", 1);
+  heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, 1);
 }
@@ -901,10 +903,11 @@ int icl_lua_open_model(lua_State *L) {
   lua_pushcfunction(L, guard_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 8);
   lua_pushcfunction(L, l_load);
   lua_setfield(L, -2, "load");
   lua_pushcfunction(L, l_devices);
   lua_setfield(L, -2, "devices");
+  luaL_setfuncs(L, METHODS, 0); /* found in package.loaded: errors under pcall(m.run, ...) name 'icl.model.run' */
   return 1;
 }

@@ -16,6 +16,19 @@ if present(SMOL) then
   local all_global = true
   for l = 0, m.n_layers - 1 do all_global = all_global and m.layer_kind[l] == "global" and m.layer_rope_base[l] == 100000 end
   check(all_global and m.layer_kind[m.n_layers] == nil, "SmolLM2: 30 global layers keyed 0..29")
+  -- argument errors name the function under pcall; patch{layer =} is the full hook name's shortcut
+  local ok, err = pcall(m.run, m, {1, 2}, {logits = "bogus"})
+  check(not ok and tostring(err):find("to 'icl.model.run'", 1, true), "pcall(m.run, ...) names the function")
+  local toks = {1, 5, 9, 13}
+  local z = m:run(toks, {capture = {{name = "blocks.2.attn.hook_z", head = 1}}})["blocks.2.attn.hook_z"]
+  local zero = z:slice(1, 2, 4) * 0
+  local a = m:run(toks, {logits = "all", patch = {{layer = 2, head = 1, value = zero, pos = {2, 4}}}}).logits
+  local b = m:run(toks, {logits = "all", patch = {{hook = "blocks.2.attn.hook_z", head = 1, value = zero,
+                                                   pos = {2, 4}}}}).logits
+  local base = m:run(toks, {logits = "all"}).logits
+  check((a - b):abs():max() == 0 and (a - base):abs():max() > 0, "patch{layer = 2} equals hook = blocks.2.attn.hook_z")
+  ok, err = pcall(m.run, m, toks, {patch = {{layer = 2, hook = "v", head = 3, value = zero}}})
+  check(not ok and tostring(err):find("patch[1].head: 3 out of range 0..2", 1, true), "patch k/v heads are kv heads")
 end
 if present(GEMMA) then
   ran = ran + 1
