@@ -61,7 +61,7 @@ endif()
 
 # Real-model tests are heavy (minutes at -O0): the sanitizer run skips them with -LE heavy; the release run
 # covers them, and the tiny-model tests exercise the same code under the sanitizers.
-foreach(t model.test_fixtures cli.test_perplexity cli.test_experiments model.test_testmodel_like cli.test_icl_circuit)
+foreach(t model.test_fixtures cli.test_perplexity cli.test_experiments model.test_testmodel_like cli.test_icl_circuit lua.test_logits_select)
   if(TEST ${t})
     get_test_property(${t} LABELS labels)
     set_tests_properties(${t} PROPERTIES LABELS "${labels};heavy")

@@ -1,35 +1,18 @@
 -- Bigram structure of in-context representations: per-position activations of the last positions of grid walks,
 -- projected on the PCA of the class means (current word), coloured by the current word (fill) and the previous
 -- word (ring); how much of the variance the current word, the previous word and the pair explain.
---   icl script experiments/bigram_pca.lua [--model M] [--layer L] [--hook NAME] [--seed S] [--walks N]
---                                         [--length T] [--window W] [--out DIR] [--backend B] [--quick]
-local args = require("icl.args")
-local graph, plot, json = icl.graph, icl.plot, icl.json
+--   icl script experiments/bigram_pca.lua --help   lists the options and their defaults
+local graph, plot = icl.graph, icl.plot
 
-local USAGE = [[usage: icl script experiments/bigram_pca.lua [options]
-  --model PATH    GGUF model (default models/SmolLM2-135M-Instruct-Q4_1.gguf)
-  --layer L       layer of the representation (default: 80% of the depth)
-  --hook NAME     hook point at that layer (default hook_resid_pre)
-  --seed S        walk seed (default 42); walk b uses seed S + b - 1 and starts at word b
-  --walks N       number of walks (default 16)   --length T   words per walk (default 1400)
-  --window W      positions used, the last W of each walk (default 200)
-  --plot-walks N  walks whose positions are drawn in the scatter (default 4; all are used for the numbers)
-  --min-count N   bigram means drawn when seen at least N times (default 5)
-  --out DIR       output directory (default out/bigram_pca)
-  --backend B     auto, cpu, vulkan
-  --quick         2 walks of 120 words, window 60, min-count 2, unless given (smoke test)]]
-
-local o = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, hook = "hook_resid_pre",
-                           seed = 42, walks = 16, length = 1400, window = 200, plot_walks = 4, min_count = 5,
-                           out = "out/bigram_pca", backend = "auto", quick = false}, USAGE)
--- --quick shrinks the sizes that were not given on the command line
-local given = {}
-for _, a in ipairs(arg) do
-  local k = a:match("^%-%-([%w_%-]+)$")
-  if k then given[(k:gsub("-", "_"))] = true end
-end
-local function quick(t) for k, v in pairs(t) do if not given[k] then o[k] = v end end end
-if o.quick then quick{walks = 2, length = 120, window = 60, min_count = 2} end
+local ex = icl.experiment{name = "bigram_pca", about = "current- and previous-word structure of per-position activations",
+  options = {{"layer", -1, "layer of the representation (-1: 80% of the depth)"},
+             {"hook", "hook_resid_pre", "hook point at that layer"},
+             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at word b"}, {"length", 1400, "words per walk"},
+             {"window", 200, "positions used, the last W of each walk"},
+             {"plot_walks", 4, "walks whose positions are drawn in the scatter (all are used for the numbers)"},
+             {"min_count", 5, "bigram means drawn when seen at least N times"}},
+  quick = {walks = 2, length = 120, window = 60, min_count = 2}}
+local o = ex.o
 for _, k in ipairs({"walks", "length", "window", "plot_walks", "min_count", "seed"}) do
   if math.type(o[k]) ~= "integer" then error(("--%s must be an integer"):format(k:gsub("_", "-")), 0) end
 end
@@ -37,28 +20,22 @@ if o.walks < 1 or o.window < 2 or o.window >= o.length then
   error("need --walks >= 1 and 2 <= --window < --length", 0)
 end
 
-local WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
-               "box", "sand", "sun", "mango", "rock", "math", "code", "phone"}
+local WORDS = icl.experiment.words(16)
 local PALETTE16 = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#8ca252", "#e7ba52", "#7b4173", "#fb9a99"}
 
-local t0, wall0 = os.clock(), os.time()
-local m = assert(icl.load(o.model, {backend = o.backend, n_ctx = o.length + 16}))
-local layer = o.layer >= 0 and math.tointeger(o.layer) or math.floor(0.8 * m.n_layers + 0.5)
-if layer >= m.n_layers then error(("--layer %d: the model has layers 0..%d"):format(layer, m.n_layers - 1), 0) end
+local m = ex:load{n_ctx = o.length + 16}
+local layer = ex:layer()
 local hook = ("blocks.%d.%s"):format(layer, o.hook)
 
 local g = graph.grid(4, 4, WORDS)
-local ids = g:token_ids(m)
-local bos = m:tokenize("", {bos = true})[1]
 
 -- activations of the last `window` words of each walk; labels: current word, previous word, the pair
 local acts, cur, prev, pair = {}, {}, {}, {}
 local bar = icl.progress.new{total = o.walks, label = "bigram_pca walks"}
 for b = 1, o.walks do
   local walk = g:walk{length = o.length, start = (b - 1) % g.n + 1, seed = o.seed + b - 1}
-  local toks = {bos}
-  for i, node in ipairs(walk) do toks[i + 1] = ids[node] end
+  local toks = g:tokens(m, walk, {bos = true})
   local r = assert(m:run(toks, {logits = "none", capture = {{name = hook, pos = {-o.window, -1}}}}))
   acts[b] = r[hook]
   cur[b], prev[b], pair[b] = {}, {}, {}
@@ -161,42 +138,40 @@ for i, e in ipairs(bigrams) do
 end
 local axes = {xlabel = ("PC1 of the class means (%.1f%%)"):format(100 * pca.explained_ratio[1]),
               ylabel = ("PC2 (%.1f%%)"):format(100 * pca.explained_ratio[2])}
-for _, ext in ipairs({"png", "svg"}) do
+do
   local p, f, bo, l, ed = with_means(table.move(pts, 1, #pts, 1, {}), table.move(fill, 1, #fill, 1, {}),
                                      table.move(border, 1, #border, 1, {}), table.move(labels, 1, #labels, 1, {}))
-  assert(plot.scatter{points = p, fill = f, border = bo, labels = l, edges = ed, dashed = true, equal = true, size = 4,
-                      width = 900, height = 800, xlabel = axes.xlabel, ylabel = axes.ylabel,
-                      title = ("Layer %d, last %d positions of %d walks: fill = current word, ring = previous word")
-                              :format(layer, o.window, pw)}:save(("%s/positions.%s"):format(o.out, ext)))
+  ex:figure(plot.scatter{points = p, fill = f, border = bo, labels = l, edges = ed, dashed = true, equal = true,
+                         size = 4, width = 900, height = 800, xlabel = axes.xlabel, ylabel = axes.ylabel,
+                         title = ("Layer %d, last %d positions of %d walks: fill = current word, ring = previous word")
+                                 :format(layer, o.window, pw)}, "positions")
   p, f, bo, l, ed = with_means(table.move(bpts, 1, #bpts, 1, {}), table.move(bfill, 1, #bfill, 1, {}),
                                table.move(bborder, 1, #bborder, 1, {}), table.move(blabels, 1, #blabels, 1, {}))
-  assert(plot.scatter{points = p, fill = f, border = bo, labels = l, edges = ed, dashed = true, equal = true, size = 5,
-                      width = 900, height = 800, xlabel = axes.xlabel, ylabel = axes.ylabel,
-                      title = ("Layer %d, bigram means (seen >= %d times): fill = current, ring = previous word")
-                              :format(layer, o.min_count)}:save(("%s/bigram_means.%s"):format(o.out, ext)))
+  ex:figure(plot.scatter{points = p, fill = f, border = bo, labels = l, edges = ed, dashed = true, equal = true,
+                         size = 5, width = 900, height = 800, xlabel = axes.xlabel, ylabel = axes.ylabel,
+                         title = ("Layer %d, bigram means (seen >= %d times): fill = current, ring = previous word")
+                                 :format(layer, o.min_count)}, "bigram_means")
 end
 
 for _, e in ipairs(bigrams) do e._cu, e._pr = nil, nil end
 local summary = {
-  experiment = "bigram_pca", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
+  model_name = name, arch = m.arch, backend = m.backend,
   layer = layer, hook = hook, seed = o.seed, walks = o.walks, length = o.length, window = o.window, words = WORDS,
   positions = N, pca_explained_ratio = pca.explained_ratio, class_mean_projections = pca.projections,
   classes_seen = #complete, pca_plane_variance_share = pca2_share,
   variance_ratio = ratios, previous_given_current = prev_given_cur, bigram_means = bigrams,
 }
-assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
-
-print(("bigram_pca: %s, %d walks x %d words, last %d positions, %s (layer %d)"):format(
+local lines = {}
+lines[#lines + 1] = (("bigram_pca: %s, %d walks x %d words, last %d positions, %s (layer %d)"):format(
   name, o.walks, o.length, o.window, hook, layer))
-print(("  class-mean PCA explained %.1f%% + %.1f%%; the plane holds %.1f%% of the per-position variance"):format(
+lines[#lines + 1] = (("  class-mean PCA explained %.1f%% + %.1f%%; the plane holds %.1f%% of the per-position variance"):format(
   100 * pca.explained_ratio[1], 100 * pca.explained_ratio[2], 100 * pca2_share))
-print("  between-class share of variance   full space   PCA plane   chance")
+lines[#lines + 1] = ("  between-class share of variance   full space   PCA plane   chance")
 for _, k in ipairs({"current", "previous", "bigram"}) do
   local r = ratios[k]
-  print(("    %-8s word%s                %6.3f      %6.3f     %6.3f"):format(k, k == "bigram" and "s" or " ",
+  lines[#lines + 1] = (("    %-8s word%s                %6.3f      %6.3f     %6.3f"):format(k, k == "bigram" and "s" or " ",
     r.full, r.pca2, r.chance))
 end
-print(("  previous word, within current-word classes: %.3f (full), %.3f (plane)"):format(
+lines[#lines + 1] = (("  previous word, within current-word classes: %.3f (full), %.3f (plane)"):format(
   prev_given_cur.full, prev_given_cur.pca2))
-print(("  wrote %s/{summary.json,positions,bigram_means}.{png,svg} in %d s (%.0f s of CPU)"):format(
-  o.out, os.time() - wall0, os.clock() - t0))
+ex:report(summary, lines)

@@ -1,49 +1,26 @@
 -- Head ablation on the grid-tracing task: zero hook_z of the top-k induction heads, of the top-k previous-token
 -- heads, or of random heads (control), and measure rule-following accuracy against context length; PCA of class
 -- means with the top-k_pca heads of each kind ablated.
---   icl script experiments/head_ablation.lua [--model M] [--layer L] [--seed S] [--walks N] [--length T]
---                                            [--ks 1,2,4,...] [--scores FILE] [--out DIR] [--quick]
+--   icl script experiments/head_ablation.lua --help   lists the options and their defaults
 -- Cost: (1 + 2 #ks + #random-sets x #ks) runs of `length` + 1 tokens per walk, i.e. 37 runs per walk with the
 -- defaults; see docs/experiments.md for timings.
-local args = require("icl.args")
-local graph, metrics, plot, json = icl.graph, icl.metrics, icl.plot, icl.json
+local graph, metrics, plot, json, X = icl.graph, icl.metrics, icl.plot, icl.json, icl.experiment
 
-local USAGE = [[usage: icl script experiments/head_ablation.lua [options]
-  --model PATH      GGUF model (default models/SmolLM2-135M-Instruct-Q4_1.gguf)
-  --layer L         layer of the PCA representation (default: 80% of the depth)
-  --hook NAME       hook point at that layer (default hook_resid_pre)
-  --seed S          walk seed (default 42); walk b uses seed S + b - 1 and starts at word b
-  --walks N         number of walks (default 4; the full protocol is 16)
-  --length T        words per walk (default 1400)
-  --ks LIST         numbers of heads to ablate (default 1,2,4,8,16,32)
-  --k-pca K         heads of each kind ablated for the PCA figures (default: 32 x heads / 1024, at least 1;
-                    8 for SmolLM2-135M, 2 for Gemma-3-270M); added to --ks when missing
-  --random-sets N   random control sets per k, seeds 100, 101, ... (default 4)
-  --exclude-top N   random heads are drawn outside the union of the top N of each kind (default 32)
-  --scores FILE     head_scores summary.json to rank heads (default: score them here, as head_scores does)
-  --score-seed S    seed of the head-score sequences when scoring here (default 42, as head_scores)
-  --window W        positions for class means (default 200, the last W)
-  --out DIR         output directory (default out/head_ablation)
-  --backend B       auto, cpu, vulkan
-  --quick           1 walk of 150 words, ks 2,8, 2 random sets, window 100, 4 scoring sequences;
-                    options given explicitly are kept (smoke test)]]
-
-local o = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, hook = "hook_resid_pre",
-                           seed = 42, walks = 4, length = 1400, ks = "1,2,4,8,16,32", k_pca = -1, random_sets = 4,
-                           exclude_top = 32, scores = "", score_seed = 42, window = 200, out = "out/head_ablation",
-                           backend = "auto", quick = false}, USAGE)
-local score_nseq, score_len = 32, 32
--- --quick shrinks the sizes that were not given on the command line
-local given = {}
-for _, a in ipairs(arg) do
-  local k = a:match("^%-%-([%w_%-]+)$")
-  if k then given[(k:gsub("-", "_"))] = true end
-end
-local function quick(t) for k, v in pairs(t) do if not given[k] then o[k] = v end end end
-if o.quick then
-  quick{walks = 1, length = 150, ks = "2,8", random_sets = 2, window = 100}
-  score_nseq, score_len = 4, 16
-end
+local ex = X{name = "head_ablation", about = "zero hook_z of the top-k induction / previous-token heads or of random heads",
+  options = {{"layer", -1, "layer of the PCA representation (-1: 80% of the depth)"},
+             {"hook", "hook_resid_pre", "hook point at that layer"},
+             {"walks", 4, "walks (the full protocol is 16); walk b uses seed S + b - 1, starts at word b"},
+             {"length", 1400, "words per walk"}, {"ks", "1,2,4,8,16,32", "numbers of heads to ablate"},
+             {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)"},
+             {"random_sets", 4, "random control sets per k, seeds 100, 101, ..."},
+             {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind"},
+             {"scores", "", "head_scores summary.json to rank heads (default: score them here)"},
+             {"score_seed", 42, "seed of the head-score sequences when scoring here"},
+             {"score_n_seq", 32, "head-score sequences"}, {"score_len", 32, "head-score sequence length"},
+             {"window", 200, "positions for class means (the last W)"}},
+  quick = {walks = 1, length = 150, ks = "2,8", random_sets = 2, window = 100, score_n_seq = 4, score_len = 16}}
+local o = ex.o
+local score_nseq, score_len = o.score_n_seq, o.score_len
 for _, k in ipairs({"walks", "length", "random_sets", "exclude_top", "window", "seed", "score_seed", "k_pca"}) do
   if math.type(o[k]) ~= "integer" then error(("--%s must be an integer"):format(k:gsub("_", "-")), 0) end
 end
@@ -51,18 +28,15 @@ if o.walks < 1 or o.length < 2 or o.random_sets < 0 or o.window < 1 or o.window 
   error("need --walks >= 1, --length >= 2, --random-sets >= 0 and 1 <= --window <= --length", 0)
 end
 
-local WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
-               "box", "sand", "sun", "mango", "rock", "math", "code", "phone"}
+local WORDS = X.words(16)
 local RANDOM_SEED0 = 100
 local PALETTE16 = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#8ca252", "#e7ba52", "#7b4173", "#fb9a99"}
 
-local t0, wall0 = os.clock(), os.time()
-local m = assert(icl.load(o.model, {backend = o.backend, n_ctx = math.max(o.length, 2 * score_len + 1) + 16}))
+local m = ex:load{n_ctx = math.max(o.length, 2 * score_len + 1) + 16}
 local NL, NH = m.n_layers, m.n_heads
 local n_total = NL * NH
-local layer = o.layer >= 0 and math.tointeger(o.layer) or math.floor(0.8 * NL + 0.5)
-if layer >= NL then error(("--layer %d: the model has layers 0..%d"):format(layer, NL - 1), 0) end
+local layer = ex:layer()
 local hook = ("blocks.%d.%s"):format(layer, o.hook)
 local k_pca = o.k_pca >= 1 and o.k_pca or math.max(1, math.floor(32 * n_total / 1024 + 0.5))
 
@@ -164,7 +138,6 @@ for _, c in ipairs(conds) do c.ablate = ablation(c.heads); c.accs, c.acts = {}, 
 
 local g = graph.grid(4, 4, WORDS)
 local ids = g:token_ids(m)
-local bos = m:tokenize("", {bos = true})[1]
 
 -- the runs: walks outer, conditions inner; accuracy per position, activations of the last `window` words
 local walks, tails = {}, {}
@@ -172,18 +145,14 @@ local bar = icl.progress.new{total = o.walks * #conds, label = "head_ablation ru
 local run_wall0 = os.time()
 for b = 1, o.walks do
   local walk = g:walk{length = o.length, start = (b - 1) % g.n + 1, seed = o.seed + b - 1}
-  local toks = {bos}
-  for i, node in ipairs(walk) do toks[i + 1] = ids[node] end
+  local toks = g:tokens(m, walk, {bos = true})
   walks[b] = walk
   tails[b] = table.move(walk, o.length - o.window + 1, o.length, 1, {})
   for _, c in ipairs(conds) do
-    local r = assert(m:run(toks, {logits = "all", ablate = c.ablate,
+    local r = assert(m:run(toks, {logits = {select = ids, lse = true}, ablate = c.ablate,
                                   capture = c.capture and {{name = hook, pos = {-o.window, -1}}} or nil}))
-    c.accs[b] = metrics.rule_following(r.logits, walk, g, {token_ids = ids, mode = "full"})
+    c.accs[b] = metrics.rule_following(r.logits, walk, g, {token_ids = ids, lse = r.lse})
     if c.capture then c.acts[b] = r[hook] end
-    r.logits:close()
-    r = nil
-    collectgarbage()
     bar:update(1)
   end
 end
@@ -226,15 +195,8 @@ end
 -- PCA of class means (last `window` words, pooled over walks) for the conditions that captured; classes not seen
 -- in the window (short walks) are left out of the PCA, the energy and the figure
 local function seen_subgraph(means)
-  local keep, back = {}, {}
-  for i = 1, g.n do
-    if means[i][1] == means[i][1] then keep[#keep + 1] = i; back[i] = #keep end
-  end
-  local edges = {}
-  for _, e in ipairs(g.edges) do
-    if back[e[1]] and back[e[2]] then edges[#edges + 1] = {back[e[1]], back[e[2]]} end
-  end
-  return keep, edges
+  local keep = metrics.present(means)
+  return keep, metrics.induced_edges(g, keep)
 end
 local pca, pca_conds = {}, {}
 for _, c in ipairs(conds) do
@@ -329,9 +291,7 @@ for _, kind in ipairs(pca_conds) do
       ylabel = ("PC2 (%.1f%%)%s"):format(100 * e.explained_ratio[2], en)}}
   end
 end
-for _, f in ipairs(figs) do
-  for _, ext in ipairs({"png", "svg"}) do assert(f[2](f[3]):save(("%s/%s.%s"):format(o.out, f[1], ext))) end
-end
+for _, f in ipairs(figs) do ex:figure(f[2](f[3]), f[1]) end
 
 -- summary
 local table_rows = {{condition = "baseline", k = 0, late_accuracy = base_late}}
@@ -344,7 +304,7 @@ local rs = {}
 for i, k in ipairs(ks) do rs[i] = {k = k, pool = random_pool_note[k], sets = random_sets[k]} end
 for _, e in pairs(pca) do e._pca, e._keep, e._edges = nil, nil, nil end
 local summary = {
-  experiment = "head_ablation", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
+  model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, layer = layer, hook = hook, seed = o.seed, walks = o.walks, length = o.length,
   window = o.window, words = WORDS, ks = ks, k_pca = k_pca, ablated_point = "hook_z (zero, all positions)",
   accuracy = "rule following, full-vocabulary softmax mass on the valid neighbours",
@@ -360,27 +320,25 @@ local summary = {
             random = curves.random},
   pca = pca,
 }
-assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
-
+local lines = {}
 local function fmt(v) return v == json.null and "   -  " or ("%.3f"):format(v) end
-print(("head_ablation: %s, %d walks x %d words, zeroing hook_z; mean accuracy over words %d-%d"):format(
+lines[#lines + 1] = (("head_ablation: %s, %d walks x %d words, zeroing hook_z; mean accuracy over words %d-%d"):format(
   name, o.walks, o.length, late_from, late_to))
-print(("  %-6s %-10s %-15s %-10s"):format("k", "induction", "previous-token",
+lines[#lines + 1] = (("  %-6s %-10s %-15s %-10s"):format("k", "induction", "previous-token",
                                          ("random (mean of %d)"):format(o.random_sets)))
-print(("  %-6s %s"):format("none", fmt(base_late)))
+lines[#lines + 1] = (("  %-6s %s"):format("none", fmt(base_late)))
 for i, k in ipairs(ks) do
-  print(("  %-6d %-10s %-15s %-10s"):format(k, fmt(late.induction[i]), fmt(late.previous_token[i]),
+  lines[#lines + 1] = (("  %-6d %-10s %-15s %-10s"):format(k, fmt(late.induction[i]), fmt(late.previous_token[i]),
                                             fmt(late.random[i])))
 end
 for _, kind in ipairs(pca_conds) do
   local e = pca[kind]
   if e.explained_ratio ~= json.null then
-    print(("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes)"):format(kind, e.k,
+    lines[#lines + 1] = (("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes)"):format(kind, e.k,
       100 * e.explained_ratio[1], 100 * e.explained_ratio[2],
       e.dirichlet_energy == json.null and "-" or ("%.4f"):format(e.dirichlet_energy), e.classes_seen))
   end
 end
-print(("  %d runs of %d tokens in %d s (%.1f s per run); wrote %s/{summary.json,accuracy_*,late_accuracy,pca_*}"
-       .. ".{png,svg}"):format(
-  o.walks * #conds, o.length + 1, run_wall, run_wall / (o.walks * #conds), o.out))
-print(("  total %d s (%.0f s of CPU)"):format(os.time() - wall0, os.clock() - t0))
+lines[#lines + 1] = ("  %d runs of %d tokens in %d s (%.1f s per run)"):format(o.walks * #conds, o.length + 1,
+                                                                                run_wall, run_wall / (o.walks * #conds))
+ex:report(summary, lines)

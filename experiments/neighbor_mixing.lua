@@ -1,34 +1,24 @@
 -- Neighbour mixing, a toy model of why in-context representations take the shape of the graph: 16 random
 -- Gaussian vectors, one per word of the 4x4 grid, each replaced by itself plus the mean of its grid neighbours
 -- (x_i' = x_i + mean_{j ~ i} x_j). PCA and Dirichlet energy before and after; no model run is needed.
---   icl script experiments/neighbor_mixing.lua [--dim D] [--model M] [--seed S] [--steps N] [--out DIR] [--quick]
-local args = require("icl.args")
-local graph, metrics, plot, json = icl.graph, icl.metrics, icl.plot, icl.json
+--   icl script experiments/neighbor_mixing.lua --help   lists the options and their defaults
+local graph, metrics, plot = icl.graph, icl.metrics, icl.plot
 
-local USAGE = [[usage: icl script experiments/neighbor_mixing.lua [options]
-  --dim D         dimension of the vectors (default: d_model of --model when the file exists, else 576)
-  --model PATH    GGUF model whose d_model sets the dimension (default models/SmolLM2-135M-Instruct-Q4_1.gguf;
-                  only read when --dim is not given)
-  --layer L       accepted for uniformity with the other experiments; unused
-  --seed S        seed of the Gaussian vectors (default 42)
-  --steps N       mixing steps for the "after" picture (default 1)
-  --curve-steps N steps of the energy curve (default 10)
-  --out DIR       output directory (default out/neighbor_mixing)
-  --quick         dimension 64 unless --dim is given, no model file read (smoke test)]]
-
-local o = args.parse(arg, {dim = -1, model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, seed = 42,
-                           steps = 1, curve_steps = 10, out = "out/neighbor_mixing", quick = false}, USAGE)
+local ex = icl.experiment{name = "neighbor_mixing",
+  about = "toy model: Gaussian vectors on the 4x4 grid mixed with their neighbours; --quick: dimension 64, no model read",
+  options = {{"dim", -1, "dimension of the vectors (-1: d_model of --model when the file exists, else 576)"},
+             {"layer", -1, "accepted for uniformity with the other experiments; unused"},
+             {"steps", 1, "mixing steps for the \"after\" picture"}, {"curve_steps", 10, "steps of the energy curve"}}}
+local o = ex.o
 for _, k in ipairs({"dim", "seed", "steps", "curve_steps"}) do
   if math.type(o[k]) ~= "integer" then error(("--%s must be an integer"):format(k:gsub("_", "-")), 0) end
 end
 if o.steps < 1 or o.curve_steps < 1 then error("--steps and --curve-steps must be >= 1", 0) end
 
-local WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
-               "box", "sand", "sun", "mango", "rock", "math", "code", "phone"}
+local WORDS = icl.experiment.words(16)
 local PALETTE16 = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#8ca252", "#e7ba52", "#7b4173", "#fb9a99"}
 
-local t0, wall0 = os.clock(), os.time()
 -- the dimension: --dim, else the model's d_model when the file exists, else 576 (SmolLM2-135M)
 local dim, dim_source = o.dim, "--dim"
 if dim < 1 then
@@ -114,43 +104,40 @@ bar:done()
 
 local fill = {}
 for i = 1, g.n do fill[i] = PALETTE16[i] end
-for _, ext in ipairs({"png", "svg"}) do
+do
   for _, pic in ipairs({{"before", before, "random Gaussian vectors"},
                         {"after", after, ("after %d mixing step%s"):format(o.steps, o.steps > 1 and "s" or "")}}) do
     local d = pic[2]
-    assert(plot.scatter{points = d.pca, labels = g.words, edges = g.edges, dashed = true, equal = true, fill = fill,
-                        title = ("PCA, %s (d = %d)"):format(pic[3], dim),
-                        xlabel = ("PC1 (%.1f%%)"):format(100 * d.explained_ratio[1]),
-                        ylabel = ("PC2 (%.1f%%); Dirichlet energy %.4f"):format(100 * d.explained_ratio[2],
-                                                                             d.dirichlet_energy)}
-           :save(("%s/pca_%s.%s"):format(o.out, pic[1], ext)))
+    ex:figure(plot.scatter{points = d.pca, labels = g.words, edges = g.edges, dashed = true, equal = true,
+                           fill = fill, title = ("PCA, %s (d = %d)"):format(pic[3], dim),
+                           xlabel = ("PC1 (%.1f%%)"):format(100 * d.explained_ratio[1]),
+                           ylabel = ("PC2 (%.1f%%); Dirichlet energy %.4f"):format(100 * d.explained_ratio[2],
+                                                                                d.dirichlet_energy)}, "pca_" .. pic[1])
   end
   local xs, ys, rs = {}, {}, {}
   for i, c in ipairs(curve) do xs[i], ys[i], rs[i] = c.step, c.energy / curve[1].energy, c.grid_fit_r2 end
-  assert(plot.line{series = {{x = xs, y = ys, label = "Dirichlet energy (normalized), relative to step 0"},
-                             {x = xs, y = rs, label = "R^2 of the grid layout from PC1, PC2"}},
-                   title = "Repeated neighbour mixing", xlabel = "mixing steps", ylim = {0, 1.05}}
-         :save(("%s/energy.%s"):format(o.out, ext)))
+  ex:figure(plot.line{series = {{x = xs, y = ys, label = "Dirichlet energy (normalized), relative to step 0"},
+                                {x = xs, y = rs, label = "R^2 of the grid layout from PC1, PC2"}},
+                      title = "Repeated neighbour mixing", xlabel = "mixing steps", ylim = {0, 1.05}}, "energy")
 end
 
 local function pick(d) return {explained_ratio = d.explained_ratio, projections = d.projections,
   dirichlet_energy = d.dirichlet_energy, dirichlet_energy_raw = d.dirichlet_energy_raw, grid_fit_r2 = d.grid_fit_r2} end
 local summary = {
-  experiment = "neighbor_mixing", dim = dim, dim_source = dim_source, seed = o.seed, steps = o.steps,
+  model = false, -- no model field: the model is only read for its d_model when --dim is not given
+  dim = dim, dim_source = dim_source, seed = o.seed, steps = o.steps,
   words = WORDS, rule = "x_i' = x_i + mean of the grid neighbours of i", before = pick(before), after = pick(after),
   energy_ratio = after.dirichlet_energy / before.dirichlet_energy, curve = curve,
 }
-assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
-
-print(("neighbor_mixing: 16 Gaussian vectors of dimension %d (%s), seed %d, %d mixing step%s"):format(
+local lines = {}
+lines[#lines + 1] = (("neighbor_mixing: 16 Gaussian vectors of dimension %d (%s), seed %d, %d mixing step%s"):format(
   dim, dim_source, o.seed, o.steps, o.steps > 1 and "s" or ""))
 for _, row in ipairs({{"before", before}, {"after", after}}) do
   local d = row[2]
-  print(("  %-6s PCA explained %5.1f%% + %5.1f%%, Dirichlet energy %.4f (raw %.1f), grid R^2 from 2 PCs %.3f"):format(
-    row[1], 100 * d.explained_ratio[1], 100 * d.explained_ratio[2], d.dirichlet_energy, d.dirichlet_energy_raw,
-    d.grid_fit_r2))
+  local fmt = "  %-6s PCA explained %5.1f%% + %5.1f%%, Dirichlet energy %.4f (raw %.1f), grid R^2 from 2 PCs %.3f"
+  lines[#lines + 1] = fmt:format(row[1], 100 * d.explained_ratio[1], 100 * d.explained_ratio[2], d.dirichlet_energy, d.dirichlet_energy_raw,
+    d.grid_fit_r2)
 end
-print(("  energy after / before %.3f; after %d steps %.3f"):format(summary.energy_ratio, n_steps,
+lines[#lines + 1] = (("  energy after / before %.3f; after %d steps %.3f"):format(summary.energy_ratio, n_steps,
   curve[#curve].energy / curve[1].energy))
-print(("  wrote %s/{summary.json,pca_before,pca_after,energy}.{png,svg} in %d s (%.1f s of CPU)"):format(
-  o.out, os.time() - wall0, os.clock() - t0))
+ex:report(summary, lines)

@@ -1,132 +1,90 @@
--- In-context graph tracing (Park et al.): random walks on a 4x4 word grid; rule-following accuracy against
--- context length, PCA of class means at a chosen layer, Dirichlet energy against context length.
---   icl script experiments/park_grid.lua [--model M] [--layer L] [--hook NAME] [--seed S] [--walks N]
---                                        [--length T] [--out DIR] [--backend B] [--quick]
-local args = require("icl.args")
-local graph, metrics, plot, json = icl.graph, icl.metrics, icl.plot, icl.json
-
-local USAGE = [[usage: icl script experiments/park_grid.lua [options]
-  --model PATH    GGUF model (default models/SmolLM2-135M-Instruct-Q4_1.gguf)
-  --layer L       layer of the representation (default: 80% of the depth)
-  --hook NAME     hook point at that layer (default hook_resid_pre)
-  --seed S        walk seed (default 42); walk b uses seed S + b - 1 and starts at word b
-  --walks N       number of walks (default 16)   --length T   words per walk (default 1400)
-  --window W      positions for class means (default 200, the last W)
-  --out DIR       output directory (default out/park_grid)
-  --backend B     auto, cpu, vulkan
-  --quick         2 walks of 120 words (smoke test)]]
-
-local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", layer = -1, hook = "hook_resid_pre",
-                           seed = 42, walks = 16, length = 1400, window = 200, out = "out/park_grid",
-                           backend = "auto", quick = false}, USAGE)
-if o.quick then -- smoke-test sizes, except those given explicitly
-  if not given.walks then o.walks = 2 end
-  if not given.length then o.length = 120 end
-  if not given.window then o.window = 50 end
-end
-
-local WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
-               "box", "sand", "sun", "mango", "rock", "math", "code", "phone"}
+-- In-context graph tracing (Park et al.): random walks on a word graph (4x4 grid, 10-word ring or the 30-node
+-- hexagonal lattice); rule-following accuracy against context length, PCA of class means at a chosen layer, and
+-- the Dirichlet energy of the class means against context length beside its label-shuffle null.
+local metrics, plot, X = icl.metrics, icl.plot, icl.experiment
+local e = X{name = "park_grid", about = "In-context graph tracing (Park et al.) on a word grid, ring or hexagon lattice",
+  options = {{"graph", "grid", "grid (4x4), ring (10 words) or hex (networkx hexagonal_lattice_graph(3, 3))"},
+             {"layer", -1, "layer of the representation (-1: 80% of the depth)"},
+             {"hook", "hook_resid_pre", "hook point at that layer"},
+             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at node b"},
+             {"length", 1400, "words per walk"}, {"window", 200, "positions for class means (the last W)"},
+             {"shuffles", 200, "label shuffles of the energy null"}},
+  quick = {walks = 2, length = 120, window = 50, shuffles = 20}}
+local o = e.o
+local GRAPHS = {grid = function(w) return icl.graph.grid(4, 4, w(16)) end,
+                ring = function(w) return icl.graph.ring(10, w(10)) end,
+                hex = function(w) return icl.graph.hex_lattice(3, 3, w(30)) end}
+if not GRAPHS[o.graph] then error(("--graph %s: expected grid, ring or hex"):format(o.graph), 0) end
 local RANGES = {{0, 10}, {50, 100}, {100, 200}, {200, 400}, {600, 800}, {1000, 1400}}
+local TS = {25, 50, 100, 150, 200, 300, 400, 600, 800, 1000, 1200, 1400}
 
-local t0 = os.clock()
-local wall0 = os.time()
-local m = assert(icl.load(o.model, {backend = o.backend, n_ctx = o.length + 16}))
-local layer = o.layer >= 0 and o.layer or math.floor(0.8 * m.n_layers + 0.5)
-if layer >= m.n_layers then error(("--layer %d: the model has layers 0..%d"):format(layer, m.n_layers - 1), 0) end
+local m = e:load{n_ctx = o.length + 16}
+local layer = e:layer()
 local hook = ("blocks.%d.%s"):format(layer, o.hook)
-
-local g = graph.grid(4, 4, WORDS)
+local g = GRAPHS[o.graph](X.words)
 local ids = g:token_ids(m) -- errors naming any word that is not one token
-local bos = m:tokenize("", {bos = true})[1]
 
--- tokens of a walk: BOS then one token per word; checked once against the tokenizer on the text
-local function walk_tokens(walk)
-  local t = {bos}
-  for i, node in ipairs(walk) do t[i + 1] = ids[node] end
-  return t
-end
-
+-- the protocol: each walk's accuracy from reduced logits, and its activations at the hook
 local walks, accs, acts = {}, {}, {}
 local bar = icl.progress.new{total = o.walks, label = "park_grid walks"}
 for b = 1, o.walks do
-  local walk = g:walk{length = o.length, start = (b - 1) % g.n + 1, seed = o.seed + b - 1}
-  local toks = walk_tokens(walk)
-  if b == 1 then
-    local via_text = m:tokenize(g:text(walk), {bos = true})
-    assert(#via_text == #toks, "the walk text does not tokenize to one token per word")
-    for i = 1, #toks do assert(via_text[i] == toks[i], "tokenization of the walk text differs at " .. i) end
-  end
-  local r = m:run(toks, {logits = "all", capture = {hook}})
-  walks[b] = walk
-  accs[b] = metrics.rule_following(r.logits, walk, g, {token_ids = ids, mode = "full"})
+  walks[b] = g:walk{length = o.length, start = (b - 1) % g.n + 1, seed = o.seed + b - 1}
+  local r = m:run(g:tokens(m, walks[b], {bos = true, check = b == 1}),
+                  {logits = {select = ids, lse = true}, capture = {hook}})
+  accs[b] = metrics.rule_following(r.logits, walks[b], g, {token_ids = ids, lse = r.lse})
   acts[b] = r[hook]
-  r = nil
-  collectgarbage()
   bar:update(1)
 end
 bar:done()
-
--- accuracy: mean and std over walks per position, ranges of context length (in words)
 local mean, std = metrics.mean_std(accs)
-local by_range = {}
-for _, rg in ipairs(RANGES) do
-  local a, b = math.max(rg[1], 1), math.min(rg[2], o.length)
-  if a <= b then
-    by_range[#by_range + 1] = {from = rg[1], to = rg[2], mean = metrics.mean(mean, a, b)}
-  end
-end
+local by_range = metrics.by_range(mean, RANGES)
 
--- representation: class means over the last `window` positions, pooled over walks; PCA to 2-D
+-- class means over the last `window` positions, pooled over walks; classes never seen there are left out
 local means = icl.class_means(acts, walks, {last = o.window}, g.n)
-local pca = icl.pca(means, 2)
-local energy_final = metrics.dirichlet_energy(means, g, {normalized = true})
-
--- Dirichlet energy of class means against context length (window of `window` words ending at t)
-local energy = {}
-local ts = {}
-for _, t in ipairs({25, 50, 100, 150, 200, 300, 400, 600, 800, 1000, 1200, 1400}) do
-  if t <= o.length then ts[#ts + 1] = t end
+local seen, absent = metrics.present(means)
+local absent_words = {}
+for k, i in ipairs(absent) do
+  absent_words[k] = g.words[i]
+  io.stderr:write(("park_grid: class '%s' (node %d) does not occur in the last %d positions of the walks: left out of "
+                   .. "the PCA and the energy\n"):format(g.words[i], i, o.window))
 end
-for _, t in ipairs(ts) do
-  local cm = icl.class_means(acts, walks, {from = math.max(1, t - o.window + 1), to = t}, g.n)
-  local complete = true
-  for i = 1, g.n do if cm[i][1] ~= cm[i][1] then complete = false end end -- a class not seen yet
-  energy[#energy + 1] = {t = t, energy = complete and metrics.dirichlet_energy(cm, g, {normalized = true}) or json.null}
-end
+if #seen < 3 then error(("park_grid: only %d classes occur in the window (need 3)"):format(#seen), 0) end
+local cm, sub_edges, labels, fill = means:index_select(1, seen), metrics.induced_edges(g, seen), {}, {}
+for k, i in ipairs(seen) do labels[k], fill[k] = g.words[i], i end
+local npc = o.graph == "ring" and math.min(3, #seen) or 2
+local pca = icl.pca(cm, npc)
+local final = metrics.energy_with_null(cm, sub_edges, o.shuffles, icl.rng.new(o.seed))
+local energy = metrics.energy_curve(acts, walks, g, {ts = TS, window = o.window, shuffles = o.shuffles, seed = o.seed})
 
--- figures
-local ma, mstd = metrics.moving_average(mean, 30), metrics.moving_average(std, 30)
+-- figures (the ring is drawn on PC2 and PC3, as Park et al. do)
 local name = m.name or o.model
-plot.line{series = {{y = ma, std = mstd, label = "mean over walks (30-wide moving average)"}},
-          title = ("Rule-following accuracy, %s"):format(name), xlabel = "context length (words)",
-          ylabel = "probability mass on valid neighbours", ylim = {0, 1}}:save(o.out .. "/accuracy.png")
-plot.line{series = {{y = ma, std = mstd, label = "mean over walks (30-wide moving average)"}},
-          title = ("Rule-following accuracy, %s"):format(name), xlabel = "context length (words)",
-          ylabel = "probability mass on valid neighbours", ylim = {0, 1}}:save(o.out .. "/accuracy.svg")
-for _, ext in ipairs({"png", "svg"}) do
-  plot.scatter{points = pca, labels = g.words, edges = g.edges, dashed = true, equal = true,
-               fill = (function() local f = {} for i = 1, g.n do f[i] = i end return f end)(),
-               title = ("PCA of class means, %s, last %d positions"):format(hook, o.window),
-               xlabel = ("PC1 (%.1f%%)"):format(100 * pca.explained_ratio[1]),
-               ylabel = ("PC2 (%.1f%%)"):format(100 * pca.explained_ratio[2])}:save(o.out .. "/pca." .. ext)
-  local ex, ey = {}, {}
-  for i, e in ipairs(energy) do ex[i] = e.t; ey[i] = e.energy == json.null and 0 / 0 or e.energy end
-  plot.line{series = {{x = ex, y = ey, label = "normalized Dirichlet energy"}}, title = "Dirichlet energy of class means",
-            xlabel = "context length (words)", ylabel = "energy"}:save(o.out .. "/energy." .. ext)
+local pcx, pcy = npc == 3 and 2 or 1, npc == 3 and 3 or 2
+e:figure(plot.line{series = {{y = metrics.moving_average(mean, 30), std = metrics.moving_average(std, 30),
+                              label = "mean over walks (30-wide moving average)"}},
+                   title = ("Rule-following accuracy, %s, %s"):format(o.graph, name), xlabel = "context length (words)",
+                   ylabel = "probability mass on valid neighbours", ylim = {0, 1}}, "accuracy")
+e:figure(plot.scatter{points = pca.projections:index_select(2, {pcx, pcy}), labels = labels, edges = sub_edges,
+                      dashed = true, equal = true, fill = fill,
+                      title = ("PCA of class means, %s, %s, last %d positions"):format(o.graph, hook, o.window),
+                      xlabel = ("PC%d (%.1f%%)"):format(pcx, 100 * pca.explained_ratio[pcx]),
+                      ylabel = ("PC%d (%.1f%%)"):format(pcy, 100 * pca.explained_ratio[pcy])}, "pca")
+local ex, ey, en = {}, {}, {}
+for i, r in ipairs(energy) do ex[i], ey[i], en[i] = r.t, r.raw or 0 / 0, r.null_raw_mean or 0 / 0 end
+e:figure(plot.line{series = {{x = ex, y = ey, label = "true graph"}, {x = ex, y = en, label = "mean over label shuffles"}},
+                   title = ("Dirichlet energy of class means, %s"):format(o.graph), xlabel = "context length (words)",
+                   ylabel = "mean over edges of |x_i - x_j|^2"}, "energy")
+
+local lines = {("park_grid: %s, %s graph, %d walks x %d words, %s (layer %d)"):format(name, o.graph, o.walks,
+                                                                                      o.length, hook, layer)}
+for _, r in ipairs(by_range) do lines[#lines + 1] = ("  accuracy %4d-%-4d  %.3f"):format(r.from, r.to, r.mean) end
+lines[#lines + 1] = ("  PCA explained %.1f%% + %.1f%%, Dirichlet energy (normalized) %.4f, raw %.4g"):format(
+  100 * pca.explained_ratio[pcx], 100 * pca.explained_ratio[pcy], final.energy, final.raw)
+if final.null_mean then
+  lines[#lines + 1] = ("  label-shuffle null (%d shuffles): mean %.4f, %.0f%% of shuffles below the true graph"):format(
+    o.shuffles, final.null_mean, 100 * final.null_below)
 end
-
-local summary = {
-  experiment = "park_grid", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
-  layer = layer, hook = hook, seed = o.seed, walks = o.walks, length = o.length, window = o.window,
-  words = WORDS, accuracy_by_range = by_range, accuracy_mean = mean, accuracy_std = std,
-  pca_explained_ratio = pca.explained_ratio, dirichlet_energy_final = energy_final, energy_curve = energy,
-}
-assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
-
-print(("park_grid: %s, %d walks x %d words, %s (layer %d)"):format(name, o.walks, o.length, hook, layer))
-for _, r in ipairs(by_range) do print(("  accuracy %4d-%-4d  %.3f"):format(r.from, r.to, r.mean)) end
-print(("  PCA explained %.1f%% + %.1f%%, Dirichlet energy (normalized) %.4f"):format(
-  100 * pca.explained_ratio[1], 100 * pca.explained_ratio[2], energy_final))
-print(("  wrote %s/{summary.json,accuracy,pca,energy}.{png,svg} in %d s (%.0f s of CPU)"):format(
-  o.out, os.time() - wall0, os.clock() - t0))
+e:report({model_name = name, arch = m.arch, backend = m.backend, graph = o.graph, layer = layer, hook = hook,
+          walks = o.walks, length = o.length, window = o.window, shuffles = o.shuffles, words = g.words,
+          accuracy_by_range = by_range, accuracy_mean = mean, accuracy_std = std, absent_classes = absent_words,
+          pca_explained_ratio = pca.explained_ratio, dirichlet_energy_final = final.energy,
+          dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy}, lines)

@@ -129,13 +129,35 @@ static int push_field(lua_State *L, icl_model *m, const char *k) {
   return 0;
 }
 
+/* Attention geometry fields: layer_kind and layer_rope_base are tables keyed by the 0-based layer numbers of the
+ * hook names ("sliding" / "global"; the RoPE base of each layer). */
+static int push_geometry(lua_State *L, icl_model *m, const char *k) {
+  int per_kind = !strcmp(k, "layer_kind"), per_base = !strcmp(k, "layer_rope_base");
+  icl_layer_info li;
+  icl_error err;
+  if (icl_model_layer_info(m, 0, &li, &err)) return 0;
+  if (!strcmp(k, "window")) return lua_pushinteger(L, icl_model_window(m)), 1;
+  if (!strcmp(k, "rope_style")) return lua_pushstring(L, li.rope_neox ? "neox" : "interleaved"), 1;
+  if (!strcmp(k, "attn_scale")) return lua_pushnumber(L, li.attn_scale), 1;
+  if (!strcmp(k, "rope_base")) return lua_pushnumber(L, icl_model_hparams(m)->rope_base), 1;
+  if (!per_kind && !per_base) return 0;
+  int n = icl_model_hparams(m)->n_layer;
+  lua_createtable(L, n, 1);
+  for (int il = 0; il < n && !icl_model_layer_info(m, il, &li, &err); il++) {
+    if (per_kind) lua_pushstring(L, li.window ? "sliding" : "global");
+    else lua_pushnumber(L, li.rope_base);
+    lua_rawseti(L, -2, il);
+  }
+  return 1;
+}
+
 /* m.<field> or a method (the methods table is upvalue 1). */
 static int m_index(lua_State *L) {
   luaL_checkudata(L, 1, MODEL_MT);
   lua_pushvalue(L, 2);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
-  if (k && push_field(L, check_model(L, 1), k)) return 1;
+  if (k && (push_field(L, check_model(L, 1), k) || push_geometry(L, check_model(L, 1), k))) return 1;
   return luaL_error(L, "model has no field '%s'", luaL_tolstring(L, 2, NULL));
 }
 
@@ -478,15 +500,17 @@ static void parse_ablate(run_spec *s, int idx, const char *what) {
   v->value = value_field(s, idx, what, mean);
 }
 
-static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head", NULL};
+static const char *const PATCH_KEYS[] = {"hook", "value", "pos", "heads", "head", "layer", NULL};
 
-/* patch entry: {hook =, value =, pos =, heads =}. */
+/* patch entry: {hook =, value =, pos =, heads =}; with layer =, hook may be short as in ablate (default "z"). */
 static void parse_patch(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
   icl_intervention *v = new_iv(s, ICL_IV_PATCH, what);
-  v->hook = str_field(s, idx, what, "hook", 1);
-  heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
+  int max_heads = s->hp->n_head, has_layer = lua_getfield(s->L, idx, "layer") != LUA_TNIL;
+  lua_pop(s->L, 1);
+  v->hook = has_layer ? ablate_hook(s, idx, what, &max_heads) : str_field(s, idx, what, "hook", 1);
+  heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, 1);
 }
@@ -630,6 +654,12 @@ static int chunk_protected(lua_State *L) {
     if (icl_tensor_slice(lg, 0, r0, r0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
     lua_setfield(L, -2, "logits");
   }
+  if (a->res->lse) {
+    icl_error err;
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    if (icl_tensor_slice(a->res->lse, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    lua_setfield(L, -2, "lse");
+  }
   lua_call(L, 3, 0);
   return 0;
 }
@@ -683,13 +713,49 @@ static void inputs_opt(run_spec *s, icl_run_opts *o) {
   o->inputs = t->data, o->inputs_width = t->shape[1];
 }
 
-/* logits = "all" | "last" (default) | "none". */
-static icl_logits_mode logits_opt(run_spec *s) {
+static const char *const SELECT_KEYS[] = {"select", "lse", NULL};
+
+/* logits = {select = {id, ...}, lse = true}: per position only those ids' logits and the log-sum-exp. */
+static icl_logits_mode select_opt(run_spec *s, icl_run_opts *o) {
+  lua_State *L = s->L;
+  int idx = lua_gettop(L);
+  check_keys(L, s->arg, idx, SELECT_KEYS, "logits: ");
+  int t = lua_getfield(L, idx, "select");
+  if (t != LUA_TNIL && t != LUA_TTABLE) field_error(s, "logits", ".select: expected a list of token ids");
+  lua_Unsigned n = t == LUA_TTABLE ? lua_rawlen(L, -1) : 0; /* raw length, read once */
+  if (n > (lua_Unsigned)s->hp->n_vocab)
+    field_error(s, "logits", ".select: %I ids, more than the vocabulary", (lua_Integer)n);
+  int32_t *ids = scratch(s, (size_t)n * sizeof *ids);
+  for (lua_Unsigned i = 0; i < n; i++) {
+    int isint;
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0 || v >= s->hp->n_vocab)
+      field_error(s, "logits", ".select[%I]: %s is not a token id in 0..%d", (lua_Integer)i + 1,
+                  luaL_tolstring(L, -1, NULL), s->hp->n_vocab - 1);
+    ids[i] = (int32_t)v;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  o->logit_ids = ids, o->n_logit_ids = (int)n;
+  t = lua_getfield(L, idx, "lse");
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN) field_error(s, "logits", ".lse: expected a boolean");
+  o->logit_lse = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (!n && !o->logit_lse) field_error(s, "logits", ": expected select = {ids} and/or lse = true");
+  lua_pop(L, 1);
+  return ICL_LOGITS_SELECT;
+}
+
+/* logits = "all" | "last" (default) | "none" | {select = ids, lse = true}. */
+static icl_logits_mode logits_opt(run_spec *s, icl_run_opts *o) {
+  if (lua_getfield(s->L, s->arg, "logits") == LUA_TTABLE) return select_opt(s, o);
+  lua_pop(s->L, 1);
   const char *v = str_field(s, s->arg, "", "logits", 0);
   if (!v || !strcmp(v, "last")) return ICL_LOGITS_LAST;
   if (!strcmp(v, "all")) return ICL_LOGITS_ALL;
   if (!strcmp(v, "none")) return ICL_LOGITS_NONE;
-  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last or none", v);
+  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last, none or {select =, lse =}", v);
 }
 
 /* hook = {points = {...} | point = "...", fn = function}: leaves fn on the stack and returns its index. */
@@ -730,6 +796,11 @@ static void push_results(lua_State *L, run_ctx *c) {
     b->t = r->logits, r->logits = NULL;
     lua_setfield(L, -2, "logits");
   }
+  if (r->lse) {
+    icl_lua_tbox *b = icl_lua_new_tbox(L);
+    b->t = r->lse, r->lse = NULL;
+    lua_setfield(L, -2, "lse");
+  }
   for (int i = 0; !c->stream && i < r->n_captures; i++) {
     if (!r->captures[i]) continue;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
@@ -740,7 +811,7 @@ static void push_results(lua_State *L, run_ctx *c) {
 
 /* Parses the options into s and o and pushes the guard that owns the result (and frees it if anything raises). */
 static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
-  o->logits = logits_opt(s);
+  o->logits = logits_opt(s, o);
   o->interrupt = icl_lua_interrupt_flag(L);
   inputs_opt(s, o);
   parse_lists(s);
@@ -748,7 +819,7 @@ static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
   memset(c, 0, sizeof *c);
   luaL_setmetatable(L, GUARD_MT);
   c->L = L;
-  c->logits_all = o->logits == ICL_LOGITS_ALL;
+  c->logits_all = o->logits == ICL_LOGITS_ALL || o->logits == ICL_LOGITS_SELECT;
   c->hook_fn = hook_opt(s);
   if (lua_getfield(L, s->arg, "on_chunk") != LUA_TNIL && !lua_isfunction(L, -1))
     field_error(s, "on_chunk", ": expected a function");
@@ -878,10 +949,11 @@ int icl_lua_open_model(lua_State *L) {
   lua_pushcfunction(L, guard_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 8);
   lua_pushcfunction(L, l_load);
   lua_setfield(L, -2, "load");
   lua_pushcfunction(L, l_devices);
   lua_setfield(L, -2, "devices");
+  luaL_setfuncs(L, METHODS, 0); /* found in package.loaded: errors under pcall(m.run, ...) name 'icl.model.run' */
   return 1;
 }

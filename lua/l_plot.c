@@ -45,11 +45,33 @@ static int fig_tostring(lua_State *L) {
   return 1;
 }
 
+/* fig:save(base, {"png", "svg"}): base.png and base.svg; true, or nil and the first failure's message. */
+static int save_formats(lua_State *L, figure *f, const char *base) {
+  lua_Unsigned n = lua_rawlen(L, 3);
+  luaL_argcheck(L, n > 0 && n <= 8, 3, "expected a list of 1..8 formats (\"png\", \"svg\")");
+  for (lua_Unsigned i = 1; i <= n; i++) {
+    const char *ext = lua_rawgeti(L, 3, (lua_Integer)i) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    if (strcasecmp(ext, "png") != 0 && strcasecmp(ext, "svg") != 0)
+      luaL_argerror(L, 3, lua_pushfstring(L, "formats[%I]: expected \"png\" or \"svg\"", (lua_Integer)i));
+    const char *path = lua_pushfstring(L, "%s.%s", base, ext);
+    icl_error err;
+    if (icl_plot_save(f->p, path, &err) != ICL_OK) {
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      return 2;
+    }
+    lua_pop(L, 2);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* fig:save(path): true, or nil and a message when the file cannot be written. */
 static int fig_save(lua_State *L) {
   figure *f = check_figure(L);
   const char *path = luaL_checkstring(L, 2);
   luaL_argcheck(L, f->p != NULL, 1, "figure is closed");
+  if (lua_istable(L, 3)) return save_formats(L, f, path);
   const char *dot = strrchr(path, '.');
   luaL_argcheck(L, dot && (strcasecmp(dot, ".png") == 0 || strcasecmp(dot, ".svg") == 0), 2,
                 "path must end in .png or .svg");
@@ -71,9 +93,26 @@ static void *xcalloc(lua_State *L, size_t n, size_t size) {
   return p;
 }
 
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one (cairo rejects such text). */
+static int utf8_seq(const unsigned char *s) {
+  int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 2 && s[0] < 0xc2) return 0; /* overlong */
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+  if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || s[0] > 0xf4 || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+  return n;
+}
+
+/* A copy of s in which invalid UTF-8 bytes and control characters become '?' (titles come from model files). */
 static char *xstrdup(lua_State *L, const char *s) {
-  char *d = xcalloc(L, strlen(s) + 1, 1);
-  memcpy(d, s, strlen(s) + 1);
+  size_t len = strlen(s);
+  char *d = xcalloc(L, len + 1, 1);
+  for (size_t i = 0; i < len;) {
+    int n = utf8_seq((const unsigned char *)s + i);
+    if (n == 0 || (n == 1 && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f))) d[i++] = '?';
+    else memcpy(d + i, s + i, (size_t)n), i += (size_t)n;
+  }
   return d;
 }
 
@@ -201,7 +240,7 @@ static void opt_labels(lua_State *L, int opts, const char *name, int64_t n, char
   char **s = *dst = xcalloc(L, (size_t)n, sizeof *s);
   for (int64_t i = 0; i < n; i++) {
     int t = lua_geti(L, -1, i + 1);
-    if (t == LUA_TSTRING || t == LUA_TNUMBER) s[i] = strdup(lua_tostring(L, -1));
+    if (t == LUA_TSTRING || t == LUA_TNUMBER) s[i] = xstrdup(L, lua_tostring(L, -1));
     lua_pop(L, 1);
   }
   lua_pop(L, 1);

@@ -535,7 +535,7 @@ int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_
   if (!rc) rc = setup_knockouts(hk, err);
   if (!rc) rc = setup_results(hk, err);
   if (!rc) rc = alloc_device_needs(hk, err);
-  if (!rc && o->logits != ICL_LOGITS_NONE) {
+  if (!rc && (o->logits == ICL_LOGITS_ALL || o->logits == ICL_LOGITS_LAST)) { /* SELECT: logits_select.c */
     int64_t all = o->stream && o->on_chunk && n > m->chunk ? m->chunk : n; /* streaming: one chunk's rows at a time */
     int64_t shape[2] = {o->logits == ICL_LOGITS_ALL ? all : 1, m->hp.n_vocab};
     res->logits = icl_tensor_new(2, shape);
@@ -592,6 +592,7 @@ void icl_hooks_end(struct icl_hookctx *hk) {
 void icl_run_result_free(icl_run_result *res) {
   if (!res) return;
   icl_tensor_free(res->logits);
+  icl_tensor_free(res->lse);
   for (int i = 0; i < res->n_captures; i++) {
     if (res->names) free(res->names[i]);
     if (res->captures) icl_tensor_free(res->captures[i]);

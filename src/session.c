@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hooks_internal.h"
+#include "logits_select.h"
 #include "model_internal.h"
 
 static int alloc_view(icl_session *s, icl_buf **b, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t type, icl_dt *out,
@@ -236,6 +237,11 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
     icl_run_result_free(res);
     return rc;
   }
+  if (opts->logits == ICL_LOGITS_SELECT && (rc = icl_logits_select_alloc(m, n, opts, res, err))) {
+    icl_hooks_end(hk);
+    icl_run_result_free(res);
+    return rc;
+  }
   int64_t V = m->hp.n_vocab;
   int64_t per = even_chunk(n, m->chunk);
   for (int64_t c = 0; c < n && !rc; c += per) {
@@ -253,6 +259,8 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
       rc = read_logits(s, 0, nc, res->logits->data + c * V, c, "run", err);
     } else if (opts->logits == ICL_LOGITS_LAST && c + nc == n) {
       rc = read_logits(s, nc - 1, 1, res->logits->data, c, "run", err);
+    } else if (opts->logits == ICL_LOGITS_SELECT) {
+      rc = icl_logits_select_chunk(s, c, nc, opts, res, err);
     }
     if (!rc) rc = icl_hooks_chunk_end(hk, c, nc, err);
   }

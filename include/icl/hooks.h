@@ -7,7 +7,11 @@
 #include "icl/icl.h"
 #include "icl/tensor.h"
 
-typedef enum icl_logits_mode { ICL_LOGITS_NONE = 0, ICL_LOGITS_LAST = 1, ICL_LOGITS_ALL = 2 } icl_logits_mode;
+/* SELECT: per position only the logits of opts.logit_ids and (opts.logit_lse) the log-sum-exp over the whole
+ * vocabulary, reduced per LM-head sub-chunk so that [n, vocab] never reaches the host. */
+typedef enum icl_logits_mode {
+  ICL_LOGITS_NONE = 0, ICL_LOGITS_LAST = 1, ICL_LOGITS_ALL = 2, ICL_LOGITS_SELECT = 3
+} icl_logits_mode;
 
 /* A capture request: every hook point matching pattern ('*' matches one dot-free field, e.g.
  * "blocks.*.hook_resid_post"), optionally restricted to positions [pos_begin, pos_end) (negative values
@@ -58,14 +62,18 @@ typedef struct icl_run_opts {
   volatile int *interrupt; /* nonzero stops the run between chunks with an error */
   const float *inputs; int64_t inputs_width; /* icl-attn: continuous inputs [n_tokens, width] row-major, width =
                                                 input_length; NULL = zeros */
+  const int32_t *logit_ids; int n_logit_ids; /* SELECT: token ids whose logits are kept, in this order */
+  int logit_lse;                             /* SELECT: also the log-sum-exp over the vocabulary */
 } icl_run_opts;
 
-/* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST) and named captures. */
+/* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST, [n_pos, n_logit_ids] for SELECT) and named
+ * captures; lse [n_pos] for SELECT with logit_lse. */
 typedef struct icl_run_result {
   icl_tensor *logits;
   int n_captures;
   char **names;
   icl_tensor **captures;
+  icl_tensor *lse;
 } icl_run_result;
 
 /* Frees what a run put into res and zeroes it. */

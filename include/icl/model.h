@@ -63,6 +63,20 @@ size_t icl_model_weight_bytes(const icl_model *m);
 /* The context (KV cache capacity in tokens) sessions and runs of this model get. */
 int icl_model_n_ctx(const icl_model *m);
 
+/* Attention geometry of one layer (what recomputing hook_pattern from hook_q / hook_k needs). */
+typedef struct icl_layer_info {
+  float rope_base;  /* RoPE base of this layer */
+  int window;       /* sliding window in tokens (a query sees itself and window - 1 keys before), 0 = global */
+  int rope_neox;    /* 1: NeoX RoPE (rotates dims i and i + d_head/2), 0: interleaved (dims 2i and 2i + 1) */
+  float attn_scale; /* scores are q.k * attn_scale before the mask and softmax */
+} icl_layer_info;
+
+/* Fills out for layer 0..n_layer-1; an error names the layer when it is out of range. */
+int icl_model_layer_info(const icl_model *m, int layer, icl_layer_info *out, icl_error *err);
+
+/* The sliding window of the model's sliding layers (0 when it has none). */
+int icl_model_window(const icl_model *m);
+
 /* Creates a session (KV cache of the model's n_ctx) for incremental evaluation. */
 int icl_session_new(icl_model *m, icl_session **out, icl_error *err);
 

@@ -129,6 +129,39 @@ function graph.hex(rows, cols, words)
   return g
 end
 
+-- hex_lattice(m, n, words): networkx's hexagonal_lattice_graph(m, n) (m rows and n columns of hexagons; 30 nodes
+-- for 3 x 3), nodes in networkx's order. Its node (i, j), column i in 0..n and row j in 0..2m+1, joins (i, j+1)
+-- and, when i and j have the same parity, (i+1, j); the two corners (0, 2m+1) and (n, (2m+1)(n mod 2)) are
+-- removed. Node k (1-based) is the k-th (i, j) in lexicographic order among those left. coords: the hexagon
+-- centres' layout, x = i + i//2 + 1/2 + (j mod 2)((i mod 2) - 1/2), y = j sqrt(3)/2.
+function graph.hex_lattice(m, n, words)
+  check_dims(m, n, "graph.hex_lattice")
+  local rows, removed = 2 * m + 2, {[0 .. "," .. (2 * m + 1)] = true, [n .. "," .. (2 * m + 1) * (n % 2)] = true}
+  local id, coords, count = {}, {}, 0
+  for i = 0, n do
+    for j = 0, rows - 1 do
+      if not removed[i .. "," .. j] then
+        count = count + 1
+        id[i * rows + j] = count
+        coords[count] = {i + i // 2 + 0.5 + (j % 2) * ((i % 2) - 0.5), j * math.sqrt(3) / 2}
+      end
+    end
+  end
+  words = check_words(words, count, "graph.hex_lattice")
+  local edges = {}
+  local function join(a, b) if a and b then edges[#edges + 1] = {a, b} end end
+  for i = 0, n do
+    for j = 0, rows - 1 do
+      local k = id[i * rows + j]
+      if j + 1 < rows then join(k, id[i * rows + j + 1]) end
+      if i < n and i % 2 == j % 2 then join(k, id[(i + 1) * rows + j]) end
+    end
+  end
+  local g = build(words, edges, "graph.hex_lattice")
+  g.coords, g.kind = coords, "hex_lattice"
+  return g
+end
+
 -- from_edges(words, edges): any graph; edges is a list of {i, j} (1-based node ids).
 function graph.from_edges(words, edges)
   if type(words) ~= "table" then error("graph.from_edges: words must be a list of strings", 2) end
@@ -263,6 +296,33 @@ function Graph:token_ids(model)
     ids[i], owner[id] = id, i
   end
   return ids
+end
+
+-- g:tokens(model, walk, {bos = true, check = false}): the token ids the model sees for the walk: the model's BOS
+-- token first (unless bos = false; an error when the model has none), then one token per word (g:token_ids).
+-- check = true also tokenizes g:text(walk) and raises unless it gives the same ids.
+function Graph:tokens(model, walk, opts)
+  opts = opts or {}
+  if type(walk) ~= "table" then error("graph:tokens: walk must be a list of node ids", 2) end
+  local ids = self:token_ids(model)
+  local out = {}
+  if opts.bos ~= false then
+    if model.bos < 0 then error("graph:tokens: the model has no BOS token (pass bos = false)", 2) end
+    out[1] = model.bos
+  end
+  for t, node in ipairs(walk) do
+    check_node(self, node, string.format("graph:tokens (walk[%d])", t))
+    out[#out + 1] = ids[node]
+  end
+  if opts.check then
+    local via, off = tokenize(model, self:text(walk)), #out - #walk
+    for i = 1, math.max(#via, #walk) do
+      if via[i] ~= out[i + off] then
+        error(string.format("graph:tokens: the walk's text tokenizes differently at word %d", i), 2)
+      end
+    end
+  end
+  return out
 end
 
 -- g:check_tokens(model): true, or an error naming the first word whose " word" is not exactly one token.

@@ -12,6 +12,12 @@ local metrics = {}
 
 local function linalg() return icl.linalg end
 
+local function to_list(x)
+  if type(x) == "table" then return x end
+  if type(x) == "userdata" then return x:totable() end
+  error("expected a list or a 1-d tensor", 3)
+end
+
 local function rows_of(t, fname, what)
   local ok, nd = pcall(function() return t.ndim end)
   if type(t) ~= "userdata" or not ok or nd ~= 2 then
@@ -29,11 +35,33 @@ local function offset_for(rows, walk_len, opts, fname)
   return offset
 end
 
--- rule_following(logits, walk, graph, {mode = "full" | "graph", token_ids = ids, model = m, offset = o}):
+-- Accuracy from reduced logits (m:run{logits = {select = token_ids, lse = true}}): sel [rows, n] holds the logits
+-- of the graph's word tokens in node order, lse [rows] the log-sum-exp over the vocabulary (nil in mode "graph").
+local function mass_selected(sel, lse, walk, g, offset, mode)
+  local S, Z, acc, exp = sel:totable(), lse and to_list(lse), {}, math.exp
+  for t, node in ipairs(walk) do
+    local row, nb, s = S[offset + t], g._adj[node], 0
+    local z = mode == "full" and Z[offset + t] or nil
+    if not z then -- softmax over the graph's words only
+      local mx, sum = -math.huge, 0
+      for j = 1, #row do mx = math.max(mx, row[j]) end
+      for j = 1, #row do sum = sum + exp(row[j] - mx) end
+      z = mx + math.log(sum)
+    end
+    for _, j in ipairs(nb) do s = s + exp(row[j] - z) end
+    acc[t] = s
+  end
+  return acc
+end
+
+-- rule_following(logits, walk, graph, {mode = "full" | "graph", token_ids = ids, model = m, offset = o,
+--                lse = t, selected = false}):
 -- a list of #walk accuracies: acc[t] is the probability mass that the logits row following word t puts on the
 -- tokens of walk[t]'s neighbours. mode "full" (default): softmax over the whole vocabulary; "graph": softmax
 -- over the graph's word tokens only. token_ids (node -> token id) comes from graph:token_ids(model), or is
--- computed from opts.model.
+-- computed from opts.model. Reduced logits: with opts.lse (the run's `lse`, for mode "full") or opts.selected =
+-- true (mode "graph"), logits is [rows, g.n] from m:run{logits = {select = token_ids, lse = true}}: column i
+-- holds node i's token, so the whole [rows, vocab] matrix is never needed.
 function metrics.rule_following(logits, walk, g, opts)
   opts = opts or {}
   local fname = "metrics.rule_following"
@@ -45,14 +73,27 @@ function metrics.rule_following(logits, walk, g, opts)
     error(fname .. ": opts.token_ids must map each of the graph's nodes to a token id (see graph:token_ids)", 2)
   end
   local vocab = logits:shape()[2]
+  local mode = opts.mode or "full"
+  if mode ~= "full" and mode ~= "graph" then error(fname .. ": mode must be \"full\" or \"graph\"", 2) end
+  if opts.lse ~= nil or opts.selected then
+    if vocab ~= g.n then
+      error(string.format("%s: reduced logits need one column per node (%d), got %d", fname, g.n, vocab), 2)
+    end
+    if mode == "full" and opts.lse == nil then error(fname .. ": mode \"full\" on selected logits needs opts.lse", 2) end
+    if opts.lse ~= nil and #to_list(opts.lse) ~= rows then error(fname .. ": opts.lse must hold one value per row", 2) end
+    for t, node in ipairs(walk) do
+      if math.type(node) ~= "integer" or node < 1 or node > g.n then
+        error(string.format("%s: walk[%d] is not a node id in 1..%d", fname, t, g.n), 2)
+      end
+    end
+    return mass_selected(logits, opts.lse, walk, g, offset_for(rows, #walk, opts, fname), mode)
+  end
   for i, id in ipairs(ids) do
     if math.type(id) ~= "integer" or id < 0 or id >= vocab then
       error(string.format("%s: token_ids[%d] = %s is not a token id of the logits' %d columns", fname, i,
         tostring(id), vocab), 2)
     end
   end
-  local mode = opts.mode or "full"
-  if mode ~= "full" and mode ~= "graph" then error(fname .. ": mode must be \"full\" or \"graph\"", 2) end
   local offset = offset_for(rows, #walk, opts, fname)
   local row_list, targets, cache = {}, {}, {}
   for t, node in ipairs(walk) do
@@ -83,12 +124,6 @@ end
 -- |x_i - x_j|^2. Normalized: X / |X|_F, then E = 1/2 sum_ij A_ij |x_i - x_j|^2 / d (d the number of columns).
 function metrics.dirichlet_energy(X, g, opts)
   return linalg().dirichlet_energy(X, g, opts)
-end
-
-local function to_list(x)
-  if type(x) == "table" then return x end
-  if type(x) == "userdata" then return x:totable() end
-  error("expected a list or a 1-d tensor", 3)
 end
 
 -- token_loss(logits, tokens): tokens are the P token ids the logits [P, vocab] were computed on. Returns P - 1
@@ -160,6 +195,94 @@ function metrics.moving_average(xs, w)
     add(xs[i], 1)
     if i > w then add(xs[i - w], -1) end
     out[i] = cnt > 0 and s / cnt or 0 / 0
+  end
+  return out
+end
+
+-- by_range(xs, ranges): for each {from, to} of ranges (1-based positions) that overlaps xs, {from =, to =,
+-- mean = the mean of xs[max(from, 1) .. min(to, #xs)]}; ranges wholly outside xs are left out.
+function metrics.by_range(xs, ranges)
+  xs = to_list(xs)
+  if type(ranges) ~= "table" then error("metrics.by_range: ranges must be a list of {from, to}", 2) end
+  local out = {}
+  for k, rg in ipairs(ranges) do
+    if type(rg) ~= "table" or math.type(rg[1]) ~= "integer" or math.type(rg[2]) ~= "integer" then
+      error(string.format("metrics.by_range: ranges[%d] must be {from, to} integers", k), 2)
+    end
+    local a, b = math.max(rg[1], 1), math.min(rg[2], #xs)
+    if a <= b then out[#out + 1] = {from = rg[1], to = rg[2], mean = metrics.mean(xs, a, b)} end
+  end
+  return out
+end
+
+-- present(means): the node ids whose class-mean rows are finite (seen in the window) and those that are not.
+function metrics.present(means)
+  local rows = means:totable()
+  local seen, absent = {}, {}
+  for i, r in ipairs(rows) do
+    local ok = true
+    for _, v in ipairs(r) do if v ~= v or v == math.huge or v == -math.huge then ok = false break end end
+    if ok then seen[#seen + 1] = i else absent[#absent + 1] = i end
+  end
+  return seen, absent
+end
+
+-- The graph's edges among the nodes of `keep`, renumbered 1..#keep in that order.
+local function induced_edges(g, keep)
+  local new, edges = {}, {}
+  for k, i in ipairs(keep) do new[i] = k end
+  for _, e in ipairs(g.edges) do
+    if new[e[1]] and new[e[2]] then edges[#edges + 1] = {new[e[1]], new[e[2]]} end
+  end
+  return edges
+end
+metrics.induced_edges = induced_edges
+
+-- Energies of X (rows = nodes) and of K row shuffles of it: the null of a graph whose labels carry no information.
+local function energy_with_null(X, edges, shuffles, rng)
+  local la = linalg()
+  local e = {energy = la.dirichlet_energy(X, edges, {normalized = true}), raw = la.dirichlet_energy(X, edges)}
+  if shuffles > 0 then
+    local n, s, s_raw, below = X:shape()[1], 0, 0, 0
+    for _ = 1, shuffles do
+      local perm = rng:shuffle((function() local p = {} for i = 1, n do p[i] = i end return p end)())
+      local Y = X:index_select(1, perm)
+      local v = la.dirichlet_energy(Y, edges, {normalized = true})
+      s, s_raw = s + v, s_raw + la.dirichlet_energy(Y, edges)
+      if v < e.energy then below = below + 1 end
+      Y:close()
+    end
+    e.null_mean, e.null_raw_mean, e.null_below = s / shuffles, s_raw / shuffles, below / shuffles
+  end
+  return e
+end
+metrics.energy_with_null = energy_with_null
+
+-- energy_curve(acts, walks, g, {ts = {...}, window = 200, shuffles = 0, seed = 1}): for each context length t
+-- (words), the Dirichlet energy of the class means over the window of words max(1, t - window + 1) .. t pooled over
+-- the walks: {t =, energy = normalized, raw = the mean over edges of |x_i - x_j|^2 (Park et al.'s measure),
+-- null_mean, null_raw_mean and null_below (the fraction of label shuffles whose energy is below the true one;
+-- with shuffles > 0), missing = {words absent from the window}}. A t with absent classes gets no energies (as
+-- Park et al. skip it); a t beyond the walks is left out.
+function metrics.energy_curve(acts, walks, g, opts)
+  opts = opts or {}
+  local ts, window, shuffles = opts.ts, opts.window or 200, opts.shuffles or 0
+  if type(ts) ~= "table" then error("metrics.energy_curve: opts.ts must be a list of context lengths", 2) end
+  local rng, len, out = icl.rng.new(opts.seed or 1), #walks[1], {}
+  for _, t in ipairs(ts) do
+    if t <= len then
+      local cm = metrics.class_means(acts, walks, {from = math.max(1, t - window + 1), to = t}, g.n)
+      local _, absent = metrics.present(cm)
+      local row = {t = t}
+      if #absent == 0 then
+        for k, v in pairs(energy_with_null(cm, g.edges, shuffles, rng)) do row[k] = v end
+      else
+        row.energy, row.missing = icl.json.null, {}
+        for k, i in ipairs(absent) do row.missing[k] = g.words[i] end
+      end
+      out[#out + 1] = row
+      cm:close()
+    end
   end
   return out
 end

@@ -68,6 +68,11 @@ if name == "park_grid" then
   t("pca_explained_ratio", ratio2(j.pca_explained_ratio))
   t("dirichlet_energy_final >= 0", num(j.dirichlet_energy_final) and j.dirichlet_energy_final >= 0)
   t("layer 24 of 30 (80% depth)", j.layer == 24 and j.hook == "blocks.24.hook_resid_pre")
+  t("words of the graph", #j.words == ({grid = 16, ring = 10, hex = 30})[j.graph])
+  local f = j.energy_final_null
+  t("final energy beside its shuffle null", f and in01(f.null_below) and num(f.null_mean) and num(f.raw) and f.raw >= 0)
+  t("energy curve: raw, null and fraction below, or the missing words",
+    all(j.energy_curve, function(r) return (num(r.raw) and in01(r.null_below)) or #r.missing > 0 end))
 elseif name == "head_scores" then
   for _, k in ipairs({"induction", "previous_token", "duplicate_token", "prefix_matching"}) do
     local mat = j.scores[k]
@@ -161,6 +166,30 @@ if run park_grid; then
   run park_grid && check "park_grid: same seed, byte-identical summary.json" \
     cmp -s "$TMP/pg1.json" "$TMP/park_grid/summary.json"
 fi
+
+# variant DIR ARGS...: park_grid --quick --out $TMP/DIR ARGS, then its summary checks
+variant() {
+  local dir=$1
+  shift
+  if ICL_PROGRESS= "$ICL" script experiments/park_grid.lua --quick --out "$TMP/$dir" "$@" >"$TMP/$dir.log" 2>&1; then
+    ok
+    "$ICL" script "$TMP/check.lua" park_grid "$TMP/$dir/summary.json" 2>&1 | while IFS= read -r line; do
+      case $line in PASS*) ;; *) echo "FAIL: park_grid $*: $line" >&2; echo x ;; esac
+    done | grep -q x && bad "park_grid $* summary checks" || ok
+  else
+    bad "park_grid $* exited with an error:"
+    sed 's/^/    /' "$TMP/$dir.log" >&2
+    return 1
+  fi
+}
+variant pg_ring --graph ring && figures "$TMP/pg_ring" accuracy pca energy
+variant pg_hex --graph hex && figures "$TMP/pg_hex" accuracy pca energy
+# seed 1: classes absent from the quick window are named and left out (issue 16, item 10)
+variant pg_seed1 --seed 1 && check "park_grid --seed 1 names the absent class" \
+  grep -q "class 'rock' (node 13) does not occur" "$TMP/pg_seed1.log"
+check "park_grid: an unwritable --out fails before the runs" \
+  bash -c "! '$ICL' script experiments/park_grid.lua --quick --out /proc/icl-none >'$TMP/err' 2>&1 &&
+           grep -q 'out /proc/icl-none: cannot write there' '$TMP/err' && ! grep -q accuracy '$TMP/err'"
 
 # ---- head_scores: twice, the second in two groups of layers (same numbers) ----
 if run head_scores; then

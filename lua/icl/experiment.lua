@@ -1,0 +1,156 @@
+-- icl.experiment: what every experiment script needs besides its protocol: options with defaults (and their
+-- --quick sizes), the usage text built from them, the model, the layer choice with its range check, an output
+-- folder checked before any computation, checked figure saves and a report that writes summary.json.
+--
+--   local e = icl.experiment{name = "park_grid", about = "In-context graph tracing ...",
+--                            options = {{"walks", 16, "number of walks"}, {"layer", -1, "layer (-1: 80% of depth)"}},
+--                            quick = {walks = 2}}
+--   local m = e:load{n_ctx = e.o.length + 16}
+--   local layer = e:layer()                       -- --layer, or 80% of the depth when it is -1
+--   ... e:figure(fig, "accuracy")                -- out/park_grid/accuracy.png and .svg, or an error
+--   e:report(summary, {"a line", ...})           -- summary.json (atomic) and the printed summary
+--
+-- Common options added to every experiment: --model, --backend, --seed, --out (default out/<name>), --quick.
+local args = require("icl.args")
+
+local M = {}
+local Exp = {}
+Exp.__index = Exp
+
+local DEFAULT_MODEL = "models/SmolLM2-135M-Instruct-Q4_1.gguf"
+
+local function common(spec)
+  return {
+    {"model", spec.model or DEFAULT_MODEL, "GGUF model"},
+    {"backend", "auto", "auto, cpu, vulkan or ref"},
+    {"seed", spec.seed or 42, "seed of everything random"},
+    {"out", "out/" .. spec.name, "output directory"},
+    {"quick", false, "smoke-test sizes"},
+  }
+end
+
+local function show(v)
+  if type(v) == "string" then return v == "" and '""' or v end
+  if type(v) == "boolean" then return nil end
+  return tostring(v)
+end
+
+-- usage text: one line per option with its help and default; --quick lists the sizes it sets.
+local function usage(spec, opts)
+  local lines = {("usage: icl script experiments/%s.lua [options]"):format(spec.name)}
+  if spec.about then lines[#lines + 1] = "  " .. spec.about:gsub("\n", "\n  ") end
+  for _, op in ipairs(opts) do
+    local name, def, help = op[1], op[2], op[3] or ""
+    local d = show(def)
+    if name == "quick" and spec.quick then
+      local q = {}
+      for k, v in pairs(spec.quick) do q[#q + 1] = ("--%s %s"):format(k, tostring(v)) end
+      table.sort(q)
+      help = help .. ": " .. table.concat(q, " ") .. " (unless given)"
+    end
+    local dashed = name:gsub("_", "-")
+    local flag = d and ("--%s %s"):format(dashed, name:upper()) or "--" .. dashed
+    lines[#lines + 1] = ("  %-22s %s%s"):format(flag, help, d and (" (default %s)"):format(d) or "")
+  end
+  return table.concat(lines, "\n")
+end
+
+-- Checks up front that files can be written under dir (creating it), so a run never ends in a failed save.
+local function check_out(dir)
+  local probe = dir .. "/.icl-write-test"
+  local ok, err = icl.json.write(probe, {})
+  if not ok then error(("--out %s: cannot write there (%s)"):format(dir, tostring(err)), 0) end
+  os.remove(probe)
+end
+
+-- icl.experiment{name =, about =, options = {{name, default, help}, ...}, quick = {name = value}, model =,
+-- seed =, argv = arg}: parses the command line (an error names an unknown option or a bad value) and checks the
+-- output folder. Fields: o (the options), given (those given on the command line), name.
+function M.new(spec)
+  if type(spec) ~= "table" or type(spec.name) ~= "string" then
+    error("icl.experiment: expected {name = \"...\", options = {...}}", 2)
+  end
+  local opts, defaults = {}, {}
+  for _, op in ipairs(spec.options or {}) do opts[#opts + 1] = op end
+  for _, op in ipairs(common(spec)) do opts[#opts + 1] = op end
+  for _, op in ipairs(opts) do
+    if type(op[1]) ~= "string" or op[2] == nil then
+      error("icl.experiment: each option is {name, default, help}", 2)
+    end
+    if defaults[op[1]] == nil then defaults[op[1]] = op[2] end
+  end
+  local o, given = args.parse(spec.argv or arg, defaults, usage(spec, opts))
+  if o.quick then
+    for k, v in pairs(spec.quick or {}) do
+      if not given[k] then o[k] = v end
+    end
+  end
+  local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = os.time()}, Exp)
+  check_out(o.out)
+  return e
+end
+
+-- e:load{n_ctx =, chunk =}: the model of --model on --backend (an error names the file when it cannot load).
+function Exp:load(opts)
+  opts = opts or {}
+  local m, err = icl.load(self.o.model, {backend = self.o.backend, n_ctx = opts.n_ctx, chunk = opts.chunk})
+  if not m then error(("--model %s: %s"):format(self.o.model, tostring(err)), 0) end
+  self.m = m
+  return m
+end
+
+-- e:layer([key = "layer" [, fraction = 0.8]]): the option's layer, or round(fraction * n_layers) when it is
+-- negative; an error names the option and the model's range when it is outside 0..n_layers-1.
+function Exp:layer(key, fraction)
+  key = key or "layer"
+  local v = self.o[key]
+  if math.type(v) ~= "integer" then error(("--%s %s: expected an integer"):format(key, tostring(v)), 0) end
+  if v < 0 then v = math.floor((fraction or 0.8) * self.m.n_layers + 0.5) end
+  if v >= self.m.n_layers then
+    error(("--%s %d: the model has layers 0..%d"):format(key, v, self.m.n_layers - 1), 0)
+  end
+  return v
+end
+
+-- e:path(file): the file's path under the output folder.
+function Exp:path(file) return self.o.out .. "/" .. file end
+
+-- e:figure(fig, base [, formats = {"png", "svg"}]): saves the figure as out/base.<format> for every format; raises
+-- naming the file when a save fails.
+function Exp:figure(fig, base, formats)
+  formats = formats or {"png", "svg"}
+  local ok, err = fig:save(self:path(base), formats)
+  if not ok then error(("%s: saving figure %s: %s"):format(self.name, self:path(base), tostring(err)), 0) end
+  self.files[#self.files + 1] = base .. "." .. (#formats > 1 and "{" .. table.concat(formats, ",") .. "}" or formats[1])
+end
+
+-- e:elapsed(): wall seconds and CPU seconds since the experiment began.
+function Exp:elapsed() return os.time() - self.wall0, os.clock() - self.t0 end
+
+-- e:report(summary, lines): writes summary.json (through a temporary file renamed over it; experiment, model and
+-- seed added when absent; model = false leaves the model out) and prints the name line, the lines, and what was written.
+function Exp:report(summary, lines)
+  summary.experiment = summary.experiment or self.name
+  if summary.model == false then summary.model = nil else summary.model = summary.model or self.o.model end
+  summary.seed = summary.seed or self.o.seed
+  local ok, err = icl.json.write(self:path("summary.json"), summary, {indent = true})
+  if not ok then error(("%s: writing %s: %s"):format(self.name, self:path("summary.json"), tostring(err)), 0) end
+  for _, l in ipairs(lines or {}) do print(l) end
+  local wall, cpu = self:elapsed()
+  local files = {"summary.json"}
+  for _, f in ipairs(self.files) do files[#files + 1] = f end
+  print(("  wrote %s/{%s} in %d s (%.0f s of CPU)"):format(self.o.out, table.concat(files, ", "), wall, cpu))
+end
+
+-- One word list for every graph experiment: the first 16 make the 4x4 grid, the first 10 the ring, all 30 the
+-- hexagonal lattice (the words of Park et al.'s random_tokens.txt; each is one token with a leading space in
+-- SmolLM2 and Gemma 3).
+M.WORDS = {"apple", "bird", "car", "egg", "house", "milk", "plane", "opera", "box", "sand", "sun", "mango", "rock",
+           "math", "code", "phone", "tree", "dog", "metal", "water", "fire", "boat", "mouse", "cup", "book", "paper",
+           "key", "tea", "shoe", "ball"}
+
+-- M.words(n): the first n words (a new list).
+function M.words(n) return table.move(M.WORDS, 1, n, 1, {}) end
+
+setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
+return M
