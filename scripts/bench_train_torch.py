@@ -4,7 +4,8 @@ pre-LayerNorm, W_O without bias, final LayerNorm, unembedding without bias; N(0,
 0.02/sqrt(2 layers)), the same repeated-segment batches (icl_data_repeated_segments re-implemented bit for bit),
 AdamW lr 1e-3 with 10 warmup steps and gradient clipping at 1.0, timed after two warm-up steps (the batches are
 made before timing; icl's generator runs inside its timed loop).
-Prints one line per case: name, steps, steps/s, tokens/s, final loss."""
+Prints one line per case: name, steps, steps/s, tokens/s, final loss.
+  bench_train_torch.py [STEPS (20)] [THREADS (the core count)]"""
 import math
 import os
 import sys
@@ -111,7 +112,7 @@ def bench(name, layers, d, nh, T, vocab, B, steps):
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    torch.set_num_threads(os.cpu_count())
+    torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count())  # default: the cores
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     for c in CASES:
         bench(*c, steps)
