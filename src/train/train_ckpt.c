@@ -16,6 +16,23 @@
 
 static const char *norm_name(int n) { return n == ICL_NORM_LAYER ? "layer" : n == ICL_NORM_RMS ? "rms" : "none"; }
 
+/* icl-train.config: every option of the configuration as a JSON object (for people and tools;
+ * loading reads the icl-attn keys and the tensors present instead). */
+static int put_config_json(icl_gguf_writer *w, const icl_attn_config *c, icl_error *err) {
+  char js[1024];
+  snprintf(js, sizeof js,
+           "{\"layers\":%d,\"heads\":%d,\"d_model\":%d,\"d_head\":%d,\"ctx\":%d,\"vocab\":%d,\"inputs\":%d,"
+           "\"input_proj\":%d,\"position\":\"%s\",\"norm\":\"%s\",\"eps\":%g,\"scale\":%d,\"w_o\":%d,"
+           "\"qkv_bias\":%d,\"o_bias\":%d,\"smeared_key\":%d,\"d_ff\":%d,\"output\":\"%s\",\"classes\":%d,"
+           "\"cls_hidden\":%d,\"out_bias\":%d,\"init_std\":%g,\"seed\":%llu}",
+           c->n_layer, c->n_head, c->d_model, c->d_head, c->n_ctx, c->vocab, c->input_len, c->inp_proj,
+           c->position == ICL_POS_LEARNED ? "learned" : "none", norm_name(c->norm), (double)c->norm_eps, !c->no_scale,
+           c->w_o, c->qkv_bias, c->o_bias, c->smeared_key, c->d_ff,
+           c->output == ICL_OUT_CLASSIFIER ? "classifier" : "unembed", c->n_classes, c->cls_hidden, c->out_bias,
+           (double)c->init_std, (unsigned long long)c->seed);
+  return icl_gguf_w_str(w, "icl-train.config", js, err);
+}
+
 /* The icl-attn.* hyperparameters and icl-train.* metadata. */
 static int put_keys(icl_gguf_writer *w, const icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
@@ -40,6 +57,7 @@ static int put_keys(icl_gguf_writer *w, const icl_trainer *tr, icl_error *err) {
   if (!rc) rc = icl_gguf_w_scalar(w, "icl-train.seed", ICL_GGUF_U64, &seed, err);
   if (!rc) rc = icl_gguf_w_f32(w, "icl-train.init_std", c->init_std, err);
   if (!rc) rc = icl_gguf_w_f32(w, "icl-train.loss", (float)tr->loss, err);
+  if (!rc) rc = put_config_json(w, c, err);
   return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "icl/gguf.h"
 #include "icl/train.h"
 #include "testutil.h"
 
@@ -101,6 +102,12 @@ static void test_roundtrip_config(void) {
   const icl_attn_config *x = icl_trainer_config(a), *y = icl_trainer_config(b);
   CHECK(!memcmp(x, y, sizeof *x));
   CHECK(same_weights(a, b));
+  icl_gguf *g;
+  CHECK(icl_gguf_open(path, &g, &err) == ICL_OK);
+  const char *js = icl_gguf_get_str(g, "icl-train.config");
+  CHECKF(js && strstr(js, "\"norm\":\"rms\"") && strstr(js, "\"cls_hidden\":2") && strstr(js, "\"scale\":0"),
+         "icl-train.config: %s", js ? js : "(absent)");
+  icl_gguf_close(g);
   unlink(path);
   unlink("/tmp/icl_train_cfg.gguf.optim");
   icl_trainer_free(a), icl_trainer_free(b);
