@@ -68,13 +68,14 @@ static void push_net(lua_State *L, icl_trainer *tr) {
  * init_std, seed, threads} -> net */
 static int nn_attn_only(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  static const char *const pos[] = {"none", "learned", NULL}, *const norm[] = {"none", "layer", "rms", NULL};
+  static const char *const pos[] = {"none", "learned", "rope", NULL}, *const norm[] = {"none", "layer", "rms", NULL};
   static const char *const out[] = {"unembed", "classifier", NULL};
   icl_attn_config c = {.n_layer = opt_int(L, 1, "layers", 2), .n_head = opt_int(L, 1, "heads", 1),
                        .d_model = opt_int(L, 1, "d_model", 64), .d_head = opt_int(L, 1, "d_head", 0),
                        .vocab = opt_int(L, 1, "vocab", 0), .n_ctx = opt_int(L, 1, "ctx", 64),
                        .input_len = opt_int(L, 1, "inputs", 0), .inp_proj = opt_int(L, 1, "input_proj", 1),
                        .position = opt_enum(L, 1, "position", pos, ICL_POS_LEARNED),
+                       .rope_base = (float)opt_num(L, 1, "rope_base", 10000.0),
                        .norm = opt_enum(L, 1, "norm", norm, ICL_NORM_LAYER), .norm_eps = (float)opt_num(L, 1, "eps", 1e-5),
                        .no_scale = !opt_int(L, 1, "scale", 1), .w_o = opt_int(L, 1, "w_o", 1),
                        .qkv_bias = opt_int(L, 1, "qkv_bias", 0), .o_bias = opt_int(L, 1, "o_bias", 0),

@@ -39,6 +39,9 @@ void tr_smear_fwd(cpu_backend *cb, const float *k, const float *alpha, int64_t h
                   int64_t B, float *ks);
 void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
                   int64_t B, const float *dks, float *dk, float *dalpha);
+/* RoPE backward (NEOX pairing, positions pos [n]): x [hd, nh, n] rotated back in place by -angle. */
+void tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
+                 float base);
 /* dx = dy * gelu'(x) and dx = dy * [y > 0] (both WRITE dx; dx may alias dy). */
 void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx);
 void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx);

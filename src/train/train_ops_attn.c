@@ -139,3 +139,36 @@ void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t h
   if (dk) cpu_pool_for(cb->pool, B, smear_bwd_item, &c);
   if (dalpha) cpu_pool_for(cb->pool, nh, smear_alpha_item, &c);
 }
+
+/* ---- rope ------------------------------------------------------------------------------------------- */
+
+typedef struct rope_ctx {
+  float *x;
+  const int32_t *pos;
+  int64_t hd, nh;
+  int n_rot;
+  float base;
+} rope_ctx;
+
+/* Tokens [lo, hi): each NEOX pair rotated by -angle (angles in double, as the reference forward). */
+static void rope_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const rope_ctx *c = arg;
+  int half = c->n_rot / 2;
+  for (int64_t t = lo; t < hi; t++)
+    for (int i = 0; i < half; i++) {
+      double th = -(double)c->pos[t] * pow((double)c->base, -2.0 * i / (double)c->n_rot);
+      float cs = (float)cos(th), sn = (float)sin(th);
+      for (int64_t h = 0; h < c->nh; h++) {
+        float *v = c->x + (t * c->nh + h) * c->hd, x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs - x1 * sn;
+        v[i + half] = x0 * sn + x1 * cs;
+      }
+    }
+}
+
+void tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
+                 float base) {
+  rope_ctx c = {x, pos, hd, nh, n_rot, base};
+  cpu_pool_range(cb->pool, n, 16, rope_bwd_range, &c);
+}

@@ -1,6 +1,6 @@
 -- Trained icl-attn checkpoints through icl.load: m:run gives the trainer's own logits and patterns (CPU backend),
 -- for an unembedding model (learned positions, layer norm, W_O, smeared key, MLP), a classifier with continuous
--- inputs (rms norm, no W_O, no scale) and an inputs-only model; every hook point, ablation, knockout, patching
+-- inputs (rms norm, no W_O, no scale), a RoPE model and an inputs-only model; every hook point, ablation, knockout, patching
 -- and head scoring work on the trained checkpoint.
 local passed, failed = 0, 0
 local function check(cond, what)
@@ -37,6 +37,8 @@ end
 
 local m, toks, net = roundtrip("unembed", {layers = 2, heads = 2, d_model = 16, vocab = 8, ctx = 12, smeared_key = true, d_ff = 8,
                                 qkv_bias = true, o_bias = true, out_bias = true, seed = 4})
+roundtrip("rope", {layers = 2, heads = 2, d_model = 16, vocab = 8, ctx = 12, position = "rope", rope_base = 500,
+                   smeared_key = true, norm = "rms", seed = 9})
 -- a classifier on continuous inputs (some positions without a token), untrained random weights
 local T, W = 9, 5
 local rng = icl.rng.new(3)
