@@ -6,17 +6,21 @@
 # a run capturing one layer's attention pattern); ICL_PROFILE=1 per-op GPU times of one prefill and one decode;
 # icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
-# Usage: device-check.sh [--quick] [--out DIR] [--budget SECONDS] [--cpu-threads N]
+# Usage: device-check.sh [--quick] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
+#   --only RE: run only the steps whose names match the extended regex RE (e.g. 'devices|op_')
+#   --timeout-scale K: every step's timeout times K (a loaded or slow machine; raise --budget with it)
 set -uo pipefail
 KIT=$(cd "$(dirname "$0")" && pwd)
-quick=0 budget=330 out=${OUT:-$PWD/device-check-out} threads=
+quick=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --cpu-threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --timeout-scale) tscale=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,7 +65,9 @@ STEPS=() # "name|status|seconds|note"
 run_step() {
   local name=$1 limit=$2 validate=$3 t0 rc status note=
   shift 3
+  if [ -n "$only" ] && ! [[ $name =~ ^($only) ]]; then STEPS+=("$name|OFF|0|not selected (--only)"); return 1; fi
   local left=$((deadline - $(date +%s)))
+  limit=$((limit * tscale))
   if [ $left -lt 10 ]; then
     STEPS+=("$name|SKIP|0|budget of ${budget}s spent"); echo "--- $name: skipped, no time left" >> "$log"; return 1
   fi
@@ -168,7 +174,8 @@ bench_row() { # model backend
 } > "$out/summary.txt"
 for m in smollm2 gemma3; do for ph in prefill decode; do
   f=$work/profile_${m}_$ph.log
-  [ -f "$f" ] && { echo "== $m, one $ph ($([ $ph = prefill ] && echo "$PTOK tokens" || echo "$PDEC steps after 8 tokens")), vulkan"; sed -n '/^icl profile/,/^total/p' "$f"; echo; }
+  [ -f "$f" ] && { echo "== $m, one $ph ($([ $ph = prefill ] && echo "$PTOK tokens" || echo "$PDEC steps after an 8-token prompt, which is included")), vulkan"
+                   grep -E '^(prefill|decode) ' "$f"; sed -n '/^icl profile/,/^total/p' "$f"; echo; }
 done; done > "$out/profile.txt"
 [ -f "$work/bench_ops.log" ] && cp "$work/bench_ops.log" "$out/bench-ops.txt"
 cat "$out/summary.txt"
@@ -176,7 +183,11 @@ echo
 cat "$out/profile.txt"
 [ -f "$out/bench-ops.txt" ] && { echo "== icl bench ops"; cat "$out/bench-ops.txt"; }
 nfail=0 npass=0 nskip=0
-for s in "${STEPS[@]}"; do case "$s" in *'|PASS|'*) npass=$((npass+1));; *'|FAIL|'*) nfail=$((nfail+1));; *) nskip=$((nskip+1));; esac; done
+for s in "${STEPS[@]}"; do
+  case "$s" in *'|PASS|'*) npass=$((npass+1));; *'|FAIL|'*) nfail=$((nfail+1));; *'|SKIP|'*) nskip=$((nskip+1));; esac
+done
 echo
-echo "device-check: $npass passed, $nfail failed, $nskip skipped in $(( $(date +%s) - start )) s; logs: $log"
+times > "$work/times" # not in a pipe (a subshell has its own); the steps' CPU time: a loaded machine's wall time misleads
+cpu=$(tail -1 "$work/times" | awk '{print "user " $1 ", system " $2}')
+echo "device-check: $npass passed, $nfail failed, $nskip skipped in $(( $(date +%s) - start )) s (CPU time of the steps: $cpu); logs: $log"
 [ $nfail = 0 ] && [ $nskip = 0 ]

@@ -9,7 +9,7 @@
 #                   ours, so device-check.sh uses these only where the machine has none
 #   kit/share/vulkan/explicit_layer.d/  the validation layer's manifest, library_path made relative
 #   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md)
-# and kit.tar.xz, the same compressed (what travels to a lent GPU machine). No models: the check writes its own.
+# and kit.tar.gz, the same compressed (what travels to a lent GPU machine). No models: the check writes its own.
 # Usage: scripts/device-kit.sh [--no-build] [KIT_DIR]   (default kit; build tree: $ICL_KIT_BUILD or build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ GLIBC='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|l
 # shared with GPU drivers (Mesa, NVIDIA): the machine's copy wins where there is one
 FALLBACK='^(libstdc\+\+|libgcc_s|libz|libzstd|libexpat|libX[A-Za-z0-9]*|libxcb[a-z0-9-]*|libbsd|libmd|libdrm[a-z_]*|libffi|libwayland-[a-z]*|libGLdispatch)\.so'
 
-for tool in patchelf ldd strip xz; do
+for tool in patchelf ldd strip gzip; do
   command -v $tool >/dev/null || { echo "device-kit: $tool missing (scripts/setup.sh installs it)" >&2; exit 2; }
 done
 
@@ -32,7 +32,7 @@ done
 [ $build_first = 0 ] || scripts/build.sh "$build" -DICL_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 grep -q 'ICL_NATIVE:BOOL=ON' "$build/CMakeCache.txt" && { echo "device-kit: $build is built with -march=native" >&2; exit 2; }
 
-rm -rf "$kit" kit.tar.xz
+rm -rf "$kit" kit.tar.gz
 mkdir -p "$kit/bin" "$kit/lib/fallback" "$kit/share/vulkan/explicit_layer.d"
 for b in "${BINS[@]}"; do
   strip --strip-unneeded -o "$kit/bin/$b" "$build/$b"
@@ -82,6 +82,6 @@ chmod +x "$kit/device-check.sh"
   echo "validation layer: $(dpkg-query -W -f='${Version}' vulkan-validationlayers 2>/dev/null || echo unknown)"
 } > "$kit/VERSION"
 
-tar -C "$(dirname "$kit")" -cf - "$(basename "$kit")" | xz -6 -T0 > kit.tar.xz
+tar -C "$(dirname "$kit")" -cf - "$(basename "$kit")" | gzip > kit.tar.gz
 echo "device-kit: $kit/ $(du -sb "$kit" | awk '{printf "%.1f MiB", $1 / 1048576}') ($(ls "$kit/lib" | wc -l) libraries)," \
-     "kit.tar.xz $(stat -c %s kit.tar.xz | awk '{printf "%.1f MiB", $1 / 1048576}')"
+     "kit.tar.gz $(stat -c %s kit.tar.gz | awk '{printf "%.1f MiB", $1 / 1048576}')"

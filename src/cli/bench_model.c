@@ -104,13 +104,25 @@ static int time_session(icl_model *m, const int32_t *t, long n, long steps, long
   return rc;
 }
 
-/* --once: one prefill of n tokens, or 8 tokens then `steps` decode steps (for ICL_PROFILE=1). */
+/* --once: one prefill of n tokens, or an 8-token prompt then `steps` decode steps, and nothing else (no
+ * warm-up, no repetition), so an ICL_PROFILE=1 table holds exactly that work. */
 static int run_once(icl_model *m, const int32_t *t, const bench_opts *o) {
   int decode = !strcmp(o->once, "decode");
-  double pf, dec;
-  int rc = time_session(m, t, decode ? 8 : o->tokens, decode ? o->decode : 0, 1, &pf, &dec);
-  if (!rc && decode) printf("%-34s %10.3f %12.1f\n", "decode (once)", dec, o->decode / dec);
-  if (!rc && !decode) printf("prefill %-26ld %10.3f %12.1f\n", o->tokens, pf, o->tokens / pf);
+  long n = decode ? 8 : o->tokens;
+  icl_session *s = NULL;
+  icl_error e = {0};
+  float *logits = malloc((size_t)icl_model_hparams(m)->n_vocab * sizeof *logits);
+  int rc = logits ? icl_session_new(m, &s, &e) : icl_error_set(&e, ICL_ENOMEM, "out of memory");
+  double t0 = cli_now();
+  if (!rc) rc = icl_session_eval(s, t, n, logits, 0, &e);
+  double t1 = cli_now();
+  for (long i = 0; decode && i < o->decode && !rc; i++) rc = icl_session_eval(s, t + n + i, 1, logits, 0, &e);
+  double t2 = cli_now();
+  if (rc) fprintf(stderr, "icl bench: %s\n", e.msg);
+  else if (decode) printf("%-34s %10.3f %12.1f\n", "decode (once, after 8 tokens)", t2 - t1, o->decode / (t2 - t1));
+  else printf("prefill %-26ld %10.3f %12.1f\n", n, t1 - t0, n / (t1 - t0));
+  icl_session_free(s);
+  free(logits);
   return rc;
 }
 

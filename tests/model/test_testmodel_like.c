@@ -49,8 +49,9 @@ static void compare_hparams(const icl_gguf *real, const icl_gguf *made, const ch
   CHECKF(checked >= 9, "%s: only %d hyperparameters compared", like, checked);
   int64_t rt = icl_gguf_find_key(real, "tokenizer.ggml.tokens"), mt = icl_gguf_find_key(made, "tokenizer.ggml.tokens");
   CHECKF(rt >= 0 && mt >= 0 && icl_gguf_arr_len(real, rt) == icl_gguf_arr_len(made, mt), "%s: vocabulary size", like);
-  CHECKF(!strcmp(icl_gguf_get_str(real, "tokenizer.ggml.model"), icl_gguf_get_str(made, "tokenizer.ggml.model")),
-         "%s: tokenizer model differs", like);
+  const char *rm = icl_gguf_get_str(real, "tokenizer.ggml.model"), *mm = icl_gguf_get_str(made, "tokenizer.ggml.model");
+  CHECKF(rm && mm && !strcmp(rm, mm), "%s: tokenizer model %s, the real one %s", like, mm ? mm : "(none)",
+         rm ? rm : "(none)");
 }
 
 /* Returns 1 when the real model was there to compare with. */
