@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "icl/train.h"
 #include "icl_lua.h"
 #include "l_tensor.h"
@@ -275,22 +276,24 @@ static int net_tostring(lua_State *L) {
 
 /* ---- data ------------------------------------------------------------------------------------------ */
 
-/* The closure of icl.data.repeated_segments: (step [, B]) -> batch. */
-static int data_rs_call(lua_State *L) {
+/* Fills B sequences of T token ids and targets for `step` from the generator closure's upvalues. */
+typedef void (*gen_fn)(lua_State *L, int64_t B, int64_t T, int64_t step, int32_t *tokens, int32_t *targets);
+
+/* The body of a generator closure (step [, B]) -> {tokens = [B, T], targets = [B, T]}; upvalue 1 is the
+ * default batch, upvalue 2 the sequence length. */
+static int push_generated(lua_State *L, const char *what, gen_fn gen) {
   int64_t step = luaL_checkinteger(L, 1);
   int64_t B = luaL_optinteger(L, 2, lua_tointeger(L, lua_upvalueindex(1)));
   int64_t T = lua_tointeger(L, lua_upvalueindex(2));
-  int vocab = (int)lua_tointeger(L, lua_upvalueindex(3)), seg = (int)lua_tointeger(L, lua_upvalueindex(4));
-  int rep = lua_toboolean(L, lua_upvalueindex(5)), seg_max = (int)lua_tointeger(L, lua_upvalueindex(7));
-  uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(6));
+  luaL_argcheck(L, B > 0 && B <= (1 << 20) && B * T <= ((int64_t)1 << 30), 2, "batch size out of range");
   int64_t shape[2] = {B, T};
   icl_tensor *tk = icl_tensor_new(2, shape), *tg = icl_tensor_new(2, shape);
   int32_t *a = malloc((size_t)(B * T) * sizeof *a), *b = malloc((size_t)(B * T) * sizeof *b);
   if (!tk || !tg || !a || !b) {
     icl_tensor_free(tk), icl_tensor_free(tg), free(a), free(b);
-    return luaL_error(L, "repeated_segments: out of memory");
+    return luaL_error(L, "%s: out of memory", what);
   }
-  icl_data_repeated_segments(B, T, vocab, seg, seg_max, rep, seed, step, a, b);
+  gen(L, B, T, step, a, b);
   for (int64_t i = 0; i < B * T; i++) tk->data[i] = (float)a[i], tg->data[i] = (float)b[i];
   free(a), free(b);
   lua_createtable(L, 0, 2);
@@ -298,6 +301,73 @@ static int data_rs_call(lua_State *L) {
   lua_setfield(L, -2, "tokens");
   icl_lua_push_tensor(L, tg);
   lua_setfield(L, -2, "targets");
+  return 1;
+}
+
+static void gen_repeated(lua_State *L, int64_t B, int64_t T, int64_t step, int32_t *tokens, int32_t *targets) {
+  int vocab = (int)lua_tointeger(L, lua_upvalueindex(3)), seg = (int)lua_tointeger(L, lua_upvalueindex(4));
+  int rep = lua_toboolean(L, lua_upvalueindex(5)), seg_max = (int)lua_tointeger(L, lua_upvalueindex(7));
+  uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(6));
+  icl_data_repeated_segments(B, T, vocab, seg, seg_max, rep, seed, step, tokens, targets);
+}
+
+/* The closure of icl.data.repeated_segments: (step [, B]) -> batch. */
+static int data_rs_call(lua_State *L) { return push_generated(L, "repeated_segments", gen_repeated); }
+
+static void gen_text(lua_State *L, int64_t B, int64_t T, int64_t step, int32_t *tokens, int32_t *targets) {
+  size_t n;
+  const char *text = lua_tolstring(L, lua_upvalueindex(3), &n);
+  uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(4));
+  icl_data_text_windows((const uint8_t *)text, (int64_t)n, B, T, seed, step, tokens, targets);
+}
+
+/* The closure of icl.data.text: (step [, B]) -> batch. */
+static int data_text_call(lua_State *L) { return push_generated(L, "text", gen_text); }
+
+/* icl.data.text{file =, seq =, batch = 1, seed = 1} -> function(step [, B]): byte-level windows of a text file
+ * (vocabulary 256), or nil, msg when the file cannot be read. */
+static int data_text(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "file");
+  const char *path = lua_tostring(L, -1);
+  luaL_argcheck(L, path != NULL, 1, "file: expected the path of a text file");
+  int T = opt_int(L, 1, "seq", 0), B = opt_int(L, 1, "batch", 1);
+  luaL_argcheck(L, T > 0, 1, "seq must be a positive integer");
+  luaL_argcheck(L, B > 0, 1, "batch must be a positive integer");
+  icl_error err;
+  FILE *f = icl_file_fopen_read(path, &err); /* refuses FIFOs and directories without blocking */
+  if (!f) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "icl.data.text: %s", err.msg);
+    return 2;
+  }
+  luaL_Buffer buf;
+  luaL_buffinit(L, &buf);
+  size_t got;
+  do {
+    char *p = luaL_prepbuffer(&buf);
+    got = fread(p, 1, LUAL_BUFFERSIZE, f);
+    luaL_addsize(&buf, got);
+  } while (got == LUAL_BUFFERSIZE);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "icl.data.text: %s: read error", path);
+    return 2;
+  }
+  luaL_pushresult(&buf);
+  size_t n = lua_rawlen(L, -1);
+  if (n <= (size_t)T) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "icl.data.text: %s: %I bytes, a window needs seq + 1 = %d", path, (lua_Integer)n, T + 1);
+    return 2;
+  }
+  lua_pushinteger(L, B);
+  lua_pushinteger(L, T);
+  lua_rotate(L, -3, 2); /* upvalues: 1 batch, 2 seq, 3 the text, 4 seed */
+  lua_pushinteger(L, opt_int(L, 1, "seed", 1)); /* upvalue 4 */
+  lua_pushcclosure(L, data_text_call, 4);
   return 1;
 }
 
@@ -511,6 +581,6 @@ int icl_lua_open_train(lua_State *L) {
   lua_setfield(L, -2, "train");
   new_lib(L, (const luaL_Reg[]){{"attn_only", nn_attn_only}, {"load", nn_load}, {NULL, NULL}}, "nn");
   new_lib(L, (const luaL_Reg[]){{"adamw", optim_adamw}, {"sgd", optim_sgd}, {NULL, NULL}}, "optim");
-  new_lib(L, (const luaL_Reg[]){{"repeated_segments", data_repeated_segments}, {NULL, NULL}}, "data");
+  new_lib(L, (const luaL_Reg[]){{"repeated_segments", data_repeated_segments}, {"text", data_text}, {NULL, NULL}}, "data");
   return 1;
 }

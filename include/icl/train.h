@@ -99,4 +99,9 @@ int icl_trainer_load(const char *path, int n_threads, icl_trainer **out, icl_err
 void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
                                 uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets);
 
+/* Byte-level natural text: B windows of T bytes at offsets drawn from (seed, step, sequence) over text[0, n)
+ * (n > T); tokens are the bytes (vocabulary 256), targets the next byte at every position. */
+void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
+                           int32_t *tokens, int32_t *targets);
+
 #endif

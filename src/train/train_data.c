@@ -25,3 +25,15 @@ void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, in
       tg[t] = t + 1 < T && (!repeated_only || t + 1 >= seg_len) ? tk[t + 1] : -1;
   }
 }
+
+void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
+                           int32_t *tokens, int32_t *targets) {
+  uint64_t span = (uint64_t)(n - T); /* a window needs T + 1 bytes: T inputs, the last target */
+  for (int64_t b = 0; b < B; b++) {
+    uint64_t s = seed;
+    s = mix(&s) ^ (uint64_t)step;
+    s = mix(&s) ^ (uint64_t)b;
+    const uint8_t *w = text + mix(&s) % span;
+    for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
+  }
+}
