@@ -59,12 +59,9 @@ function(icl_compile_shaders out_var src_dir bin_dir)
   endforeach()
   string(APPEND tab "const icl_shader_blob icl_shader_table[] = {\n")
   foreach(n ${names})
-    string(APPEND tab "  {\"${n}\", icl_spv_${n}, 0},\n")
+    string(APPEND tab "  {\"${n}\", icl_spv_${n}},\n")
   endforeach()
-  string(APPEND tab "  {NULL, NULL, 0}\n};\n")
-  foreach(n ${names})
-    string(APPEND tab "")
-  endforeach()
+  string(APPEND tab "  {NULL, NULL}\n};\n")
   string(APPEND tab "size_t icl_shader_size_at(size_t i) {\n  static const size_t *const sizes[] = {\n")
   foreach(n ${names})
     string(APPEND tab "    &icl_spv_${n}_size,\n")
@@ -73,7 +70,7 @@ function(icl_compile_shaders out_var src_dir bin_dir)
   file(CONFIGURE OUTPUT ${bin_dir}/shaders_table.c CONTENT "${tab}")
   file(WRITE ${bin_dir}/shaders_table.h.tmp
 "#ifndef ICL_SHADERS_TABLE_H\n#define ICL_SHADERS_TABLE_H\n#include <stddef.h>\n#include <stdint.h>\n\
-typedef struct icl_shader_blob { const char *name; const uint32_t *code; size_t unused; } icl_shader_blob;\n\
+typedef struct icl_shader_blob { const char *name; const uint32_t *code; } icl_shader_blob;\n\
 extern const icl_shader_blob icl_shader_table[];\n\
 size_t icl_shader_size_at(size_t i);\n#endif\n")
   file(COPY_FILE ${bin_dir}/shaders_table.h.tmp ${bin_dir}/shaders_table.h ONLY_IF_DIFFERENT)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: release build + ctest, AddressSanitizer/UBSan build + ctest, and the fuzzers (GGUF, Lua, tokenizer).
+# The whole test suite: release build + ctest, AddressSanitizer/UBSan build + ctest, the CPU-only build
+# (-DICL_VULKAN=OFF, scripts/build-novulkan.sh) + its cheap tests, and the fuzzers (GGUF, Lua, tokenizer).
 # Usage: scripts/test.sh [--quick]   (--quick: release build and ctest only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,9 @@ if [ "$quick" = 0 ]; then
   # the Vulkan loader and driver keep allocations until exit: leaks there are not ours
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -j"$jobs" --output-on-failure --timeout 2400 -LE heavy)
+
+  echo "== CPU-only build (-DICL_VULKAN=OFF, Vulkan packages hidden when root) + its cheap tests"
+  scripts/build-novulkan.sh build-novk
 
   echo "== fuzzers: GGUF reader, Lua API, tokenizers (60 s each)"
   scripts/fuzz.sh 60 gguf lua tokenizer

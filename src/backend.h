@@ -1,15 +1,25 @@
 /* The backend contract: buffers and the ops the forward pass is written against.
- * Three implementations stand behind it: Vulkan (vk/), native CPU (src/cpu/); src/ref/ holds the
- * same ops as plain scalar C functions on host pointers, the oracle for tests.
+ * Three implementations stand behind it: Vulkan (vk/), native CPU (src/cpu/) and the reference backend
+ * (src/ref_backend.c over src/ref/, the same ops as plain scalar C functions, the oracle for tests).
  *
  * Conventions
  * - A tensor view (icl_dt) is a contiguous region of a buffer: ne[0] is the innermost dimension,
  *   rows are ne[1]*ne[2]*ne[3]. Activations are f32 unless an op says otherwise.
  * - Ops are recorded in order; a backend may execute them immediately (CPU) or batch them into a
- *   command buffer (Vulkan). icl_be_read() and icl_be_sync() wait for everything recorded before.
+ *   command buffer (Vulkan). ops->read and ops->sync wait for everything recorded before.
  * - An op may write its output in place (y == x) where the op says so.
  * - Every op returns ICL_OK or an error code with err filled; shapes are checked by the caller
  *   (src/ops.c wrappers) so backends can assume consistent shapes.
+ *
+ * Precision (icl_backend.precision, set by whoever opens the backend, before the first op)
+ * - ICL_PRECISION_EXACT, the default: every output row of an op is computed by the same arithmetic whatever the
+ *   rows computed with it (batch size, chunk boundaries, position in the batch). Evaluating tokens one at a time
+ *   or all at once therefore gives bit-identical activations and logits. The ref and CPU backends guarantee it
+ *   (tests/model/test_batch_invariance.c); the Vulkan backend chooses kernels by batch size and guarantees only
+ *   the tolerances of its op tests (exact_batch = 0).
+ * - ICL_PRECISION_FAST: the backend may give that up for speed (CPU: int8 activations with integer dot products
+ *   for single-row matmuls and row-at-a-time attention for few queries; logits move by ~1e-3 NMSE). Opt-in: `icl
+ *   run` decodes with it.
  */
 #ifndef ICL_BACKEND_H
 #define ICL_BACKEND_H
@@ -104,6 +114,8 @@ struct icl_backend {
   const icl_backend_ops *ops;
   void *impl;
   int is_cpu_device; /* 1 for the CPU backend and for a Vulkan CPU device (lavapipe) */
+  int precision;     /* ICL_PRECISION_EXACT (0) or ICL_PRECISION_FAST, see above */
+  int exact_batch;   /* 1 if the backend honours ICL_PRECISION_EXACT's batch-independence (ref, cpu) */
 };
 
 /* Element count of a view. */

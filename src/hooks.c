@@ -398,6 +398,7 @@ int icl_hook_mask(struct icl_hookctx *hk, int layer, const icl_dt **out, icl_err
 /* ---- callbacks ---- */
 
 static int add_callback(struct icl_hookctx *hk, int layer, int hp, const char *name, void *ud, icl_error *err) {
+  (void)err; (void)name; (void)ud;
   *want_at(hk, layer, hp) |= W_CALLBACK;
   return ICL_OK;
 }
@@ -465,6 +466,12 @@ static int do_capture(struct icl_hookctx *hk, const cap *k, const icl_dt *view, 
 }
 
 int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, int heads, icl_error *err) {
+  if (heads != point_geom(hk->s->m, hp).heads) { /* the forward pass and the hook layouts must agree */
+    char name[96];
+    icl_hook_name(hk->s->m, layer, hp, name, sizeof name);
+    return icl_error_set(err, ICL_EINVAL, "hook %s: the forward pass gives %d heads, the hook layout expects %d", name,
+                         heads, point_geom(hk->s->m, hp).heads);
+  }
   unsigned char w = *want_at(hk, layer, hp);
   if (!w) return ICL_OK;
   int64_t n = view_positions(view, hp);

@@ -174,6 +174,7 @@ static int read_model(icl_model *m, const icl_gguf *g, const icl_load_opts *o, i
   rc = icl_backend_open(o ? o->backend : NULL, o ? o->device : -1, o ? o->n_threads : 0, &m->be, desc, sizeof desc,
                         err);
   if (rc) return icl_error_wrap(err, "%s: opening a backend", m->path);
+  m->be->precision = o && o->precision == ICL_PRECISION_FAST ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT;
   snprintf(m->device, sizeof m->device, "%s", desc);
   return bind_all(m, g, err);
 }

@@ -115,7 +115,8 @@ typedef enum icl_hp {
 enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_LOGITS, HP_COUNT };
 
 /* Called by the forward pass at each hook point with the chunk's view of the point.
- * heads: 0 for [inner, n] points, else the head count for [hd, heads, n] points. Returns an error code. */
+ * heads: 0 for [inner, n] points, else the head count for [hd, heads, n] points (checked against the point's
+ * layout, so a new architecture cannot announce a view the hooks would misread). Returns an error code. */
 int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, int heads, icl_error *err);
 
 /* 1 if the forward pass must compute point (layer, hp) (only hook_result is optional). */

@@ -166,7 +166,7 @@ static void draw_ticks(cairo_t *cr, const frame *f, const ticks *xt, const ticks
 }
 
 /* Title, axis labels and the frame around the plot area. */
-static void draw_labels(cairo_t *cr, const icl_plot *p, const frame *f, const ticks *yt) {
+static void draw_labels(cairo_t *cr, const icl_plot *p, const frame *f) {
   cairo_set_source_rgb(cr, 0, 0, 0);
   cairo_rectangle(cr, f->left, f->top, f->w, f->h);
   cairo_stroke(cr);
@@ -421,7 +421,7 @@ static void render_heatmap(const icl_plot *p, cairo_t *cr) {
   f.y = (axis){(double)p->rows - 0.5, -0.5};
   draw_cells(cr, p, &f, lo, hi);
   draw_ticks(cr, &f, &xt, &yt);
-  draw_labels(cr, p, &f, &yt);
+  draw_labels(cr, p, &f);
   if (p->colorbar) draw_colorbar(cr, &f, lo, hi);
 }
 
@@ -461,7 +461,7 @@ static void render_xy(const icl_plot *p, cairo_t *cr) {
   if (p->kind == ICL_PLOT_SCATTER) draw_point_labels(cr, p, &f);
   else draw_legend(cr, p, &f);
   draw_ticks(cr, &f, &xt, &yt);
-  draw_labels(cr, p, &f, &yt);
+  draw_labels(cr, p, &f);
 }
 
 void icl_plot_render(const icl_plot *p, cairo_t *cr) {

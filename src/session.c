@@ -158,27 +158,13 @@ static int read_logits(icl_session *s, int64_t first, int64_t n, float *dst, int
 static int read_logits_raw(icl_session *s, int64_t first, int64_t n, float *dst, icl_error *err) {
   icl_backend *be = s->m->be;
   int64_t V = s->m->hp.n_vocab, step = s->a.logit_rows;
-  if (n == 1 && first >= 1 && step >= 2) {
-    /* one row alone would take the CPU backend's int8 decode path: compute it with its predecessor so that
-     * "last" logits equal the last row of "all" */
-    int rc = icl_forward_logits(s, first - 1, 2, err);
-    return rc ? rc : be->ops->read(be, s->a.logits.buf, (size_t)V * 4, dst, (size_t)V * 4, err);
-  }
-  int64_t nsub = (n + step - 1) / step, per = (n + nsub - 1) / nsub; /* even sub-chunks: no 1-row tail */
-  for (int64_t r = first; r < first + n; r += per) {
-    int64_t nr = first + n - r < per ? first + n - r : per;
+  for (int64_t r = first; r < first + n; r += step) {
+    int64_t nr = first + n - r < step ? first + n - r : step;
     int rc = icl_forward_logits(s, r, nr, err);
     if (!rc) rc = be->ops->read(be, s->a.logits.buf, 0, dst + (r - first) * V, (size_t)(nr * V) * 4, err);
     if (rc) return rc;
   }
   return ICL_OK;
-}
-
-/* Chunk length for n tokens: at most `chunk`, as even as possible, so that no chunk is a lone token (the CPU
- * backend's int8 decode path) and results do not depend on where the chunks fall. */
-static int64_t even_chunk(int64_t n, int64_t chunk) {
-  int64_t k = (n + chunk - 1) / chunk;
-  return (n + k - 1) / k;
 }
 
 int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *logits, int want_all, icl_error *err) {
@@ -191,7 +177,7 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
     if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
       return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected %d..%d", (long long)i, tokens[i],
                            -hp->allow_no_token, hp->n_tokens - 1);
-  int64_t per = even_chunk(n, s->m->chunk);
+  int64_t per = s->m->chunk;
   for (int64_t c = 0; c < n; c += per) {
     int64_t nc = n - c < per ? n - c : per;
     int rc = icl_forward_chunk(s, tokens + c, nc, NULL, err);
@@ -243,7 +229,7 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
     return rc;
   }
   int64_t V = m->hp.n_vocab;
-  int64_t per = even_chunk(n, m->chunk);
+  int64_t per = m->chunk;
   for (int64_t c = 0; c < n && !rc; c += per) {
     int64_t nc = n - c < per ? n - c : per;
     if (opts->interrupt && *opts->interrupt) {

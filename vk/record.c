@@ -131,6 +131,7 @@ static int alloc_set(vk_ctx *c, VkDescriptorSetLayout layout, VkDescriptorSet *s
 }
 
 static int write_set(vk_ctx *c, VkDescriptorSet set, const vk_binding *b, uint32_t nb, icl_error *err) {
+  (void)err;
   VkDescriptorBufferInfo bi[VK_MAX_BINDINGS];
   VkWriteDescriptorSet w[VK_MAX_BINDINGS];
   for (uint32_t i = 0; i < nb; i++) {

@@ -18,6 +18,11 @@ enum {
   ICL_EUNSUPPORTED = 6 /* valid but not supported (type, architecture, feature) */
 };
 
+/* Precision of a backend's arithmetic (icl_load_opts.precision). EXACT (the default): a row's output does not
+ * depend on the other rows computed with it, so any chunking of the tokens gives bit-identical results (ref and CPU
+ * backends). FAST: opt-in speed for decoding, e.g. int8 activations in single-row matmuls on the CPU. */
+enum { ICL_PRECISION_EXACT = 0, ICL_PRECISION_FAST = 1 };
+
 /* An error report: code plus a message that says what, where, and what was expected. */
 typedef struct icl_error {
   int code;

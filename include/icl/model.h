@@ -39,6 +39,7 @@ typedef struct icl_load_opts {
   int n_threads;       /* CPU backend threads; 0 = ICL_THREADS or the core count */
   int n_ctx;           /* KV cache capacity in tokens; 0 = min(training context, 4096) */
   int chunk;           /* tokens per forward chunk; 0 = 512 */
+  int precision;       /* ICL_PRECISION_EXACT (0, batch-independent results) or ICL_PRECISION_FAST (decoding) */
 } icl_load_opts;
 
 /* Loads and validates a model; errors name the file and the key or tensor at fault. */

@@ -42,7 +42,8 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
 }
 
 static icl_model *open_model(const bench_opts *o, long n_ctx) {
-  icl_load_opts lo = {.backend = o->backend, .device = -1, .n_ctx = (int)n_ctx};
+  /* fast precision: decode is timed as `icl run` decodes (prefill of 2+ tokens is the same in both) */
+  icl_load_opts lo = {.backend = o->backend, .device = -1, .n_ctx = (int)n_ctx, .precision = ICL_PRECISION_FAST};
   icl_model *m = NULL;
   icl_error e = {0};
   if (icl_model_load(o->model, &lo, &m, &e)) fprintf(stderr, "icl bench: %s\n", e.msg);

@@ -199,7 +199,8 @@ int icl_cmd_run(int argc, char **argv) {
   run_args a;
   int rc = parse(argc, argv, &a);
   if (rc) return rc;
-  icl_load_opts o = {.backend = a.backend, .device = -1, .n_ctx = (int)a.n_ctx};
+  icl_load_opts o = {.backend = a.backend, .device = -1, .n_ctx = (int)a.n_ctx,
+                     .precision = ICL_PRECISION_FAST}; /* decoding: speed over batch-independence */
   icl_model *m;
   icl_error err = {0};
   if ((rc = icl_model_load(a.model, &o, &m, &err))) {

@@ -212,7 +212,8 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
                 .mask = mask ? cpu_f32(mask) : NULL, .out = cpu_f32(out), .pattern = pattern ? cpu_f32(pattern) : NULL,
                 .hd = q->ne[0], .nh = q->ne[1], .nkvh = k->ne[1], .nq = q->ne[2] * q->ne[3],
                 .nkv = k->ne[2] * k->ne[3], .p = *p};
-  int blocked = c.nq >= ATTN_BLOCKED_MIN_Q;
+  /* exact precision: every query on the blocked path, whose result for a query does not depend on the others */
+  int blocked = c.nq >= ATTN_BLOCKED_MIN_Q || be->precision == ICL_PRECISION_EXACT;
   size_t need = blocked ? attn_block_scratch(&c) : (size_t)(c.nkv * (c.nh / c.nkvh)) * sizeof(float);
   for (int i = 0; i < cb->n_threads; i++)
     if (!cpu_scratch_get(&cb->scratch[i], need))

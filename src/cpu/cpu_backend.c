@@ -65,6 +65,7 @@ static int cpus(void) {
 /* ---- buffers ------------------------------------------------------------------------------ */
 
 static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err) {
+  (void)be; (void)usage;
   icl_buf *b = calloc(1, sizeof *b);
   /* 64-byte alignment for full-width vector loads; size rounded up as aligned_alloc requires */
   size_t n = ((size ? size : 1) + 63) & ~(size_t)63;
@@ -79,6 +80,7 @@ static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out,
 }
 
 static void cpu_buf_free(icl_backend *be, icl_buf *b) {
+  (void)be;
   if (!b) return;
   free(b->data);
   free(b);
@@ -92,6 +94,7 @@ static int check_range(const char *what, const icl_buf *b, size_t off, size_t n,
 }
 
 static int cpu_write(icl_backend *be, icl_buf *b, size_t off, const void *src, size_t n, icl_error *err) {
+  (void)be;
   int rc = check_range("write", b, off, n, err);
   if (rc) return rc;
   memcpy((char *)b->data + off, src, n);
@@ -99,6 +102,7 @@ static int cpu_write(icl_backend *be, icl_buf *b, size_t off, const void *src, s
 }
 
 static int cpu_read(icl_backend *be, icl_buf *b, size_t off, void *dst, size_t n, icl_error *err) {
+  (void)be;
   int rc = check_range("read", b, off, n, err);
   if (rc) return rc;
   memcpy(dst, (const char *)b->data + off, n);
@@ -106,7 +110,7 @@ static int cpu_read(icl_backend *be, icl_buf *b, size_t off, void *dst, size_t n
 }
 
 /* Ops run to completion when called, so there is never anything to wait for. */
-static int cpu_sync(icl_backend *be, icl_error *err) { return ICL_OK; }
+static int cpu_sync(icl_backend *be, icl_error *err) { (void)be; (void)err; return ICL_OK; }
 
 static void cpu_destroy(icl_backend *be) {
   cpu_backend *cb = cpu_of(be);
@@ -156,6 +160,7 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
   cb->be.ops = &CPU_OPS;
   cb->be.impl = cb;
   cb->be.is_cpu_device = 1;
+  cb->be.exact_batch = 1;
   cb->n_threads = n_threads;
   if (n_threads <= 0 && default_threads(&cb->n_threads, err)) {
     free(cb);
@@ -163,9 +168,10 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
   }
   if (cb->n_threads > 256) cb->n_threads = 256;
   cpu_kernels_init(&cb->k, NULL);
-  /* int8 activations only for single-token decode: on Gemma 3 they move logits by up to ~2 (tests/model/
-   * test_fixtures.c against the float64 reference), too much for interpretability runs; every matmul of 2+
-   * tokens is f32. ICL_CPU_TILE_MIN overrides it (1 = f32 everywhere; 32 = the speed crossover). */
+  /* ICL_PRECISION_FAST only (exact precision always takes the tile path): int8 activations only for single-token
+   * decode: on Gemma 3 they move logits by up to ~2 (tests/model/test_fixtures.c against the float64 reference),
+   * too much for interpretability runs; every matmul of 2+ tokens is f32. ICL_CPU_TILE_MIN overrides it (1 = f32
+   * everywhere; 32 = the speed crossover). */
   const char *tm = getenv("ICL_CPU_TILE_MIN");
   cb->tile_min_tokens = tm && atoi(tm) > 0 ? atoi(tm) : 2;
   cb->pool = cpu_pool_new(cb->n_threads);

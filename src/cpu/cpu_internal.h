@@ -69,7 +69,7 @@ typedef struct cpu_kernels {
   /* quantizes n floats (a multiple of 32) into n/32 cpu_q8 blocks */
   void (*quantize_q8)(const float *x, cpu_q8 *q, int64_t n);
   cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
-  /* n elements (whole blocks) of a quantized row to f32; NULL = the scalar reference */
+  /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
 } cpu_kernels;
 
@@ -150,5 +150,8 @@ const char *icl_cpu_backend_describe(icl_backend *be, char *buf, size_t n);
 
 /* Dequantizes n elements of one row of type t to f32 with the fastest kernel available. */
 void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n);
+
+/* Dequantizes n elements (whole blocks) of a quantized GGUF block type to f32 (cpu_dequant.c; not src/ref's). */
+void cpu_dequant_blocks(uint32_t t, const void *src, float *dst, int64_t n);
 
 #endif

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cpu/cpu_internal.h"
-#include "ref/ref.h"
 
 /* Tile path blocking, see mm_tiles. */
 #define MM_PANEL_BYTES ((size_t)4 << 20)
@@ -46,7 +45,7 @@ void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *d
   }
   default:
     if (k->dequant[t]) k->dequant[t](src, dst, n);
-    else icl_ref_dequant(t, src, dst, n);
+    else cpu_dequant_blocks(t, src, dst, n);
     break;
   }
 }
@@ -55,6 +54,7 @@ void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *d
 
 /* Items are runs of item_rows weight rows. */
 static void mm_qdot_item(void *arg, int64_t it, int ith) {
+  (void)ith;
   mm_ctx *c = arg;
   cpu_qdot_fn f = c->cb->k.qdot[c->type];
   int64_t nb = c->K / 32;
@@ -124,6 +124,7 @@ static void mm_pack_item(void *arg, int64_t it, int ith) {
 /* Phase 2: item = (token block, tile of the panel), token-block-major so the threads share one
  * block of packed activations while they sweep the panel. */
 static void mm_gemm_item(void *arg, int64_t it, int ith) {
+  (void)ith;
   mm_ctx *c = arg;
   const cpu_kernels *k = &c->cb->k;
   int64_t tb = it / c->n_ptiles, pt = it % c->n_ptiles;
@@ -185,7 +186,8 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1],
               .n = icl_dt_nrows(x), .x = cpu_f32(x), .y = cpu_f32(y)};
   c.wrb = icl_type_row_bytes(w->type, c.K);
-  if (c.n >= cb->tile_min_tokens) return mm_tiles(&c, err);
+  /* exact precision: every row through the tile kernel, whose per-row arithmetic is the same for any n */
+  if (c.n >= cb->tile_min_tokens || be->precision == ICL_PRECISION_EXACT) return mm_tiles(&c, err);
   c.item_rows = mm_item_rows(c.rows, nth);
   c.n_items = (c.rows + c.item_rows - 1) / c.item_rows;
   cpu_item_fn task = mm_rows_item;
@@ -216,6 +218,7 @@ typedef struct rows_ctx {
 } rows_ctx;
 
 static void get_rows_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   rows_ctx *c = arg;
   for (int64_t i = lo; i < hi; i++)
     cpu_dequant_row(c->k, c->type, c->w + (size_t)c->ids[i] * c->wrb, c->out + i * c->cols, c->cols);

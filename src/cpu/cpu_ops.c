@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cpu/cpu_internal.h"
-#include "ref/ref.h"
 
 /* Elements per parallel work item: below this an op runs on the calling thread alone. */
 #define GRAIN_ELEMS 16384
@@ -27,6 +26,7 @@ typedef struct norm_ctx {
 } norm_ctx;
 
 static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   norm_ctx *c = arg;
   for (int64_t r = lo; r < hi; r++) {
     const float *x = c->x + r * c->d;
@@ -41,6 +41,7 @@ static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   norm_ctx *c = arg;
   for (int64_t r = lo; r < hi; r++) {
     const float *x = c->x + r * c->d;
@@ -56,6 +57,7 @@ static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
+  (void)err;
   cpu_backend *cb = cpu_of(be);
   norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, NULL, cpu_f32(y), x->ne[0], icl_dt_nrows(x), eps};
   run(cb, c.rows, c.d, rms_norm_range, &c);
@@ -64,6 +66,7 @@ int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, c
 
 int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
                    icl_error *err) {
+  (void)err;
   cpu_backend *cb = cpu_of(be);
   norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, b ? cpu_f32(b) : NULL, cpu_f32(y), x->ne[0],
                 icl_dt_nrows(x), eps};
@@ -84,6 +87,7 @@ typedef struct rope_ctx {
 /* Angles in double, as in the reference: positions reach thousands of radians, where float
  * argument reduction would lose digits. */
 static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   rope_ctx *c = arg;
   int half = c->n_rot / 2;
   float cs[512], sn[512]; /* n_rot <= 1024 checked by the caller */
@@ -162,6 +166,7 @@ static void ew_binary(const ew_ctx *c, int64_t lo, int64_t hi) {
 }
 
 static void ew_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   ew_ctx *c = arg;
   const float *a = c->a, *b = c->b;
   float *y = c->y;
@@ -183,14 +188,14 @@ static int ew(icl_backend *be, int op, const icl_dt *a, const icl_dt *b, float s
   return ICL_OK;
 }
 
-int cpu_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { return ew(be, EW_ADD, a, b, 0, y); }
-int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { return ew(be, EW_MUL, a, b, 0, y); }
-int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err) { return ew(be, EW_SCALE, x, NULL, s, y); }
-int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_SILU, x, NULL, 0, y); }
-int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_GELU, x, NULL, 0, y); }
-int cpu_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { return ew(be, EW_RELU, x, NULL, 0, y); }
-int cpu_swiglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_SWIGLU, g, u, 0, y); }
-int cpu_geglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { return ew(be, EW_GEGLU, g, u, 0, y); }
+int cpu_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_ADD, a, b, 0, y); }
+int cpu_mul(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_MUL, a, b, 0, y); }
+int cpu_scale(icl_backend *be, const icl_dt *x, float s, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_SCALE, x, NULL, s, y); }
+int cpu_silu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_SILU, x, NULL, 0, y); }
+int cpu_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_GELU, x, NULL, 0, y); }
+int cpu_swiglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_SWIGLU, g, u, 0, y); }
+int cpu_geglu(icl_backend *be, const icl_dt *g, const icl_dt *u, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_GEGLU, g, u, 0, y); }
+int cpu_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) { (void)err; return ew(be, EW_RELU, x, NULL, 0, y); }
 
 /* ---- softmax, argmax ---------------------------------------------------------------------- */
 
@@ -203,6 +208,7 @@ typedef struct rows_ctx {
 } rows_ctx;
 
 static void softmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   rows_ctx *c = arg;
   for (int64_t r = lo; r < hi; r++) {
     const float *x = c->x + r * c->d;
@@ -220,6 +226,7 @@ static void softmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 static void argmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
   rows_ctx *c = arg;
   for (int64_t r = lo; r < hi; r++) {
     const float *x = c->x + r * c->d;
@@ -231,12 +238,14 @@ static void argmax_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 int cpu_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  (void)err;
   rows_ctx c = {&cpu_of(be)->k, cpu_f32(x), cpu_f32(y), NULL, x->ne[0], icl_dt_nrows(x)};
   run(cpu_of(be), c.rows, c.d, softmax_range, &c);
   return ICL_OK;
 }
 
 int cpu_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err) {
+  (void)err;
   rows_ctx c = {&cpu_of(be)->k, cpu_f32(x), NULL, cpu_ptr(out), x->ne[0], icl_dt_nrows(x)};
   run(cpu_of(be), c.rows, c.d, argmax_range, &c);
   return ICL_OK;
@@ -248,13 +257,20 @@ int cpu_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *er
   cpu_backend *cb = cpu_of(be);
   int64_t n = icl_dt_nelem(x);
   if (x->type == y->type) memmove(cpu_ptr(y), cpu_ptr(x), icl_type_row_bytes(x->type, n));
-  else if (x->type == ICL_TYPE_F16) cb->k.f16_to_f32(cpu_ptr(x), cpu_f32(y), n);
-  else icl_ref_convert(x->type, cpu_ptr(x), y->type, cpu_ptr(y), n);
+  else if (x->type == ICL_TYPE_F16 && y->type == ICL_TYPE_F32) cb->k.f16_to_f32(cpu_ptr(x), cpu_f32(y), n);
+  else if (x->type == ICL_TYPE_F32 && y->type == ICL_TYPE_F16) {
+    const float *src = cpu_f32(x);
+    uint16_t *dst = cpu_ptr(y);
+    for (int64_t i = 0; i < n; i++) dst[i] = icl_f32_to_f16(src[i]);
+  } else
+    return icl_error_set(err, ICL_EUNSUPPORTED, "cpu: convert %s -> %s (expected f32 <-> f16)",
+                         icl_type_name(x->type), icl_type_name(y->type));
   return ICL_OK;
 }
 
 int cpu_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err) {
+  (void)be; (void)err;
   const float *s = cpu_f32(src) + src_off;
   float *d = cpu_f32(dst) + dst_off;
   for (int64_t r = 0; r < rows; r++) memmove(d + r * dst_stride, s + r * src_stride, (size_t)cols * sizeof(float));
@@ -263,6 +279,7 @@ int cpu_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_
 
 int cpu_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
                float value, icl_error *err) {
+  (void)be; (void)err;
   float *d = cpu_f32(dst) + off;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) d[r * stride + c] = value;

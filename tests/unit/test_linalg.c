@@ -1,7 +1,7 @@
 /* icl.linalg's C core: PCA of known matrices, Dirichlet energy, softmax masses and pattern scores. */
 #include <math.h>
 
-#include "l_linalg.h"
+#include "linalg.h"
 #include "testutil.h"
 
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) < 1e-5)

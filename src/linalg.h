@@ -1,7 +1,7 @@
-/* icl.linalg's C core: PCA (LAPACKE), class means, Dirichlet energy and the inner loops of icl.metrics and
- * icl.heads. Tensors are float32 [rows, cols] (see icl/tensor.h); sums are accumulated in double. */
-#ifndef ICL_L_LINALG_H
-#define ICL_L_LINALG_H
+/* Host analysis (src/linalg.c, bound to Lua as icl.linalg): PCA (LAPACKE), class means, Dirichlet energy and the
+ * inner loops of icl.metrics and icl.heads. Tensors are float32 [rows, cols] (see icl/tensor.h); sums are accumulated in double. */
+#ifndef ICL_LINALG_H
+#define ICL_LINALG_H
 
 #include <stdint.h>
 
