@@ -39,7 +39,7 @@ endforeach()
 # A tiny random model for the CLI tests (optionally poisoned or renamed): ICL_TINY_MODEL in their environment.
 add_executable(icl_tiny_model tests/tools/tiny_model.c tests/tools/gguf_edit.c)
 target_include_directories(icl_tiny_model PRIVATE src tests/tools)
-target_link_libraries(icl_tiny_model PRIVATE iclcore)
+target_link_libraries(icl_tiny_model PRIVATE icl_testsupport iclcore)
 
 file(GLOB cli_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/test_*.sh)
 foreach(t ${cli_tests})

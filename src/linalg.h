@@ -56,4 +56,11 @@ void icl_pattern_match_mass(const icl_tensor *p, const int32_t *tokens, int shif
 int icl_ncm_probe(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, int folds,
                   int32_t *pred, double *accuracy, icl_error *err);
 
+/* Nearest-class-mean classifier of rows x [n, d] with labels in [0, n_classes), scored by stratified k-fold
+ * cross-validation: the j-th sample of each class (in row order) is in fold j mod folds; each fold is classified
+ * by the squared Euclidean distance to the class means of the other folds. pred [n] receives the predicted
+ * classes and *accuracy the fraction right. */
+int icl_ncm_probe(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, int folds,
+                  int32_t *pred, double *accuracy, icl_error *err);
+
 #endif

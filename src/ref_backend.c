@@ -124,6 +124,7 @@ static int rb_gelu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error 
 }
 
 static int rb_relu(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  (void)be; (void)err;
   icl_ref_relu(fp(x), icl_dt_nelem(x), fp(y));
   return ICL_OK;
 }
