@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "file_tmp.h"
 #include "icl_lua.h"
 #include "text_safe.h"
 
@@ -422,13 +423,11 @@ static int make_parents(lua_State *L, const char *path) {
 /* Writes n bytes to path through a temporary file in the same directory renamed over it. */
 static int write_atomic(lua_State *L, const char *path, const char *data, size_t n) {
   if (make_parents(L, path) != 0) return push_fail(L, path, "cannot create its directory");
-  size_t len = strlen(path);
-  char *tmp = lua_newuserdatauv(L, len + 12, 0);
-  memcpy(tmp, path, len);
-  memcpy(tmp + len, ".tmp.XXXXXX", 12);
-  int fd = mkstemp(tmp);
+  size_t cap = strlen(path) + 32;
+  char *tmp = lua_newuserdatauv(L, cap, 0);
+  icl_error terr;
+  int fd = icl_tmp_create(path, tmp, cap, &terr); /* also removes orphans of killed writers */
   if (fd < 0) return push_fail(L, path, "cannot create a temporary file");
-  fchmod(fd, 0644);
   size_t done = 0;
   while (done < n) {
     ssize_t w = write(fd, data + done, n - done);

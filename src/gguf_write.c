@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_tmp.h"
 #include "gguf_internal.h"
 #include "icl/gguf.h"
 
@@ -443,10 +444,8 @@ static int write_all(const icl_gguf_writer *w, int fd) {
 int icl_gguf_writer_save(const icl_gguf_writer *w, const char *path, icl_error *err) {
   if (!w || !path) return icl_error_set(err, ICL_EINVAL, "gguf writer: NULL argument");
   char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return icl_error_set(err, ICL_EINVAL, "%s: path too long", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return icl_error_set(err, ICL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  int fd = icl_tmp_create(path, tmp, sizeof tmp, err); /* also removes orphans of killed writers */
+  if (fd < 0) return ICL_EIO;
   int e = write_all(w, fd);
   if (close(fd) != 0 && !e) e = errno;
   if (!e && rename(tmp, path) != 0) e = errno;

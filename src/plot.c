@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_tmp.h"
+
 /* ---- lifecycle ------------------------------------------------------------------------------------------ */
 
 icl_plot *icl_plot_new(icl_plot_kind kind) {
@@ -199,10 +201,8 @@ static int format_of(const char *path) {
 /* Renders into a temporary file next to path, then renames it over path. */
 static int save_atomic(const icl_plot *p, const char *path, int fmt, icl_error *err) {
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return icl_error_set(err, ICL_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-  fchmod(fd, 0644);
+  int fd = icl_tmp_create(path, tmp, sizeof tmp, err); /* also removes orphans of killed writers */
+  if (fd < 0) return ICL_EIO;
   FILE *f = fdopen(fd, "wb");
   if (!f) {
     close(fd), unlink(tmp);

@@ -1,15 +1,14 @@
 /* Host tensor files: .npy (version 1.0 written; 1.0-3.0 read) and safetensors, both written atomically
  * (temporary file in the same directory, then rename). Little-endian hosts only, as both formats are. */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "file_read.h"
+#include "file_tmp.h"
 #include "icl/tensor.h"
 #include "icl/types.h"
 #include "tensor_ops.h"
@@ -28,35 +27,13 @@ typedef struct tmpfile_t {
   char path[4096];
 } tmpfile_t;
 
-/* Removes "<path>.tmp.<pid>" files left by writers of the same target that died (kill -9, power loss): their
- * process no longer exists. Files of live processes, and anything else, are left alone. */
-static void remove_stale_tmps(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-  const char *base = slash ? slash + 1 : path;
-  size_t blen = strlen(base);
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));) {
-    char *end;
-    if (strncmp(e->d_name, base, blen) || strncmp(e->d_name + blen, ".tmp.", 5)) continue;
-    long pid = strtol(e->d_name + blen + 5, &end, 10);
-    if (end == e->d_name + blen + 5 || *end || pid <= 0 || pid == (long)getpid()) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-    char p[8192];
-    snprintf(p, sizeof p, "%s%s%s", dir, slash ? "" : "/", e->d_name);
-    unlink(p);
-  }
-  if (d) closedir(d);
-}
-
 static int tmp_open(tmpfile_t *t, const char *path, icl_error *err) {
-  if ((size_t)snprintf(t->path, sizeof t->path, "%s.tmp.%ld", path, (long)getpid()) >= sizeof t->path)
-    return icl_error_set(err, ICL_EINVAL, "%s: path too long", path);
-  remove_stale_tmps(path);
-  t->f = fopen(t->path, "wb");
-  if (!t->f) return icl_error_set(err, ICL_EIO, "%s: cannot create: %s", t->path, strerror(errno));
-  return ICL_OK;
+  int fd = icl_tmp_create(path, t->path, sizeof t->path, err);
+  if (fd < 0) return ICL_EIO;
+  t->f = fdopen(fd, "wb");
+  if (t->f) return ICL_OK;
+  close(fd), unlink(t->path);
+  return icl_error_set(err, ICL_EIO, "%s: cannot create: %s", t->path, strerror(errno));
 }
 
 static int tmp_write(tmpfile_t *t, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, t->f) == n; }

@@ -5,6 +5,7 @@
  * small tensor bound, text chunks only, and no os/io/file loaders (files are written under a scratch directory
  * only, by plain names). Globals for the snippet: TINY (model path), NPY and ST (small tensor files). */
 #include <errno.h>
+#include <ftw.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -86,6 +87,14 @@ static const char PRELUDE[] =
     "io = nil\n"
     "debug = nil\n";
 
+static int remove_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+  (void)st, (void)flag, (void)f;
+  return remove(p);
+}
+
+/* At exit: the scratch directory and whatever the snippets wrote there. */
+static void remove_scratch(void) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 static void write_fixtures(void) {
   snprintf(dir, sizeof dir, "/tmp/icl-fuzz-lua.%ld", (long)getpid());
   if (mkdir(dir, 0700) && errno != EEXIST) abort();
@@ -106,6 +115,7 @@ static void write_fixtures(void) {
   }
   icl_tensor_free(t);
   if (chdir(dir)) abort(); /* files the snippets write land here */
+  atexit(remove_scratch);
 }
 
 int LLVMFuzzerInitialize(int *argc, char **argv[]) {

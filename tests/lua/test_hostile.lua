@@ -104,6 +104,10 @@ for _, p in ipairs({stale, other}) do assert(io.open(p, "wb")):close() end
 T.ones(2):save(target)
 check(io.open(stale) == nil, "stale x.npy.tmp.PID of a dead process removed")
 check(io.open(other) ~= nil, "another target's temporary file left alone")
+local jtarget = dir .. "/s.json"
+assert(io.open(jtarget .. ".tmp.999999999", "wb")):close()
+assert(icl.json.write(jtarget, {a = 1}))
+check(io.open(jtarget .. ".tmp.999999999") == nil, "json.write removes a dead writer's s.json.tmp.PID")
 
 -- 14: json.encode always emits valid UTF-8 ------------------------------------------------------------------
 local j = icl.json.encode({name = "ok\xff\xfe\xc3", fine = "caf\xc3\xa9"})

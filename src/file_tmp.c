@@ -1,0 +1,42 @@
+/* Temporary files for atomic saves (see file_tmp.h). */
+#include "file_tmp.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Removes "<path>.tmp.<pid>" files left by writers of the same target that died (kill -9, power loss): their
+ * process no longer exists. Files of live processes, and anything else, are left alone. */
+static void remove_stale_tmps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  const char *base = slash ? slash + 1 : path;
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char *end;
+    if (strncmp(e->d_name, base, blen) || strncmp(e->d_name + blen, ".tmp.", 5)) continue;
+    long pid = strtol(e->d_name + blen + 5, &end, 10);
+    if (end == e->d_name + blen + 5 || *end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char p[8192];
+    snprintf(p, sizeof p, "%s%s%s", dir, slash ? "" : "/", e->d_name);
+    unlink(p);
+  }
+  if (d) closedir(d);
+}
+
+int icl_tmp_create(const char *path, char *tmp, size_t cap, icl_error *err) {
+  if ((size_t)snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid()) >= cap)
+    return icl_error_set(err, ICL_EINVAL, "%s: path too long", path), -1;
+  remove_stale_tmps(path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) icl_error_set(err, ICL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  return fd;
+}
