@@ -18,7 +18,7 @@ if present(SMOL) then
   check(all_global and m.layer_kind[m.n_layers] == nil, "SmolLM2: 30 global layers keyed 0..29")
   -- argument errors name the function under pcall; patch{layer =} is the full hook name's shortcut
   local ok, err = pcall(m.run, m, {1, 2}, {logits = "bogus"})
-  check(not ok and tostring(err):find("to 'icl.model.run'", 1, true), "pcall(m.run, ...) names the function")
+  check(not ok and tostring(err):find("bad argument #3 to 'run' (logits", 1, true), "pcall(m.run, ...) names the function")
   local toks = {1, 5, 9, 13}
   local z = m:run(toks, {capture = {{name = "blocks.2.attn.hook_z", head = 1}}})["blocks.2.attn.hook_z"]
   local zero = z:slice(1, 2, 4) * 0
