@@ -2,7 +2,9 @@
 # Smoke tests of the experiment scripts: each of experiments/{park_grid,head_scores,head_ablation,neighbor_mixing,
 # bigram_pca}.lua runs with --quick and --out under a temporary directory; summary.json must parse and hold the
 # expected keys with sane values, the PNG and SVG figures must exist (checked by signature); the same seed must give
-# a byte-identical summary.json (park_grid, head_scores, neighbor_mixing run twice).
+# a byte-identical summary.json (park_grid, head_scores, neighbor_mixing run twice). park_grid also runs on the
+# ring and the hexagonal lattice, with --seed 1 (classes absent from the window: named, left out) and with an
+# unwritable --out (refused before any run).
 # Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed"; exit 77 (skipped) when the
 # model file is absent and nothing failed.
 set -u
