@@ -69,7 +69,8 @@ if name == "park_grid" then
   t("accuracy_by_range", all(j.accuracy_by_range, function(r) return in01(r.mean) end))
   local r = j.pca_explained_ratio
   if j.graph == "ring" then -- three components (the ring is drawn on PC2 and PC3)
-    t("pca_explained_ratio (3)", #r == 3 and ratio2({r[1], r[2]}) and in01(r[3]) and r[3] <= r[2] and r[1] + r[2] + r[3] <= 1 + 1e-9)
+    t("pca_explained_ratio (3)", #r == 3 and ratio2({r[1], r[2]}) and in01(r[3]) and r[3] <= r[2]
+      and r[1] + r[2] + r[3] <= 1 + 1e-9)
   else
     t("pca_explained_ratio", ratio2(r))
   end
