@@ -258,7 +258,9 @@ static void lse_range(void *arg, int64_t lo, int64_t hi, int ith) {
     float *o = c->out + r * (c->n_ids + 1), mx = -INFINITY;
     for (int64_t i = 0; i < c->d; i++) mx = x[i] > mx ? x[i] : mx;
     double s = 0.0;
-    if (mx > -INFINITY && tmp) memcpy(tmp, x, (size_t)c->d * sizeof *tmp), s = c->k->exp_sum(tmp, c->d, mx);
+    if (mx > -INFINITY && tmp) memcpy(tmp, x, (size_t)c->d * sizeof *tmp);
+    for (int64_t i = 0; mx > -INFINITY && tmp && i < c->d; i += 1024) /* float sums of 1024, double across */
+      s += c->k->exp_sum(tmp + i, c->d - i < 1024 ? c->d - i : 1024, mx);
     for (int64_t i = 0; mx > -INFINITY && !tmp && i < c->d; i++) s += expf(x[i] - mx); /* no scratch memory */
     for (int64_t j = 0; j < c->n_ids; j++) o[j] = x[c->ids[j]];
     o[c->n_ids] = mx > -INFINITY ? (float)(mx + log(s)) : -INFINITY;
