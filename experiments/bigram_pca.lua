@@ -4,10 +4,12 @@
 --   icl script experiments/bigram_pca.lua --help   lists the options and their defaults
 local graph, plot = icl.graph, icl.plot
 
-local ex = icl.experiment{name = "bigram_pca", about = "current- and previous-word structure of per-position activations",
+local ex = icl.experiment{name = "bigram_pca",
+  about = "current- and previous-word structure of per-position activations",
   options = {{"layer", -1, "layer of the representation (-1: 80% of the depth)"},
              {"hook", "hook_resid_pre", "hook point at that layer"},
-             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at word b"}, {"length", 1400, "words per walk"},
+             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at word b"},
+             {"length", 1400, "words per walk"},
              {"window", 200, "positions used, the last W of each walk"},
              {"plot_walks", 4, "walks whose positions are drawn in the scatter (all are used for the numbers)"},
              {"min_count", 5, "bigram means drawn when seen at least N times"}},
@@ -164,12 +166,14 @@ local summary = {
 local lines = {}
 lines[#lines + 1] = (("bigram_pca: %s, %d walks x %d words, last %d positions, %s (layer %d)"):format(
   name, o.walks, o.length, o.window, hook, layer))
-lines[#lines + 1] = (("  class-mean PCA explained %.1f%% + %.1f%%; the plane holds %.1f%% of the per-position variance"):format(
+lines[#lines + 1] = (("  class-mean PCA explained %.1f%% + %.1f%%; the plane holds %.1f%% of the per-position "
+                      .. "variance"):format(
   100 * pca.explained_ratio[1], 100 * pca.explained_ratio[2], 100 * pca2_share))
 lines[#lines + 1] = ("  between-class share of variance   full space   PCA plane   chance")
 for _, k in ipairs({"current", "previous", "bigram"}) do
   local r = ratios[k]
-  lines[#lines + 1] = (("    %-8s word%s                %6.3f      %6.3f     %6.3f"):format(k, k == "bigram" and "s" or " ",
+  lines[#lines + 1] = (("    %-8s word%s                %6.3f      %6.3f     %6.3f"):format(k,
+    k == "bigram" and "s" or " ",
     r.full, r.pca2, r.chance))
 end
 lines[#lines + 1] = (("  previous word, within current-word classes: %.3f (full), %.3f (plane)"):format(

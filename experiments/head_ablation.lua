@@ -6,7 +6,8 @@
 -- defaults; see docs/experiments.md for timings.
 local graph, metrics, plot, json, X = icl.graph, icl.metrics, icl.plot, icl.json, icl.experiment
 
-local ex = X{name = "head_ablation", about = "zero hook_z of the top-k induction / previous-token heads or of random heads",
+local ex = X{name = "head_ablation",
+  about = "zero hook_z of the top-k induction / previous-token heads or of random heads",
   options = {{"layer", -1, "layer of the PCA representation (-1: 80% of the depth)"},
              {"hook", "hook_resid_pre", "hook point at that layer"},
              {"walks", 4, "walks (the full protocol is 16); walk b uses seed S + b - 1, starts at word b"},
@@ -334,7 +335,8 @@ end
 for _, kind in ipairs(pca_conds) do
   local e = pca[kind]
   if e.explained_ratio ~= json.null then
-    lines[#lines + 1] = (("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes)"):format(kind, e.k,
+    lines[#lines + 1] = (("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes)"):format(
+      kind, e.k,
       100 * e.explained_ratio[1], 100 * e.explained_ratio[2],
       e.dirichlet_energy == json.null and "-" or ("%.4f"):format(e.dirichlet_energy), e.classes_seen))
   end

@@ -7,7 +7,8 @@
 -- (--max-capture-mb); the grouping does not change any number.
 local heads, plot = icl.heads, icl.plot
 
-local ex = icl.experiment{name = "head_scores", about = "previous-token and induction scores of every head (Olsson et al.)",
+local ex = icl.experiment{name = "head_scores",
+  about = "previous-token and induction scores of every head (Olsson et al.)",
   options = {{"layer", -1, "score only layer L (-1: every layer)"}, {"n_seq", 32, "number of sequences"},
              {"len", 32, "random tokens per copy; each sequence is BOS + T tokens + the same T again"},
              {"top", 32, "length of the ranked lists"},
@@ -131,7 +132,8 @@ local summary = {
   top = {induction = top(ranked.induction, o.top), previous_token = top(ranked.previous_token, o.top),
          duplicate_token = top(ranked.duplicate_token, o.top), prefix_matching = top(ranked.prefix_matching, o.top)},
 }
-local lines = {("head_scores: %s, %d heads (%d layers x %d), %d sequences of BOS + 2 x %d random tokens, seed %d"):format(
+local lines = {("head_scores: %s, %d heads (%d layers x %d), %d sequences of BOS + 2 x %d random tokens, seed %d")
+                :format(
   name, #layers * NH, #layers, NH, o.n_seq, o.len, o.seed)}
 for _, k in ipairs({"induction", "previous_token"}) do
   local parts = {}

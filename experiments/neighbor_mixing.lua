@@ -5,7 +5,8 @@
 local graph, metrics, plot = icl.graph, icl.metrics, icl.plot
 
 local ex = icl.experiment{name = "neighbor_mixing",
-  about = "toy model: Gaussian vectors on the 4x4 grid mixed with their neighbours; --quick: dimension 64, no model read",
+  about = "toy model: Gaussian vectors on the 4x4 grid mixed with their neighbours;\n"
+          .. "--quick: dimension 64, no model read",
   options = {{"dim", -1, "dimension of the vectors (-1: d_model of --model when the file exists, else 576)"},
              {"layer", -1, "accepted for uniformity with the other experiments; unused"},
              {"steps", 1, "mixing steps for the \"after\" picture"}, {"curve_steps", 10, "steps of the energy curve"}}}
@@ -135,7 +136,8 @@ lines[#lines + 1] = (("neighbor_mixing: 16 Gaussian vectors of dimension %d (%s)
 for _, row in ipairs({{"before", before}, {"after", after}}) do
   local d = row[2]
   local fmt = "  %-6s PCA explained %5.1f%% + %5.1f%%, Dirichlet energy %.4f (raw %.1f), grid R^2 from 2 PCs %.3f"
-  lines[#lines + 1] = fmt:format(row[1], 100 * d.explained_ratio[1], 100 * d.explained_ratio[2], d.dirichlet_energy, d.dirichlet_energy_raw,
+  lines[#lines + 1] = fmt:format(row[1], 100 * d.explained_ratio[1], 100 * d.explained_ratio[2], d.dirichlet_energy,
+    d.dirichlet_energy_raw,
     d.grid_fit_r2)
 end
 lines[#lines + 1] = (("  energy after / before %.3f; after %d steps %.3f"):format(summary.energy_ratio, n_steps,

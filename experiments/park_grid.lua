@@ -2,7 +2,7 @@
 -- hexagonal lattice); rule-following accuracy against context length, PCA of class means at a chosen layer, and
 -- the Dirichlet energy of the class means against context length beside its label-shuffle null.
 local metrics, plot, X = icl.metrics, icl.plot, icl.experiment
-local e = X{name = "park_grid", about = "In-context graph tracing (Park et al.) on a word grid, ring or hexagon lattice",
+local e = X{name = "park_grid", about = "In-context graph tracing (Park et al.) on a word grid, ring or hex lattice",
   options = {{"graph", "grid", "grid (4x4), ring (10 words) or hex (networkx hexagonal_lattice_graph(3, 3))"},
              {"layer", -1, "layer of the representation (-1: 80% of the depth)"},
              {"hook", "hook_resid_pre", "hook point at that layer"},
@@ -70,7 +70,8 @@ e:figure(plot.scatter{points = pca.projections:index_select(2, {pcx, pcy}), labe
                       ylabel = ("PC%d (%.1f%%)"):format(pcy, 100 * pca.explained_ratio[pcy])}, "pca")
 local ex, ey, en = {}, {}, {}
 for i, r in ipairs(energy) do ex[i], ey[i], en[i] = r.t, r.raw or 0 / 0, r.null_raw_mean or 0 / 0 end
-e:figure(plot.line{series = {{x = ex, y = ey, label = "true graph"}, {x = ex, y = en, label = "mean over label shuffles"}},
+e:figure(plot.line{series = {{x = ex, y = ey, label = "true graph"},
+                              {x = ex, y = en, label = "mean over label shuffles"}},
                    title = ("Dirichlet energy of class means, %s"):format(o.graph), xlabel = "context length (words)",
                    ylabel = "mean over edges of |x_i - x_j|^2"}, "energy")
 

@@ -296,13 +296,21 @@ static void *scratch(run_spec *s, size_t bytes) {
   return p;
 }
 
+/* luaL_argerror, but naming fname where Lua knows no name (pcall(m.run, m, ...) would say '?'). */
+static int arg_error(lua_State *L, int arg, const char *fname, const char *msg) {
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name == NULL)
+    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+  return luaL_argerror(L, arg, msg);
+}
+
 /* Raises "bad argument #3 to 'run' (<what>.<msg>)". */
 static int field_error(run_spec *s, const char *what, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   const char *msg = lua_pushvfstring(s->L, fmt, ap);
   va_end(ap);
-  return luaL_argerror(s->L, s->arg, lua_pushfstring(s->L, "%s%s", what, msg));
+  return arg_error(s->L, s->arg, "run", lua_pushfstring(s->L, "%s%s", what, msg));
 }
 
 /* Integer field of the item at idx; def when absent (required: error instead). */
@@ -755,7 +763,7 @@ static icl_logits_mode logits_opt(run_spec *s, icl_run_opts *o) {
   if (!v || !strcmp(v, "last")) return ICL_LOGITS_LAST;
   if (!strcmp(v, "all")) return ICL_LOGITS_ALL;
   if (!strcmp(v, "none")) return ICL_LOGITS_NONE;
-  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last, none or {select =, lse =}", v);
+  return (icl_logits_mode)field_error(s, "logits", ": '%s' is not all, last or none (or {select =, lse =})", v);
 }
 
 /* hook = {points = {...} | point = "...", fn = function}: leaves fn on the stack and returns its index. */
@@ -949,11 +957,10 @@ int icl_lua_open_model(lua_State *L) {
   lua_pushcfunction(L, guard_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 2);
   lua_pushcfunction(L, l_load);
   lua_setfield(L, -2, "load");
   lua_pushcfunction(L, l_devices);
   lua_setfield(L, -2, "devices");
-  luaL_setfuncs(L, METHODS, 0); /* found in package.loaded: errors under pcall(m.run, ...) name 'icl.model.run' */
   return 1;
 }

@@ -101,6 +101,9 @@ typedef struct icl_backend_ops {
   int (*convert)(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
   /* out i32 [n] = argmax of each row of x f32 [ne0, n] (first maximum on ties) */
   int (*argmax)(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+  /* out f32 [k + 1, n] from x f32 [ne0, n] and ids i32 [k]: per row the entries ids[0..k-1], then the
+   * log-sum-exp of the whole row (max-shifted; a row of -inf gives -inf). Reduced logits (ICL_LOGITS_SELECT) */
+  int (*lse_select)(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err);
   /* 2-D strided f32 copy for hooks: dst[dst_off + r*dst_stride + c] = src[src_off + r*src_stride + c]
    * for r < rows, c < cols (offsets and strides in elements, relative to the views' offsets) */
   int (*copy2d)(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,

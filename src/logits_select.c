@@ -1,24 +1,11 @@
-/* Reduced logits: the LM head runs in sub-chunks of logit_rows rows (<= 64 MiB); each sub-chunk is read back and
- * reduced to the selected ids and a log-sum-exp per row at once, so a run never holds [n, vocab] on the host.
- * The reduction runs on the host for every backend (on the CPU backend the read is a copy within host memory). */
-#include <math.h>
+/* Reduced logits: the LM head runs in sub-chunks of logit_rows rows (<= 64 MiB); the lse_select op reduces each
+ * sub-chunk on the device to the selected ids and a log-sum-exp per row, and only those k + 1 floats per row are
+ * read back, so a run never holds [n, vocab] on the host. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "logits_select.h"
-
-void icl_logits_reduce_row(const float *row, int64_t V, const int32_t *ids, int n_ids, float *sel, float *lse) {
-  float mx = row[0];
-  for (int64_t i = 1; i < V; i++) mx = row[i] > mx ? row[i] : mx;
-  double z = 0;
-  for (int64_t i = 0; i < V; i += 1024) { /* float partial sums over blocks, double across blocks */
-    float part = 0;
-    int64_t e = i + 1024 < V ? i + 1024 : V;
-    for (int64_t k = i; k < e; k++) part += expf(row[k] - mx);
-    z += part;
-  }
-  for (int j = 0; j < n_ids; j++) sel[j] = row[ids[j]];
-  if (lse) *lse = (float)(mx + log(z));
-}
+#include "ops.h"
 
 int icl_logits_select_alloc(const icl_model *m, int64_t n, const icl_run_opts *o, icl_run_result *res,
                             icl_error *err) {
@@ -39,13 +26,38 @@ int icl_logits_select_alloc(const icl_model *m, int64_t n, const icl_run_opts *o
   return ICL_OK;
 }
 
-/* Reduces nr rows read into rows (row r of the sub-chunk is position p0 + r). */
-static void reduce_rows(const float *rows, int64_t nr, int64_t V, int64_t p0, const icl_run_opts *o,
-                        icl_run_result *res) {
+/* Device buffers of one chunk's reduction: the ids (a single dummy id when none are selected) and the output
+ * [k + 1, rows] of the lse_select op. */
+typedef struct sel_bufs {
+  icl_buf *ids, *out;
+  icl_dt ids_v;
+  int64_t k; /* ids on the device (>= 1) */
+} sel_bufs;
+
+static int sel_open(icl_session *s, const icl_run_opts *o, int64_t rows, sel_bufs *b, icl_error *err) {
+  icl_backend *be = s->m->be;
+  static const int32_t dummy = 0;
+  const int32_t *ids = o->n_logit_ids ? o->logit_ids : &dummy;
+  b->k = o->n_logit_ids ? o->n_logit_ids : 1;
+  int rc = be->ops->buf_alloc(be, (size_t)b->k * 4, ICL_BUF_ACT, &b->ids, err);
+  if (!rc) rc = be->ops->write(be, b->ids, 0, ids, (size_t)b->k * 4, err);
+  if (!rc) rc = be->ops->buf_alloc(be, (size_t)((b->k + 1) * rows) * 4, ICL_BUF_ACT, &b->out, err);
+  b->ids_v = (icl_dt){.buf = b->ids, .type = ICL_TYPE_I32, .ne = {b->k, 1, 1, 1}};
+  return rc ? icl_error_wrap(err, "run: logits select buffers") : ICL_OK;
+}
+
+static void sel_close(icl_session *s, sel_bufs *b) {
+  if (b->ids) s->m->be->ops->buf_free(s->m->be, b->ids);
+  if (b->out) s->m->be->ops->buf_free(s->m->be, b->out);
+}
+
+/* Copies the op's rows [k + 1] (row r = position p0 + r) into the result tensors. */
+static void scatter_rows(const float *red, int64_t nr, int64_t k, int64_t p0, const icl_run_opts *o,
+                         icl_run_result *res) {
   for (int64_t r = 0; r < nr; r++) {
-    float *sel = res->logits ? res->logits->data + (p0 + r) * o->n_logit_ids : NULL;
-    float *lse = res->lse ? res->lse->data + p0 + r : NULL;
-    icl_logits_reduce_row(rows + r * V, V, o->logit_ids, o->n_logit_ids, sel, lse);
+    const float *row = red + r * (k + 1);
+    if (res->logits) memcpy(res->logits->data + (p0 + r) * o->n_logit_ids, row, (size_t)o->n_logit_ids * 4);
+    if (res->lse) res->lse->data[p0 + r] = row[k];
   }
 }
 
@@ -54,15 +66,20 @@ int icl_logits_select_chunk(icl_session *s, int64_t pos0, int64_t nc, const icl_
   icl_backend *be = s->m->be;
   int64_t V = s->m->hp.n_vocab, step = s->a.logit_rows;
   int64_t nsub = (nc + step - 1) / step, per = (nc + nsub - 1) / nsub; /* even sub-chunks, as read_logits */
-  float *rows = malloc((size_t)(per * V) * sizeof *rows);
-  if (!rows) return icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld logits rows", (long long)per);
-  int rc = ICL_OK;
+  sel_bufs b = {0};
+  int rc = sel_open(s, o, per, &b, err);
+  float *red = rc ? NULL : malloc((size_t)((b.k + 1) * per) * sizeof *red);
+  if (!rc && !red) rc = icl_error_set(err, ICL_ENOMEM, "run: no host memory for reduced logits");
   for (int64_t r = 0; r < nc && !rc; r += per) {
     int64_t nr = nc - r < per ? nc - r : per;
+    icl_dt Y = {.buf = s->a.logits.buf, .type = ICL_TYPE_F32, .offset = s->a.logits.offset, .ne = {V, nr, 1, 1}};
+    icl_dt out = {.buf = b.out, .type = ICL_TYPE_F32, .ne = {b.k + 1, nr, 1, 1}};
     rc = icl_forward_logits(s, r, nr, err);
-    if (!rc) rc = be->ops->read(be, s->a.logits.buf, 0, rows, (size_t)(nr * V) * sizeof *rows, err);
-    if (!rc) reduce_rows(rows, nr, V, pos0 + r, o, res);
+    if (!rc) rc = icl_op_lse_select(be, &Y, &b.ids_v, &out, err);
+    if (!rc) rc = be->ops->read(be, b.out, 0, red, (size_t)((b.k + 1) * nr) * sizeof *red, err);
+    if (!rc) scatter_rows(red, nr, b.k, pos0 + r, o, res);
   }
-  free(rows);
+  free(red);
+  sel_close(s, &b);
   return rc;
 }

@@ -8,11 +8,8 @@
 int icl_logits_select_alloc(const icl_model *m, int64_t n, const icl_run_opts *o, icl_run_result *res, icl_error *err);
 
 /* Computes the LM head of the chunk just evaluated (positions pos0.., nc rows) sub-chunk by sub-chunk and keeps
- * only the selected logits and the log-sum-exp of each row. */
+ * only the selected logits and the log-sum-exp of each row (the lse_select op, on the device). */
 int icl_logits_select_chunk(icl_session *s, int64_t pos0, int64_t nc, const icl_run_opts *o, icl_run_result *res,
                             icl_error *err);
-
-/* One row: sel[j] = row[ids[j]], *lse = log sum_i exp(row[i]) (computed stably, summed in double). */
-void icl_logits_reduce_row(const float *row, int64_t V, const int32_t *ids, int n_ids, float *sel, float *lse);
 
 #endif

@@ -276,6 +276,16 @@ int icl_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error
   return be->ops->argmax(be, x, out, err);
 }
 
+int icl_op_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  TRY(chk_f32("lse_select", "x", x, err));
+  TRY(chk_type("lse_select", "ids", ids, ICL_TYPE_I32, err));
+  TRY(chk_f32("lse_select", "out", out, err));
+  int64_t k = icl_dt_nelem(ids);
+  if (k < 1) return icl_error_set(err, ICL_EINVAL, "lse_select: ids is empty, expected at least one id");
+  TRY(chk_dim("lse_select", "out", out, "size", icl_dt_nelem(out), (k + 1) * icl_dt_nrows(x), "(k + 1) x rows", err));
+  return be->ops->lse_select(be, x, ids, out, err);
+}
+
 /* The 2-D region off + r*stride + c (r < rows, c < cols) lies inside the view. */
 static int chk_region(const char *op, const char *name, const icl_dt *t, int64_t off, int64_t stride, int64_t rows,
                       int64_t cols, icl_error *err) {

@@ -25,6 +25,7 @@ int icl_op_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const ic
 int icl_op_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int icl_op_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int icl_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+int icl_op_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int icl_op_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                   int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
 int icl_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,

@@ -153,6 +153,12 @@ static int rb_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_err
   return ICL_OK;
 }
 
+static int rb_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  (void)be, (void)err;
+  icl_ref_lse_select(fp(x), x->ne[0], icl_dt_nrows(x), (const int32_t *)ptr(ids), icl_dt_nelem(ids), fp(out));
+  return ICL_OK;
+}
+
 static int rb_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err) {
   (void)be; (void)err;
   icl_ref_argmax(fp(x), x->ne[0], icl_dt_nrows(x), (int32_t *)ptr(out));
@@ -182,7 +188,7 @@ static const icl_backend_ops REF_OPS = {
     .sync = rb_sync, .destroy = rb_destroy, .get_rows = rb_get_rows, .matmul = rb_matmul,
     .rms_norm = rb_rms_norm, .layer_norm = rb_layer_norm, .rope = rb_rope, .attention = rb_attention,
     .add = rb_add, .mul = rb_mul, .scale = rb_scale, .silu = rb_silu, .gelu = rb_gelu, .relu = rb_relu, .swiglu = rb_swiglu,
-    .geglu = rb_geglu, .softmax = rb_softmax, .convert = rb_convert, .argmax = rb_argmax,
+    .geglu = rb_geglu, .softmax = rb_softmax, .convert = rb_convert, .argmax = rb_argmax, .lse_select = rb_lse_select,
     .copy2d = rb_copy2d, .fill2d = rb_fill2d,
 };
 

@@ -65,6 +65,7 @@ static const icl_backend_ops VK_OPS = {
     .softmax = vk_op_softmax,
     .convert = vk_op_convert,
     .argmax = vk_op_argmax,
+    .lse_select = vk_op_lse_select,
     .copy2d = vk_op_copy2d,
     .fill2d = vk_op_fill2d,
 };

@@ -35,6 +35,7 @@ int vk_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const ic
                      icl_error *err);
 int vk_op_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int vk_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+int vk_op_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err);
 
 /* ops_attn.c */
 int vk_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);

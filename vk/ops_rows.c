@@ -1,4 +1,4 @@
-/* Row-wise ops: one workgroup per row (rms_norm, layer_norm, softmax, argmax). */
+/* Row-wise ops: one workgroup per row (rms_norm, layer_norm, softmax, argmax, lse_select). */
 #include "ops.h"
 
 typedef struct rms_norm_pc {
@@ -87,5 +87,22 @@ int vk_op_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error 
   if (!rc) rc = vk_bind_view(c, x, 0, &b[0], &pc.x_off, err);
   if (!rc) rc = vk_bind_view(c, out, 1, &b[1], &pc.y_off, err);
   if (!rc) rc = row_dispatch(c, "argmax", b, 2, &pc, sizeof pc, icl_dt_nrows(x), err);
+  return rc;
+}
+
+typedef struct lse_pc { /* lse_select.comp */
+  uint32_t d, rows, k, x_off, ids_off, o_off;
+} lse_pc;
+_Static_assert(sizeof(lse_pc) <= VK_MAX_PUSH, "push constants");
+
+int vk_op_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  vk_binding b[3];
+  lse_pc pc = {(uint32_t)x->ne[0], (uint32_t)icl_dt_nrows(x), (uint32_t)icl_dt_nelem(ids), 0, 0, 0};
+  int rc = vk_check_u32(icl_dt_nelem(x), "lse_select size", err);
+  if (!rc) rc = vk_bind_view(c, x, 0, &b[0], &pc.x_off, err);
+  if (!rc) rc = vk_bind_view(c, ids, 0, &b[1], &pc.ids_off, err);
+  if (!rc) rc = vk_bind_view(c, out, 1, &b[2], &pc.o_off, err);
+  if (!rc) rc = row_dispatch(c, "lse_select", b, 3, &pc, sizeof pc, icl_dt_nrows(x), err);
   return rc;
 }

@@ -128,7 +128,7 @@ end
 function Exp:elapsed() return os.time() - self.wall0, os.clock() - self.t0 end
 
 -- e:report(summary, lines): writes summary.json (through a temporary file renamed over it; experiment, model and
--- seed added when absent; model = false leaves the model out) and prints the name line, the lines, and what was written.
+-- seed added when absent; model = false leaves the model out) and prints the lines and what was written.
 function Exp:report(summary, lines)
   summary.experiment = summary.experiment or self.name
   if summary.model == false then summary.model = nil else summary.model = summary.model or self.o.model end

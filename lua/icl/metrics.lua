@@ -79,8 +79,12 @@ function metrics.rule_following(logits, walk, g, opts)
     if vocab ~= g.n then
       error(string.format("%s: reduced logits need one column per node (%d), got %d", fname, g.n, vocab), 2)
     end
-    if mode == "full" and opts.lse == nil then error(fname .. ": mode \"full\" on selected logits needs opts.lse", 2) end
-    if opts.lse ~= nil and #to_list(opts.lse) ~= rows then error(fname .. ": opts.lse must hold one value per row", 2) end
+    if mode == "full" and opts.lse == nil then
+      error(fname .. ": mode \"full\" on selected logits needs opts.lse", 2)
+    end
+    if opts.lse ~= nil and #to_list(opts.lse) ~= rows then
+      error(fname .. ": opts.lse must hold one value per row", 2)
+    end
     for t, node in ipairs(walk) do
       if math.type(node) ~= "integer" or node < 1 or node > g.n then
         error(string.format("%s: walk[%d] is not a node id in 1..%d", fname, t, g.n), 2)

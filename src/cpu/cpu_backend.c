@@ -149,6 +149,7 @@ static const icl_backend_ops CPU_OPS = {
     .softmax = cpu_softmax,
     .convert = cpu_convert,
     .argmax = cpu_argmax,
+    .lse_select = cpu_lse_select,
     .copy2d = cpu_copy2d,
     .fill2d = cpu_fill2d,
 };

@@ -140,6 +140,7 @@ int cpu_geglu(icl_backend *be, const icl_dt *gate, const icl_dt *up, const icl_d
 int cpu_softmax(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int cpu_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err);
 int cpu_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *err);
+int cpu_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int cpu_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
 int cpu_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,

@@ -251,6 +251,41 @@ int cpu_argmax(icl_backend *be, const icl_dt *x, const icl_dt *out, icl_error *e
   return ICL_OK;
 }
 
+typedef struct lse_ctx {
+  const cpu_kernels *k;
+  const float *x;
+  const int32_t *ids;
+  float *out;
+  int64_t d, n_ids;
+} lse_ctx;
+
+/* Rows lo..hi: the row is copied to a scratch row so that the vector exp_sum (which writes) leaves x intact. */
+static void lse_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  lse_ctx *c = arg;
+  float *tmp = malloc((size_t)c->d * sizeof *tmp);
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = c->x + r * c->d;
+    float *o = c->out + r * (c->n_ids + 1), mx = -INFINITY;
+    for (int64_t i = 0; i < c->d; i++) mx = x[i] > mx ? x[i] : mx;
+    double s = 0.0;
+    if (mx > -INFINITY && tmp) memcpy(tmp, x, (size_t)c->d * sizeof *tmp);
+    for (int64_t i = 0; mx > -INFINITY && tmp && i < c->d; i += 1024) /* float sums of 1024, double across */
+      s += c->k->exp_sum(tmp + i, c->d - i < 1024 ? c->d - i : 1024, mx);
+    for (int64_t i = 0; mx > -INFINITY && !tmp && i < c->d; i++) s += expf(x[i] - mx); /* no scratch memory */
+    for (int64_t j = 0; j < c->n_ids; j++) o[j] = x[c->ids[j]];
+    o[c->n_ids] = mx > -INFINITY ? (float)(mx + log(s)) : -INFINITY;
+  }
+  free(tmp);
+}
+
+int cpu_lse_select(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err) {
+  (void)err;
+  lse_ctx c = {&cpu_of(be)->k, cpu_f32(x), cpu_ptr(ids), cpu_f32(out), x->ne[0], icl_dt_nelem(ids)};
+  run(cpu_of(be), icl_dt_nrows(x), c.d, lse_range, &c);
+  return ICL_OK;
+}
+
 /* ---- convert, copy, fill ------------------------------------------------------------------ */
 
 int cpu_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *err) {

@@ -57,6 +57,9 @@ void icl_ref_convert(uint32_t src_type, const void *src, uint32_t dst_type, void
 /* out[r] = argmax of row r (first maximum). */
 void icl_ref_argmax(const float *x, int64_t d, int64_t rows, int32_t *out);
 
+/* out[r*(k+1) + j] = x[r*d + ids[j]] (j < k), out[r*(k+1) + k] = log sum_i exp(x[r*d + i]) (in double). */
+void icl_ref_lse_select(const float *x, int64_t d, int64_t rows, const int32_t *ids, int64_t k, float *out);
+
 /* Normalized mean squared error mse(a, b) / mse(a, 0) (0 if both are zero). */
 double icl_nmse(const float *ref, const float *got, int64_t n);
 

@@ -170,6 +170,18 @@ void icl_ref_argmax(const float *x, int64_t d, int64_t rows, int32_t *out) {
   }
 }
 
+void icl_ref_lse_select(const float *x, int64_t d, int64_t rows, const int32_t *ids, int64_t k, float *out) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * d;
+    float *o = out + r * (k + 1);
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t i = 0; i < d; i++) mx = xr[i] > mx ? xr[i] : mx;
+    for (int64_t i = 0; mx > -INFINITY && i < d; i++) s += exp((double)xr[i] - mx);
+    for (int64_t j = 0; j < k; j++) o[j] = xr[ids[j]];
+    o[k] = mx > -INFINITY ? (float)(mx + log(s)) : -INFINITY;
+  }
+}
+
 double icl_nmse(const float *ref, const float *got, int64_t n) {
   double err = 0.0, norm = 0.0;
   for (int64_t i = 0; i < n; i++) {

@@ -44,7 +44,8 @@ local path = icl.graph.from_edges({"a", "b", "c"}, {{1, 2}, {2, 3}})
 local en = M.energy_with_null(X, path.edges, 3000, icl.rng.new(5))
 -- raw energy 1; the six orderings of 0, 1, 2 on a path give 1, 1 and four times 2.5: null mean 2, none below 1
 check(near(en.raw, 1) and near(en.energy, 0.4), "true energy: raw 1, normalized 2/5")
-check(math.abs(en.null_raw_mean - 2) < 0.05 and en.null_below == 0, ("null mean %.3f ~ 2, none below"):format(en.null_raw_mean))
+check(math.abs(en.null_raw_mean - 2) < 0.05 and en.null_below == 0,
+      ("null mean %.3f ~ 2, none below"):format(en.null_raw_mean))
 local cm = icl.tensor.from({{0, 1}, {0 / 0, 0 / 0}, {2, 2}})
 local seen, absent = M.present(cm)
 check(#seen == 2 and seen[2] == 3 and absent[1] == 2, "present / absent classes")

@@ -14,11 +14,14 @@ if present(SMOL) then
   check(m.rope_style == "interleaved" and m.rope_base == 100000 and m.window == 0, "SmolLM2: rope and window")
   check(math.abs(m.attn_scale - 1 / 8) < 1e-7, "SmolLM2: scale 1/sqrt(64)")
   local all_global = true
-  for l = 0, m.n_layers - 1 do all_global = all_global and m.layer_kind[l] == "global" and m.layer_rope_base[l] == 100000 end
+  for l = 0, m.n_layers - 1 do
+    all_global = all_global and m.layer_kind[l] == "global" and m.layer_rope_base[l] == 100000
+  end
   check(all_global and m.layer_kind[m.n_layers] == nil, "SmolLM2: 30 global layers keyed 0..29")
   -- argument errors name the function under pcall; patch{layer =} is the full hook name's shortcut
   local ok, err = pcall(m.run, m, {1, 2}, {logits = "bogus"})
-  check(not ok and tostring(err):find("to 'icl.model.run'", 1, true), "pcall(m.run, ...) names the function")
+  check(not ok and tostring(err):find("bad argument #3 to 'run' (logits", 1, true),
+        "pcall(m.run, ...) names the function")
   local toks = {1, 5, 9, 13}
   local z = m:run(toks, {capture = {{name = "blocks.2.attn.hook_z", head = 1}}})["blocks.2.attn.hook_z"]
   local zero = z:slice(1, 2, 4) * 0
@@ -38,7 +41,8 @@ if present(GEMMA) then
   local ok = true
   for l = 0, m.n_layers - 1 do
     local global = l % 6 == 5
-    ok = ok and m.layer_kind[l] == (global and "global" or "sliding") and m.layer_rope_base[l] == (global and 1e6 or 1e4)
+    ok = ok and m.layer_kind[l] == (global and "global" or "sliding")
+            and m.layer_rope_base[l] == (global and 1e6 or 1e4)
   end
   check(ok, "Gemma: every 6th layer (5, 11, 17) global with base 1e6, the others sliding with base 1e4")
 end
