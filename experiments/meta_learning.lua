@@ -284,10 +284,10 @@ end
 
 -- ---- figures --------------------------------------------------------------------------------------
 
-local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "forestgreen"}
+local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "green"}
 
 local function fig_accuracy(res, dir, title)
-  local series = {}
+  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy (transitions)"}}
   for k, p in ipairs(res.plateaus) do
     local xs, ys = {}, {}
     for i, s in ipairs(res.acc_steps) do
@@ -300,7 +300,7 @@ local function fig_accuracy(res, dir, title)
   for _, r in ipairs(res.records) do rs[#rs + 1], ry[#ry + 1] = r.step, r.random_label_acc end
   series[#series + 1] = {x = rs, y = ry, color = "black", label = "random labels in context"}
   for _, t in ipairs(res.transitions) do
-    series[#series + 1] = {x = {t.from, t.to}, y = {0, 0}, color = "red"}
+    series[#series + 1] = {x = {t.from, t.to}, y = {0.01, 0.01}, color = "red"}
   end
   for _, ext in ipairs({"png", "svg"}) do
     assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "held-out accuracy",
@@ -334,7 +334,7 @@ local function fig_maps(res, dir, n)
       for _, ext in ipairs({"png", "svg"}) do
         assert(plot.heatmap{data = r.layers[l].pattern, row_labels = lab, col_labels = lab, vmin = 0, vmax = 1,
                             title = ("phase %d (%s), step %d, layer %d"):format(k, p.name, r.step, l),
-                            width = 420, height = 380}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
+                            width = 480, height = 400}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
       end
     end
   end
