@@ -263,15 +263,15 @@ local function find_phases(steps, accs)
   return trans, plateaus
 end
 
--- Names a plateau by its metrics (thresholds well above uniform attention: label attention 4/9, chunk
--- example 0.26, bigram 1/9): FCC = layer-1 labels read their examples and layer 2 reads the labels; SCC =
--- layer 2 reads the labels without that chunking; NCC = the query reads itself; "init" = near uniform.
-local function name_phase(r)
-  local l1, l2 = r.layers[1], r.layers[2]
-  if l1.chunk_example > 0.6 and l2.label_attention > 0.7 then return "FCC" end
-  if l2.label_attention > 0.7 then return "SCC" end
-  if l1.bigram > 0.3 or l2.bigram > 0.3 then return "NCC" end
-  return "init"
+-- Names a plateau by what the model uses: "init" near chance (< 3/L); NCC (non-context) when the context
+-- does not help (accuracy within 0.1 of the random-label accuracy); SCC (semi-context) when it helps but the
+-- labels are not bound to their examples in layer 1 (Chunk Example <= 0.6; uniform is 0.26); FCC (full
+-- context) when they are. Where the label attention sits (layer 1 or 2) is reported beside, not assumed.
+local function name_phase(r, c)
+  if r.acc < 3 / c.L then return "init" end
+  if r.acc - r.random_label_acc < 0.1 then return "NCC" end
+  if r.layers[1].chunk_example > 0.6 then return "FCC" end
+  return "SCC"
 end
 
 local function nearest(records, step)
@@ -346,7 +346,7 @@ local function summarize(res, c)
   res.transitions, res.plateaus = find_phases(res.acc_steps, res.accs)
   for _, p in ipairs(res.plateaus) do
     local r = nearest(res.records, (p.from + p.to) // 2)
-    p.name, p.at = name_phase(r), r.step
+    p.name, p.at = name_phase(r, c), r.step
     p.acc = r.acc
   end
   res.final = res.records[#res.records]
