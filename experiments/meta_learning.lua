@@ -263,15 +263,15 @@ local function find_phases(steps, accs)
   return trans, plateaus
 end
 
--- Names a plateau by its metrics (thresholds well above uniform attention: label attention 4/9, chunk
--- example 0.26, bigram 1/9): FCC = layer-1 labels read their examples and layer 2 reads the labels; SCC =
--- layer 2 reads the labels without that chunking; NCC = the query reads itself; "init" = near uniform.
-local function name_phase(r)
-  local l1, l2 = r.layers[1], r.layers[2]
-  if l1.chunk_example > 0.6 and l2.label_attention > 0.7 then return "FCC" end
-  if l2.label_attention > 0.7 then return "SCC" end
-  if l1.bigram > 0.3 or l2.bigram > 0.3 then return "NCC" end
-  return "init"
+-- Names a plateau by what the model uses: "init" near chance (< 3/L); NCC (non-context) when the context
+-- does not help (accuracy within 0.1 of the random-label accuracy); SCC (semi-context) when it helps but the
+-- labels are not bound to their examples in layer 1 (Chunk Example <= 0.6; uniform is 0.26); FCC (full
+-- context) when they are. Where the label attention sits (layer 1 or 2) is reported beside, not assumed.
+local function name_phase(r, c)
+  if r.acc < 3 / c.L then return "init" end
+  if r.acc - r.random_label_acc < 0.1 then return "NCC" end
+  if r.layers[1].chunk_example > 0.6 then return "FCC" end
+  return "SCC"
 end
 
 local function nearest(records, step)
@@ -284,10 +284,10 @@ end
 
 -- ---- figures --------------------------------------------------------------------------------------
 
-local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "forestgreen"}
+local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "green"}
 
 local function fig_accuracy(res, dir, title)
-  local series = {}
+  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy (transitions)"}}
   for k, p in ipairs(res.plateaus) do
     local xs, ys = {}, {}
     for i, s in ipairs(res.acc_steps) do
@@ -300,7 +300,7 @@ local function fig_accuracy(res, dir, title)
   for _, r in ipairs(res.records) do rs[#rs + 1], ry[#ry + 1] = r.step, r.random_label_acc end
   series[#series + 1] = {x = rs, y = ry, color = "black", label = "random labels in context"}
   for _, t in ipairs(res.transitions) do
-    series[#series + 1] = {x = {t.from, t.to}, y = {0, 0}, color = "red"}
+    series[#series + 1] = {x = {t.from, t.to}, y = {0.01, 0.01}, color = "red"}
   end
   for _, ext in ipairs({"png", "svg"}) do
     assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "held-out accuracy",
@@ -334,7 +334,7 @@ local function fig_maps(res, dir, n)
       for _, ext in ipairs({"png", "svg"}) do
         assert(plot.heatmap{data = r.layers[l].pattern, row_labels = lab, col_labels = lab, vmin = 0, vmax = 1,
                             title = ("phase %d (%s), step %d, layer %d"):format(k, p.name, r.step, l),
-                            width = 420, height = 380}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
+                            width = 480, height = 400}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
       end
     end
   end
@@ -346,7 +346,7 @@ local function summarize(res, c)
   res.transitions, res.plateaus = find_phases(res.acc_steps, res.accs)
   for _, p in ipairs(res.plateaus) do
     local r = nearest(res.records, (p.from + p.to) // 2)
-    p.name, p.at = name_phase(r), r.step
+    p.name, p.at = name_phase(r, c), r.step
     p.acc = r.acc
   end
   res.final = res.records[#res.records]
