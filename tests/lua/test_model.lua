@@ -132,7 +132,7 @@ raises(function() m:run(toks, {ablate = {{layer = 1, hed = 0}}}) end, "ablate[1]
 raises(function() m:run(toks, {capture = {{name = "blocks.0.hook_resid_post", pos = {1, n + 1}}}}) end,
        "capture[1].pos: position " .. (n + 1) .. " out of range", "capture position out of range")
 raises(function() m:run(toks, {knockout = {{layer = 0, edges = {{1, 2}}}}}) end, "key position after query", "edge order")
-raises(function() m:run(toks, {logits = "some"}) end, "logits: 'some' is not all, last, none or {select =, lse =}", "logits option")
+raises(function() m:run(toks, {logits = "some"}) end, "logits: 'some' is not all, last or none", "logits option")
 raises(function() m:run(toks, {captures = {}}) end, "unknown option 'captures'", "misspelt run option")
 raises(function() m:run({1, m.n_vocab}) end, "tokens[2]: 49152 out of range 0..49151", "token out of range")
 raises(function() m:run({}) end, "no tokens", "no tokens")
