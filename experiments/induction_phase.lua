@@ -106,7 +106,7 @@ for _, name in ipairs(names) do
                       end}
   bar:done()
   runs[#runs + 1] = {name = name, layers = sp.layers, smeared = sp.smeared, loss = r.loss, checkpoints = cks,
-                     final = r.checkpoint, seconds = r.seconds}
+                     final = r.checkpoint, seconds = r.seconds} -- seconds: printed only (summary.json stays deterministic)
   local last = cks[#cks]
   log("%s: %d steps in %.0f s, loss %.3f, ICL score %.3f -> %.3f, max prefix matching %.3f -> %.3f", name, r.step,
       r.seconds, r.loss[#r.loss], cks[1].icl_score, last.icl_score, cks[1].max_prefix_matching, last.max_prefix_matching)
@@ -241,7 +241,7 @@ for _, r in ipairs(runs) do
               max_prefix_matching = c.max_prefix_matching, loss_by_token = c.loss_by_token,
               prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying}
   end
-  out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared, seconds = r.seconds,
+  out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,
                              loss = r.loss, checkpoints = cks}
 end
