@@ -20,6 +20,9 @@ local ex = X{name = "induction_heads_real",
              {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k"}},
   quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1}}
 local o = ex.o
+-- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write
+local recorded = {}
+for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
 local t0 = os.time()
 local m = ex:load{n_ctx = math.max(o.len, o.n * o.reps + 1) + 8}
 local NL, NH = m.n_layers, m.n_heads
@@ -128,6 +131,6 @@ for _, r in ipairs(abl_rows) do
   lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f, with k random heads %.4f (mean of %d)"):format(r.k,
     r.top_icl_score, r.random_mean, #r.random)
 end
-ex:report({options = o, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
+ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
            loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
            copying = copy, top = top_list, ablation = abl_rows, copy_tokens = ctoks}, lines)

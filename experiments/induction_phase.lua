@@ -258,6 +258,9 @@ for _, r in ipairs(runs) do
   for j, c in ipairs(r.checkpoints) do ptl[r.name][j] = {step = c.step, losses = c.ptl} end
 end
 assert(json.write(ex:path("per_token_losses.json"), ptl, {indent = false}))
-ex:report({model = false, options = o, runs = out_runs, ablation = ablation or json.null,
+-- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write
+local recorded = {}
+for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
+ex:report({model = false, options = recorded, runs = out_runs, ablation = ablation or json.null,
            pca_explained = pca.explained_ratio, data = "icl.data.repeated_segments",
            token_indices = {early = o.early, late = o.late}}, lines)
