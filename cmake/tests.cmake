@@ -70,3 +70,9 @@ foreach(t model.test_fixtures cli.test_perplexity cli.test_experiments model.tes
     set_tests_properties(${t} PROPERTIES LABELS "${labels};heavy")
   endif()
 endforeach()
+
+# tests/cli/test_olsson.sh trains four small models and runs SmolLM2 (induction heads, Olsson et al.): heavy.
+if(TEST cli.test_olsson)
+  get_test_property(cli.test_olsson LABELS olsson_labels)
+  set_tests_properties(cli.test_olsson PROPERTIES LABELS "${olsson_labels};heavy" TIMEOUT 600)
+endif()

@@ -1,0 +1,136 @@
+-- Induction heads in the real models (Olsson et al. 2022, arguments 4 and 6): prefix-matching and copying scores
+-- of every head on Olsson's random-token protocol, the model's ICL score on natural text, and the ICL score with
+-- the top-k prefix-matching heads zero-ablated versus k random heads.
+--   icl script experiments/induction_heads_real.lua [--model M] [--quick] ...   (--help lists the options)
+-- Protocol (docs/experiments.md): 25 random tokens drawn from ids [lo_frac V, hi_frac V) (id = merge rank, the
+-- proxy for frequency), repeated 4x after BOS; ICL score = loss(token late) - loss(token early) averaged over
+-- windows of Shakespeare (data/shakespeare, scripts/fetch-data.sh text). Ablation zeroes hook_z.
+local X, json, plot = icl.experiment, icl.json, icl.plot
+local O = require("icl.olsson")
+
+local ex = X{name = "induction_heads_real",
+  about = "prefix-matching / copying scores of every head, ICL score, top-k vs random-k head ablation",
+  options = {{"n_seq", 8, "random-token sequences for prefix matching"}, {"n", 25, "random tokens per block"},
+             {"reps", 4, "repetitions of the block"}, {"lo_frac", 0.05, "lowest id of the pool, fraction of V"},
+             {"hi_frac", 0.5, "end of the id pool, fraction of V"}, {"copy_tokens", 25, "tokens for the copying score"},
+             {"text", "data/shakespeare/shakespeare.txt", "natural text for the ICL score"},
+             {"text_seqs", 8, "text windows"}, {"len", 512, "tokens per window (BOS included)"},
+             {"late", 500, "late token index of the ICL score"}, {"early", 50, "early token index"},
+             {"band", 10, "banded ICL score: losses averaged over index +- band (used for the ablations)"},
+             {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k"}},
+  quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1}}
+local o = ex.o
+-- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write
+local recorded = {}
+for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
+local t0 = os.time()
+local m = ex:load{n_ctx = math.max(o.len, o.n * o.reps + 1) + 8}
+local NL, NH = m.n_layers, m.n_heads
+
+local function log(fmt, ...) io.stderr:write(("[%4d s] " .. fmt .. "\n"):format(os.time() - t0, ...)) end
+
+-- 1. prefix-matching and previous-token scores on random tokens
+local seqs, pool = O.random_tokens(m, {n_seq = o.n_seq, n = o.n, reps = o.reps, seed = o.seed,
+                                        lo_frac = o.lo_frac, hi_frac = o.hi_frac})
+local ps = O.pattern_scores(m, seqs)
+local pm_rank = O.ranked(ps.prefix_matching)
+log("prefix matching: best L%dH%d %.3f (pool %d ids)", pm_rank[1].layer, pm_rank[1].head, pm_rank[1].score, pool)
+
+-- 2. copying scores: the first copy_tokens ids of the first random block
+local ctoks = {}
+for i = 1, o.copy_tokens do ctoks[i] = seqs[1][(m.bos >= 0 and 1 or 0) + i] end
+local bar = icl.progress.new{label = "copying"}
+local copy = O.copying_scores(m, {tokens = ctoks, progress = bar})
+bar:done()
+log("copying scores done")
+
+-- 3. ICL score on text, with ablations
+local fh = io.open(o.text, "rb")
+if not fh then error(("--text %s: not found (scripts/fetch-data.sh text)"):format(o.text), 0) end
+local text = fh:read("a"); fh:close()
+local tseqs = O.text_sequences(m, text, {n_seq = o.text_seqs, len = o.len, seed = o.seed})
+local function icl_of(abl)
+  local curve, raw, _, banded = O.icl_curve(m, tseqs, {late = o.late, early = o.early, band = o.band,
+                                                     run = abl and {ablate = abl} or nil})
+  return banded, curve, raw
+end
+local base_score, base_curve, base_raw = icl_of(nil)
+log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
+    base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)
+
+local ks = {}
+for s in o.ks:gmatch("[^,%s]+") do ks[#ks + 1] = math.tointeger(tonumber(s)) or error("--ks: " .. s, 0) end
+local kmax = 0
+for _, k in ipairs(ks) do kmax = math.max(kmax, k) end
+local top_set = {}
+for i = 1, kmax do top_set[pm_rank[i].layer * NH + pm_rank[i].head] = true end
+local others = {}
+for l = 0, NL - 1 do
+  for h = 0, NH - 1 do if not top_set[l * NH + h] then others[#others + 1] = {layer = l, head = h} end end
+end
+local abl_rows, top8_curve = {}, nil
+for _, k in ipairs(ks) do
+  local top = {}
+  for i = 1, k do top[i] = {layer = pm_rank[i].layer, head = pm_rank[i].head} end
+  local ts, tc = icl_of(O.ablation(top))
+  if k == kmax then top8_curve = tc end
+  local rnd = {}
+  for d = 1, o.draws do
+    local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
+    for i, p in ipairs(pick) do set[i] = others[p] end
+    rnd[d] = {heads = set, icl_score = (icl_of(O.ablation(set)))}
+  end
+  local rmean = 0
+  for _, r in ipairs(rnd) do rmean = rmean + r.icl_score / #rnd end
+  abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, random = rnd, random_mean = rmean}
+  log("k=%d: ICL score top-k ablated %.4f, random mean %.4f (base %.4f)", k, ts, rmean, base_score)
+end
+
+-- figures
+local pts, labels, cols = {}, {}, {}
+for l = 1, NL do
+  for h = 1, NH do
+    pts[#pts + 1] = {ps.prefix_matching:get(l, h), copy:get(l, h)}
+    local v = ps.prefix_matching:get(l, h)
+    labels[#labels + 1] = v >= pm_rank[math.min(kmax, #pm_rank)].score and ("L%dH%d"):format(l - 1, h - 1) or false
+  end
+end
+ex:figure(plot.scatter{points = pts, labels = labels, xlabel = "prefix-matching score", ylabel = "copying score",
+                       title = m.name .. ": heads", ylim = {-1, 1}}, "heads_scatter")
+ex:figure(plot.heatmap{data = ps.prefix_matching, xlabel = "head", ylabel = "layer", vmin = 0, vmax = 1,
+                       title = "prefix-matching score"}, "prefix_matching")
+ex:figure(plot.heatmap{data = copy, xlabel = "head", ylabel = "layer", vmin = -1, vmax = 1,
+                       title = "copying score"}, "copying")
+local xs = {}
+for i = 1, #base_curve do xs[i] = i + 1 end
+local smooth = function(c) return icl.metrics.moving_average(c, 8) end
+ex:figure(plot.line{series = {{x = xs, y = smooth(base_curve), label = "model"},
+                              {x = xs, y = smooth(top8_curve), label = ("top-%d prefix-matching heads zeroed"):format(kmax)}},
+                    xlabel = "token index", ylabel = "loss (moving average of 8)", title = m.name}, "loss_by_token")
+local kx, ty, ry = {}, {}, {}
+for i, r in ipairs(abl_rows) do kx[i], ty[i], ry[i] = r.k, r.top_icl_score, r.random_mean end
+ex:figure(plot.line{series = {{x = kx, y = ty, label = "top-k prefix matching"}, {x = kx, y = ry, label = "random k (mean)"}},
+                    xlabel = "heads ablated", ylabel = "ICL score", title = m.name}, "ablation")
+
+local top_list = {}
+for i = 1, math.min(16, #pm_rank) do
+  local e = pm_rank[i]
+  top_list[i] = {layer = e.layer, head = e.head, prefix_matching = e.score,
+                 copying = copy:get(e.layer + 1, e.head + 1),
+                 previous_token = ps.previous_token:get(e.layer + 1, e.head + 1)}
+end
+local lines = {("%s: %d layers x %d heads; ICL score %.4f (losses averaged over index +-%d), %.4f at single tokens " ..
+  "(loss %.3f at token %d, %.3f at token %d, %d windows of %d tokens)"):format(m.name, NL, NH, base_score, o.band,
+  base_raw, base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early, #tseqs, o.len)}
+for i = 1, math.min(8, #top_list) do
+  local e = top_list[i]
+  lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, copying %.3f, previous token %.3f"):format(i, e.layer,
+    e.head, e.prefix_matching, e.copying, e.previous_token)
+end
+for _, r in ipairs(abl_rows) do
+  lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f, with k random heads %.4f (mean of %d)"):format(r.k,
+    r.top_icl_score, r.random_mean, #r.random)
+end
+ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
+           loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
+           copying = copy, top = top_list, ablation = abl_rows, copy_tokens = ctoks}, lines)

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# experiments/induction_phase.lua --quick (trains four tiny models) and experiments/induction_heads_real.lua
+# --quick (SmolLM2; left out, and said so, when the model is absent): exit 0, figures, summary.json with scores
+# in range, the same bytes for the same seed (phase), the ablation table.
+set -u
+cd "${ICL_SOURCE_DIR:-.}"
+ICL=${ICL:-build/icl}
+pass=0 fail=0
+check() { local what=$1; shift; if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what"; fi; }
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+"$ICL" script experiments/induction_phase.lua --quick --out "$d/a" >"$d/log" 2>&1; rc=$?
+check "phase quick run exits 0 (log: $(tail -3 "$d/log"))" [ "$rc" -eq 0 ]
+for f in summary.json per_token_losses.json loss.png loss.svg icl_score.png prefix_matching.png ptl_pca.png \
+         loss_heat_2L.png dloss_heat_2L.svg heads_2L.png ckpt-2L/step-0000200.gguf; do
+  check "phase wrote $f" [ -s "$d/a/$f" ]
+done
+"$ICL" script experiments/induction_phase.lua --quick --out "$d/b" >/dev/null 2>&1
+check "phase: same seed, same summary.json bytes" cmp -s "$d/a/summary.json" "$d/b/summary.json"
+cat >"$d/check_phase.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(#s.runs == 4, "four models")
+for _, r in ipairs(s.runs) do
+  assert(#r.checkpoints == 5, r.name .. ": checkpoints at 0, 50, ..., 200: " .. #r.checkpoints)
+  for _, c in ipairs(r.checkpoints) do
+    assert(#c.loss_by_token == 31 and #c.prefix_matching == r.layers and #c.copying[1] == 2, r.name .. " shapes")
+    for l = 1, r.layers do
+      for h = 1, 2 do
+        local pm, cp, pt = c.prefix_matching[l][h], c.copying[l][h], c.previous_token[l][h]
+        assert(pm >= 0 and pm <= 1 and pt >= 0 and pt <= 1 and cp >= -1 and cp <= 1, r.name .. " score ranges")
+      end
+    end
+  end
+  -- at step 0 the test loss is about log(vocab) (random init, std 0.02)
+  assert(math.abs(r.checkpoints[1].test_loss - math.log(32)) < 0.05, r.name .. " initial loss " .. r.checkpoints[1].test_loss)
+end
+assert(#s.ablation.heads == 4, "one ablation per head of the 2-layer model")
+for _, h in ipairs(s.ablation.heads) do
+  assert(math.abs(h.change - (h.icl_score - s.ablation.base)) < 1e-9, "change = ablated - base")
+end
+print("ok")
+LUA
+out=$("$ICL" script "$d/check_phase.lua" "$d/a/summary.json" 2>&1)
+check "phase summary values ($out)" [ "$out" = "ok" ]
+if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ] && [ -f data/shakespeare/shakespeare.txt ]; then
+  "$ICL" script experiments/induction_heads_real.lua --quick --out "$d/r" >"$d/rlog" 2>&1; rc=$?
+  check "real quick run exits 0 (log: $(tail -3 "$d/rlog"))" [ "$rc" -eq 0 ]
+  for f in summary.json heads_scatter.png prefix_matching.svg copying.png loss_by_token.png ablation.png; do
+    check "real wrote $f" [ -s "$d/r/$f" ]
+  done
+  cat >"$d/check_real.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(s.n_layers == 30 and s.n_heads == 9, "SmolLM2 geometry")
+assert(#s.ablation == 2 and s.ablation[1].k == 1 and s.ablation[2].k == 4, "k = 1, 4")
+assert(s.top[1].prefix_matching > 0.5, "SmolLM2 has a head with prefix matching > 0.5: " .. s.top[1].prefix_matching)
+for l = 1, 30 do
+  for h = 1, 9 do
+    assert(s.prefix_matching[l][h] >= 0 and s.prefix_matching[l][h] <= 1, "prefix matching range")
+    assert(s.copying[l][h] >= -1 and s.copying[l][h] <= 1, "copying range")
+  end
+end
+assert(s.icl_score < 0, "natural text: later tokens predicted better")
+print("ok")
+LUA
+  out=$("$ICL" script "$d/check_real.lua" "$d/r/summary.json" 2>&1)
+  check "real summary values ($out)" [ "$out" = "ok" ]
+else
+  echo "SKIP (not counted): induction_heads_real --quick needs models/SmolLM2-135M-Instruct-Q4_1.gguf and data/shakespeare"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
