@@ -341,9 +341,11 @@ print("  probe by layer   " .. row(probe))
 print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
 print("  induction heads  " .. row(heads.induction, "%.1f"))
 print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
-print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
-      o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
-for _, kind in ipairs(KINDS) do
+if o.n_knockout > 0 then
+  print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
+        o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
+end
+for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
   print(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
         row(ko_rand[kind], "%.3f")))
 end
