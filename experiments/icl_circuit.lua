@@ -155,6 +155,7 @@ local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (
 for l = 1, NL do feats[l] = {} end
 local right, right_rand, lengths = 0, 0, 0
 local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS)} -- predicted label histogram
+local follows_last = 0 -- true-label predictions equal to the last demonstration's label (a recency copy)
 
 -- head counts of one prompt: forerunner (y_i -> s_i above C / y_i, mean over demonstrations), induction
 -- (sum_i attention s_q -> y_i above C / s_q) and correct induction (same-label minus other-label above
@@ -204,6 +205,7 @@ for _, pr in ipairs(prompts) do
   local truth = pr.items[o.k + 1].c
   local guess = prompt.predict(r.logits, label_ids)
   pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
+  if guess == pr.items[o.k].c then follows_last = follows_last + 1 end
   if guess == truth then right = right + 1 end
   count_heads(r, pr)
   local xs = x_positions(p)
@@ -321,7 +323,7 @@ local summary = {
   max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, seed = o.seed, times = o.times,
   folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
   accuracy = {true_labels = right / N, random_labels = right_rand / N, chance = 1 / #LABELS},
-  predicted = pred_counts,
+  predicted = pred_counts, follows_last_label = follows_last / N,
   probe = {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
            samples = #feat_labels},
   heads = heads,
