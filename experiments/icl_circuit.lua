@@ -154,6 +154,8 @@ local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction 
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
 local right, right_rand, lengths = 0, 0, 0
+local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS)} -- predicted label histogram
+local follows_last = 0 -- true-label predictions equal to the last demonstration's label (a recency copy)
 
 -- head counts of one prompt: forerunner (y_i -> s_i above C / y_i, mean over demonstrations), induction
 -- (sum_i attention s_q -> y_i above C / s_q) and correct induction (same-label minus other-label above
@@ -201,7 +203,10 @@ for _, pr in ipairs(prompts) do
   local r = assert(m:run(p.tokens, {logits = "last", capture = captures}))
   bar:update(1)
   local truth = pr.items[o.k + 1].c
-  if prompt.predict(r.logits, label_ids) == truth then right = right + 1 end
+  local guess = prompt.predict(r.logits, label_ids)
+  pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
+  if guess == pr.items[o.k].c then follows_last = follows_last + 1 end
+  if guess == truth then right = right + 1 end
   count_heads(r, pr)
   local xs = x_positions(p)
   for l = 0, NL - 1 do
@@ -209,7 +214,9 @@ for _, pr in ipairs(prompts) do
   end
   for i = 1, o.k + 1 do feat_labels[#feat_labels + 1] = pr.items[i].c end
   r = nil
-  if predict(pr.pr.tokens) == truth then right_rand = right_rand + 1 end
+  local rguess = predict(pr.pr.tokens)
+  pred_counts.random_labels[rguess] = pred_counts.random_labels[rguess] + 1
+  if rguess == truth then right_rand = right_rand + 1 end
   collectgarbage()
 end
 
@@ -316,6 +323,7 @@ local summary = {
   max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, seed = o.seed, times = o.times,
   folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
   accuracy = {true_labels = right / N, random_labels = right_rand / N, chance = 1 / #LABELS},
+  predicted = pred_counts, follows_last_label = follows_last / N,
   probe = {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
            samples = #feat_labels},
   heads = heads,
@@ -328,15 +336,18 @@ assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
 local function row(t, fmt) local s = {} for i, v in ipairs(t) do s[i] = (fmt or "%.2f"):format(v) end return table.concat(s, " ") end
 print(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
       o.k, lengths / N, o.seed))
-print(("  accuracy %.3f with true labels, %.3f with random labels (chance %.3f)"):format(right / N, right_rand / N,
-      1 / #LABELS))
+print(("  accuracy %.3f with true labels, %.3f with random labels (chance %.3f); predicted labels %s / %s"):format(
+      right / N, right_rand / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
+      table.concat(pred_counts.random_labels, ":")))
 print("  probe by layer   " .. row(probe))
 print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
 print("  induction heads  " .. row(heads.induction, "%.1f"))
 print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
-print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
-      o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
-for _, kind in ipairs(KINDS) do
+if o.n_knockout > 0 then
+  print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
+        o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
+end
+for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
   print(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
         row(ko_rand[kind], "%.3f")))
 end
