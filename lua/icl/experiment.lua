@@ -30,8 +30,7 @@ local function common(spec)
 end
 
 local function show(v)
-  if type(v) == "string" then return v == "" and '""' or v end
-  if type(v) == "boolean" then return nil end
+  if type(v) == "boolean" or v == "" then return nil end
   return tostring(v)
 end
 
@@ -44,13 +43,14 @@ local function usage(spec, opts)
     local d = show(def)
     if name == "quick" and spec.quick then
       local q = {}
-      for k, v in pairs(spec.quick) do q[#q + 1] = ("--%s %s"):format(k, tostring(v)) end
+      for k, v in pairs(spec.quick) do q[#q + 1] = ("--%s %s"):format((k:gsub("_", "-")), tostring(v)) end
       table.sort(q)
       help = help .. ": " .. table.concat(q, " ") .. " (unless given)"
     end
     local dashed = name:gsub("_", "-")
-    local flag = d and ("--%s %s"):format(dashed, name:upper()) or "--" .. dashed
-    lines[#lines + 1] = ("  %-22s %s%s"):format(flag, help, d and (" (default %s)"):format(d) or "")
+    local flag = "--" .. dashed
+    if type(def) ~= "boolean" then flag = flag .. (type(def) == "number" and " N" or " S") end
+    lines[#lines + 1] = ("  %-18s %s%s"):format(flag, help, d and (" (default %s)"):format(d) or "")
   end
   return table.concat(lines, "\n")
 end
