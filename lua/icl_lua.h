@@ -28,6 +28,11 @@ int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
 int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
 int icl_lua_open_progress(lua_State *L); /* icl.progress */
 
+/* The one rule for a C API result at the Lua boundary (docs/lua-api.md, "Errors"): ICL_OK returns 0 and pushes
+ * nothing; ICL_EINVAL (a wrong call) and ICL_EINTR (Ctrl-C) raise err's message; every other code (a file, format,
+ * memory, device or unsupported feature failing: an expected failure) pushes nil and the message and returns 2. */
+int icl_lua_result(lua_State *L, int rc, const icl_error *err);
+
 /* Interrupt flag set by SIGINT in the REPL; checked between chunks of long runs. */
 volatile int *icl_lua_interrupt_flag(lua_State *L);
 

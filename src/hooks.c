@@ -514,8 +514,8 @@ static int alloc_device_needs(struct icl_hookctx *hk, icl_error *err) {
   return rc;
 }
 
-int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_run_opts *o, icl_run_result *res,
-                    struct icl_hookctx **out, icl_error *err) {
+int icl_hooks_begin(icl_session *s, int64_t n, const icl_run_opts *o, icl_run_result *res, struct icl_hookctx **out,
+                    icl_error *err) {
   icl_model *m = s->m;
   struct icl_hookctx *hk = calloc(1, sizeof *hk);
   if (!hk) return icl_error_set(err, ICL_ENOMEM, "run: out of memory");
@@ -535,7 +535,6 @@ int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_
       rc = icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld x %lld logits", (long long)shape[0],
                          (long long)shape[1]);
   }
-  (void)tokens;
   return rc;
 }
 
