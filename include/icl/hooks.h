@@ -54,7 +54,7 @@ typedef struct icl_run_opts {
   const icl_intervention *interventions; int n_interventions;
   const char *const *hook_points; int n_hook_points; icl_hook_fn hook; void *hook_ud;
   icl_chunk_fn on_chunk; void *chunk_ud; int stream;
-  volatile int *interrupt; /* nonzero stops the run between chunks with an error */
+  volatile int *interrupt; /* nonzero stops the run between chunks with ICL_EINTR */
 } icl_run_opts;
 
 /* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST) and named captures. */
