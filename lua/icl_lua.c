@@ -19,6 +19,14 @@ typedef struct icl_lua_extra {
   volatile int interrupt;
 } icl_lua_extra;
 
+int icl_lua_result(lua_State *L, int rc, const icl_error *err) {
+  if (rc == ICL_OK) return 0;
+  if (rc == ICL_EINVAL || rc == ICL_EINTR) return luaL_error(L, "%s", err->msg);
+  luaL_pushfail(L);
+  lua_pushstring(L, err->msg);
+  return 2;
+}
+
 volatile int *icl_lua_interrupt_flag(lua_State *L) {
   static icl_lua_extra unused; /* for a state icl_lua_new_state did not make */
   icl_lua_extra *x = *(icl_lua_extra **)lua_getextraspace(L);

@@ -31,6 +31,11 @@ int icl_lua_open_progress(lua_State *L); /* icl.progress */
 int icl_lua_open_train(lua_State *L);    /* icl.train, icl.nn, icl.optim, icl.data (merged into icl) */
 void icl_lua_add_data_meta(lua_State *L); /* sets icl.data.meta_learning (icl table on top) */
 
+/* The one rule for a C API result at the Lua boundary (docs/lua-api.md, "Errors"): ICL_OK returns 0 and pushes
+ * nothing; ICL_EINVAL (a wrong call) and ICL_EINTR (Ctrl-C) raise err's message; every other code (a file, format,
+ * memory, device or unsupported feature failing: an expected failure) pushes nil and the message and returns 2. */
+int icl_lua_result(lua_State *L, int rc, const icl_error *err);
+
 /* Interrupt flag set by SIGINT in the REPL; checked between chunks of long runs. */
 volatile int *icl_lua_interrupt_flag(lua_State *L);
 

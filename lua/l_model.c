@@ -78,13 +78,7 @@ static int l_load(lua_State *L) {
   luaL_setmetatable(L, MODEL_MT);
   icl_error err;
   int rc = icl_model_load(path, &o, &b->m, &err);
-  if (rc == ICL_EINVAL) return luaL_error(L, "%s", err.msg);
-  if (rc) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err.msg);
-    return 2;
-  }
-  return 1;
+  return rc ? icl_lua_result(L, rc, &err) : 1;
 }
 
 static int m_close(lua_State *L) {
@@ -841,7 +835,7 @@ static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
   return c;
 }
 
-/* The three tiers after a run: Ctrl-C and bad requests raise, memory exhaustion returns nil + message. */
+/* After a run: Ctrl-C and bad requests raise, failures of memory or device return nil + message (icl_lua_result). */
 static int finish_run(lua_State *L, int rc, const icl_error *err, run_ctx *c) {
   volatile int *flag = icl_lua_interrupt_flag(L);
   if (rc && *flag) { /* Ctrl-C between chunks: consumed here, so the hook does not raise a second time */
@@ -849,12 +843,7 @@ static int finish_run(lua_State *L, int rc, const icl_error *err, run_ctx *c) {
     lua_sethook(L, NULL, 0, 0);
     return luaL_error(L, "interrupted");
   }
-  if (rc == ICL_ENOMEM || rc == ICL_EDEVICE || rc == ICL_EIO) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err->msg);
-    return 2;
-  }
-  if (rc) return luaL_error(L, "%s", err->msg);
+  if (rc) return icl_lua_result(L, rc, err);
   push_results(L, c);
   return 1;
 }
@@ -927,11 +916,8 @@ static int l_devices(lua_State *L) {
   icl_device_info *d = lua_newuserdatauv(L, CAP * sizeof *d, 0);
   int n = 0, chosen = -1;
   icl_error err;
-  if (icl_vk_list_devices(d, CAP, &n, &chosen, &err)) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err.msg);
-    return 2;
-  }
+  int rc = icl_vk_list_devices(d, CAP, &n, &chosen, &err);
+  if (rc) return icl_lua_result(L, rc == ICL_EINVAL ? ICL_EDEVICE : rc, &err); /* no device is not a wrong call */
   lua_createtable(L, n < CAP ? n : CAP, 0);
   for (int i = 0; i < n && i < CAP; i++) {
     push_device(L, &d[i], chosen);

@@ -264,15 +264,11 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* true, or nil + message for an expected failure. */
+/* true, or what icl_lua_result makes of the error (nil + message for an expected failure). */
 static int push_status(lua_State *L, int rc, const icl_error *err) {
-  if (rc == ICL_OK) {
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  luaL_pushfail(L);
-  lua_pushstring(L, err->msg);
-  return 2;
+  if (rc) return icl_lua_result(L, rc, err);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* t:save(path): .npy, or .safetensors with the single tensor named "tensor". */

@@ -50,6 +50,7 @@ const char *icl_strerror(int code) {
   case ICL_ENOMEM: return "out of memory";
   case ICL_EDEVICE: return "device error";
   case ICL_EUNSUPPORTED: return "unsupported";
+  case ICL_EINTR: return "interrupted";
   default: return "unknown error";
   }
 }

@@ -120,6 +120,13 @@ static int for_points(struct icl_hookctx *hk, const char *pattern, point_fn fn, 
   return count;
 }
 
+/* The positions [*b, *e) of a request's range [pb, pe) inside the chunk [p0, p0+n); 0 if they do not meet. */
+static int overlap(int64_t pb, int64_t pe, int64_t p0, int64_t n, int64_t *b, int64_t *e) {
+  *b = pb > p0 ? pb : p0;
+  *e = pe < p0 + n ? pe : p0 + n;
+  return *b < *e;
+}
+
 static unsigned char *want_at(struct icl_hookctx *hk, int layer, int hp) { return &hk->want[(layer + 1) * HP_COUNT + hp]; }
 
 /* Normalizes a position range against the run length n: negatives count from the end, (0,0) = all. */
@@ -307,8 +314,8 @@ static int add_iv(struct icl_hookctx *hk, int layer, int hp, const char *point, 
 static int apply_iv(struct icl_hookctx *hk, const iv *k, const icl_dt *view, int64_t n, icl_error *err) {
   icl_backend *be = hk->s->m->be;
   geom g = point_geom(hk->s->m, k->hp);
-  int64_t b = k->pb > hk->p0 ? k->pb : hk->p0, e = k->pe < hk->p0 + n ? k->pe : hk->p0 + n;
-  if (b >= e) return ICL_OK;
+  int64_t b, e;
+  if (!overlap(k->pb, k->pe, hk->p0, n, &b, &e)) return ICL_OK;
   int64_t r0 = b - hk->p0, nr = e - b, vr0 = k->vrows == 1 ? 0 : b - k->pb;
   int64_t vstride = k->vrows == 1 ? 0 : k->vrow;
   icl_dt vb = {.buf = k->vbuf, .type = ICL_TYPE_F32, .ne = {k->vrow, k->vrows, 1, 1}};
@@ -435,10 +442,10 @@ static int run_callback(struct icl_hookctx *hk, int layer, int hp, const icl_dt 
 static int do_capture(struct icl_hookctx *hk, const cap *k, const icl_dt *view, int64_t n, icl_error *err) {
   icl_backend *be = hk->s->m->be;
   geom g = point_geom(hk->s->m, k->hp);
-  int64_t b = k->pb > hk->p0 ? k->pb : hk->p0, e = k->pe < hk->p0 + n ? k->pe : hk->p0 + n;
-  if (b >= e) return ICL_OK;
+  int64_t b, e;
+  if (!overlap(k->pb, k->pe, hk->p0, n, &b, &e)) return ICL_OK;
   icl_tensor *t = hk->res->captures[k->index];
-  int64_t tb = hk->o->stream ? (k->pb > hk->p0 ? k->pb : hk->p0) : k->pb; /* position of the tensor's first row */
+  int64_t tb = hk->o->stream ? b : k->pb; /* position of the tensor's first row */
   int64_t r0 = b - hk->p0, nr = e - b;
   if (k->hp == HP_PATTERN) { /* view [nkv, n, nh] -> t [nsel, npos, n_total] */
     int64_t nkv = view->ne[0];
@@ -528,8 +535,8 @@ static int alloc_device_needs(struct icl_hookctx *hk, icl_error *err) {
   return rc;
 }
 
-int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_run_opts *o, icl_run_result *res,
-                    struct icl_hookctx **out, icl_error *err) {
+int icl_hooks_begin(icl_session *s, int64_t n, const icl_run_opts *o, icl_run_result *res, struct icl_hookctx **out,
+                    icl_error *err) {
   icl_model *m = s->m;
   struct icl_hookctx *hk = calloc(1, sizeof *hk);
   if (!hk) return icl_error_set(err, ICL_ENOMEM, "run: out of memory");
@@ -550,7 +557,6 @@ int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_
       rc = icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld x %lld logits", (long long)shape[0],
                          (long long)shape[1]);
   }
-  (void)tokens;
   return rc;
 }
 
@@ -560,10 +566,10 @@ int icl_hooks_chunk_begin(struct icl_hookctx *hk, int64_t pos0, int64_t n, icl_e
   if (!hk->o->stream) return ICL_OK;
   for (int i = 0; i < hk->ncaps; i++) { /* streaming: tensors hold this chunk's positions only */
     cap *k = &hk->caps[i];
-    int64_t b = k->pb > pos0 ? k->pb : pos0, e = k->pe < pos0 + n ? k->pe : pos0 + n;
+    int64_t b, e;
     icl_tensor_free(hk->res->captures[i]);
     hk->res->captures[i] = NULL;
-    if (b >= e) continue;
+    if (!overlap(k->pb, k->pe, pos0, n, &b, &e)) continue;
     hk->res->captures[i] = capture_tensor(hk, k, e - b);
     if (!hk->res->captures[i]) return icl_error_set(err, ICL_ENOMEM, "capture: out of memory");
   }

@@ -6,8 +6,8 @@
 
 /* Resolves captures and interventions, allocates results and device buffers; fails up front (clear message) when
  * names, heads, positions or memory needs are wrong. */
-int icl_hooks_begin(icl_session *s, const int32_t *tokens, int64_t n, const icl_run_opts *o, icl_run_result *res,
-                    struct icl_hookctx **out, icl_error *err);
+int icl_hooks_begin(icl_session *s, int64_t n, const icl_run_opts *o, icl_run_result *res, struct icl_hookctx **out,
+                    icl_error *err);
 
 /* Prepares a chunk [pos0, pos0+n): knockout masks, streaming buffers. */
 int icl_hooks_chunk_begin(struct icl_hookctx *hk, int64_t pos0, int64_t n, icl_error *err);

@@ -60,9 +60,8 @@ int icl_model_bind(icl_model *m, const icl_gguf *g, const char *name, int requir
 /* Binds every tensor of an icl-attn model by presence (model_attn.c). */
 int icl_model_bind_attn(icl_model *m, const icl_gguf *g, icl_error *err);
 
-/* Device activations for one chunk of up to `chunk` tokens. */
+/* Device activations for one chunk of up to `chunk` tokens: one buffer per view (session.c alloc_acts). */
 typedef struct icl_acts {
-  icl_buf *buf;        /* one buffer, views below */
   icl_dt x;            /* residual [d, C] */
   icl_dt h;            /* normed / scratch [d, C] */
   icl_dt q;            /* [hd, nh, C] */
@@ -73,9 +72,8 @@ typedef struct icl_acts {
   icl_dt inputs;       /* [input_length, C] continuous inputs of the chunk (icl-attn), buf NULL if none */
   icl_dt logits;       /* [vocab, L] for L = logit sub-chunk rows */
   int logit_rows;
-  icl_buf *pattern_buf; /* f32 [n_ctx, C, nh] when patterns are needed, else NULL */
-  icl_buf *mask_buf;    /* f32 [n_ctx, C, nh] when knockouts are used, else NULL */
-  icl_dt result;        /* [d, C] scratch for hook_result, lazily allocated */
+  icl_buf *pattern_buf; /* f32 [n_ctx, C, nh] when patterns are needed, else NULL (knockout masks: hooks.c) */
+  icl_dt result;        /* [d, nh, C] per-head outputs for hook_result, lazily allocated */
   icl_buf *result_buf;
   icl_buf *zmask_buf;   /* [hd, nh, C] scratch for hook_result */
 } icl_acts;
@@ -83,7 +81,7 @@ typedef struct icl_acts {
 struct icl_session {
   icl_model *m;
   int64_t n_past;
-  icl_buf **kv_bufs;    /* per layer: one buffer holding k then v */
+  icl_buf **kv_bufs;    /* [2 * n_layer]: layer il's k buffer at 2*il, its v buffer at 2*il + 1 */
   icl_dt *k, *v;        /* per layer [hd, nkv, n_ctx] f32 */
   icl_acts a;
   size_t bytes;
@@ -101,9 +99,8 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
 /* Computes logits rows [r0, r0+nr) of the current chunk into s->a.logits (nr <= logit_rows). */
 int icl_forward_logits(icl_session *s, int64_t r0, int64_t nr, icl_error *err);
 
-/* Allocates the pattern / mask buffers on demand. */
+/* Allocates the pattern buffer and the hook_result scratch on demand. */
 int icl_session_need_pattern(icl_session *s, icl_error *err);
-int icl_session_need_mask(icl_session *s, icl_error *err);
 int icl_session_need_result(icl_session *s, icl_error *err);
 
 /* Hook point ids within a layer. */
@@ -111,8 +108,8 @@ typedef enum icl_hp {
   HP_RESID_PRE, HP_LN1, HP_Q, HP_K, HP_V, HP_PATTERN, HP_Z, HP_RESULT, HP_ATTN_OUT, HP_LN1_POST, HP_RESID_MID,
   HP_LN2, HP_MLP_PRE, HP_MLP_POST, HP_MLP_OUT, HP_LN2_POST, HP_RESID_POST, HP_LAYER_COUNT
 } icl_hp;
-/* Points outside layers use layer -1: HP_EMBED, HP_LN_FINAL, HP_LOGITS */
-enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_LOGITS, HP_COUNT };
+/* Points outside layers use layer -1: HP_EMBED, HP_LN_FINAL */
+enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_COUNT };
 
 /* Called by the forward pass at each hook point with the chunk's view of the point.
  * heads: 0 for [inner, n] points, else the head count for [hd, heads, n] points (checked against the point's

@@ -99,7 +99,6 @@ void icl_session_free(icl_session *s) {
                      &s->a.logits};
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) free_buf(s, views[i]->buf);
   free_buf(s, s->a.pattern_buf);
-  free_buf(s, s->a.mask_buf);
   free_buf(s, s->a.result_buf);
   free_buf(s, s->a.zmask_buf);
   free_buf(s, s->a.inputs.buf);
@@ -113,11 +112,6 @@ void icl_session_free(icl_session *s) {
 int icl_session_need_pattern(icl_session *s, icl_error *err) {
   if (s->a.pattern_buf) return ICL_OK;
   return alloc_view(s, &s->a.pattern_buf, s->m->n_ctx, s->m->chunk, s->m->hp.n_head, ICL_TYPE_F32, NULL, err);
-}
-
-int icl_session_need_mask(icl_session *s, icl_error *err) {
-  if (s->a.mask_buf) return ICL_OK;
-  return alloc_view(s, &s->a.mask_buf, s->m->n_ctx, s->m->chunk, s->m->hp.n_head, ICL_TYPE_F32, NULL, err);
 }
 
 int icl_session_need_result(icl_session *s, icl_error *err) {
@@ -218,7 +212,7 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   if (!opts) opts = &none;
   if ((rc = set_inputs(s, opts, n, err))) return rc;
   struct icl_hookctx *hk = NULL;
-  if ((rc = icl_hooks_begin(s, tokens, n, opts, res, &hk, err))) {
+  if ((rc = icl_hooks_begin(s, n, opts, res, &hk, err))) {
     icl_hooks_end(hk);
     icl_run_result_free(res);
     return rc;
@@ -233,7 +227,7 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   for (int64_t c = 0; c < n && !rc; c += per) {
     int64_t nc = n - c < per ? n - c : per;
     if (opts->interrupt && *opts->interrupt) {
-      rc = icl_error_set(err, ICL_EINVAL, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
+      rc = icl_error_set(err, ICL_EINTR, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
       break;
     }
     if ((rc = icl_hooks_chunk_begin(hk, c, nc, err))) break;

@@ -59,7 +59,7 @@ typedef struct icl_run_opts {
   const icl_intervention *interventions; int n_interventions;
   const char *const *hook_points; int n_hook_points; icl_hook_fn hook; void *hook_ud;
   icl_chunk_fn on_chunk; void *chunk_ud; int stream;
-  volatile int *interrupt; /* nonzero stops the run between chunks with an error */
+  volatile int *interrupt; /* nonzero stops the run between chunks with ICL_EINTR */
   const float *inputs; int64_t inputs_width; /* icl-attn: continuous inputs [n_tokens, width] row-major, width =
                                                 input_length; NULL = zeros */
   const int32_t *logit_ids; int n_logit_ids; /* SELECT: token ids whose logits are kept, in this order */

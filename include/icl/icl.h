@@ -15,7 +15,8 @@ enum {
   ICL_EFORMAT = 3,     /* malformed input file */
   ICL_ENOMEM = 4,      /* host or device memory exhausted */
   ICL_EDEVICE = 5,     /* Vulkan or backend failure */
-  ICL_EUNSUPPORTED = 6 /* valid but not supported (type, architecture, feature) */
+  ICL_EUNSUPPORTED = 6, /* valid but not supported (type, architecture, feature) */
+  ICL_EINTR = 7         /* stopped on request (icl_run_opts.interrupt) */
 };
 
 /* Precision of a backend's arithmetic (icl_load_opts.precision). EXACT (the default): a row's output does not

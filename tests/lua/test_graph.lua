@@ -1,8 +1,6 @@
 -- icl.graph: lattices, edges, adjacency, walks, pairs, text and token checks (with a stand-in tokenizer).
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local function same(a, b)
   if #a ~= #b then return false end
   for i = 1, #a do
@@ -12,11 +10,6 @@ local function same(a, b)
   end
   return true
 end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-
 local words16 = { "apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
                   "box", "sand", "sun", "mango", "rock", "math", "code", "phone" }
 
@@ -122,5 +115,4 @@ vocab[" car"] = 101
 check(errs(function() icl.graph.ring(3, { "apple", "bird", "car" }):token_ids(model) end, "same token"),
   "two words on one token")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

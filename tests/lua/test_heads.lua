@@ -1,18 +1,12 @@
 -- icl.heads: scores of hand-built attention patterns with known answers, repeated-token sequences, and
 -- score_model against a stand-in model that returns built patterns.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 local function near_list(a, b)
   if #a ~= #b then return false end
   for i = 1, #a do if not near(a[i], b[i]) then return false end end
   return true
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
 end
 local H = icl.heads
 
@@ -110,5 +104,4 @@ check(errs(function() H.score_model({ run = model.run }, {}) end, "pass opts.voc
 check(errs(function() H.score_model({ n_vocab = 64, run = function() return {} end }, { n_seq = 1 }) end,
   "no blocks.*.attn.hook_pattern"), "no captures")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

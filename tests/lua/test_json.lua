@@ -1,12 +1,6 @@
 -- icl.json: deterministic encoding (sorted keys, exact numbers, tensors), decoding, round trips, files, errors.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local J = icl.json
 
 -- encoding
@@ -81,5 +75,4 @@ check(errs(function() J.encode({ [true] = 1 }) end, "keys must be strings or num
 check(errs(function() J.encode({ [1] = 1, ["1"] = 2 }) end, 'two keys read as "1"'), "colliding keys")
 check(errs(function() J.encode({}, { indent = 99 }) end, "indent"), "indent range")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

@@ -1,15 +1,8 @@
 -- icl.pca / icl.linalg: PCA of known matrices (components, projections, variances, sign convention), input
 -- forms and errors, and the low-level helpers used by icl.metrics and icl.heads.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-
 check(icl.pca == icl.linalg.pca and icl.class_means == icl.linalg.class_means, "icl.pca and icl.class_means")
 
 -- Points mean + a u + b v, u = (0.6, 0.8, 0), v = (-0.8, 0.6, 0), (a, b) in {(3,0), (-3,0), (0,1), (0,-1)}.
@@ -72,5 +65,4 @@ check(errs(function() icl.linalg.token_nll(lg, { 1 }, { 4 }) end, "out of range"
 check(errs(function() icl.linalg.softmax_mass(lg, { 2 }, { { 1 } }) end, "rows must be integers in [1, rows"),
   "row range")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

@@ -1,18 +1,12 @@
 -- icl.metrics: rule-following accuracy on hand-built distributions, class means, Dirichlet energy, losses, the
 -- ICL score and list helpers.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 local function near_list(a, b, tol)
   if #a ~= #b then return false end
   for i = 1, #a do if not near(a[i], b[i], tol) then return false end end
   return true
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
 end
 local M = icl.metrics
 
@@ -92,5 +86,4 @@ local mean, std = M.mean_std({ { 1, 2 }, { 3, 6 } })
 check(near_list(mean, { 2, 4 }) and near_list(std, { 1, 2 }), "mean_std")
 check(near(M.mean({ 1, 2, 3, 4 }, 2, 3), 2.5) and near(M.mean({ 2, 4 }), 3), "mean")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

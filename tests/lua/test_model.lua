@@ -1,6 +1,8 @@
 -- The model binding with a real model: fields, tokens, runs with captures, interventions, callbacks and the
 -- argument errors that need a loaded model. Without the model file (or while loading is not implemented) it
 -- prints SKIPPED and exits with status 77, which ctest reports as skipped (SKIP_RETURN_CODE 77), never passed.
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local PATH = "models/SmolLM2-135M-Instruct-Q4_1.gguf"
 local T = icl.tensor
 
@@ -9,21 +11,6 @@ if io.open(PATH, "rb") then m, why = icl.load(PATH, {n_ctx = 64, chunk = 8}) end
 if not m then
   print("SKIPPED: " .. PATH .. " not present or model loading not implemented (" .. tostring(why) .. ")")
   os.exit(77, true)
-end
-
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-
-local function raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
 end
 
 local function shape_is(t, s)
@@ -142,5 +129,4 @@ m:close()
 raises(function() m:run(toks) end, "model is closed", "run after close")
 check(tostring(m) == "icl.model (closed)", "closed model prints as closed")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " model checks failed") end
+tl.done()

@@ -1,14 +1,7 @@
 -- icl.plot: scatter, line and heatmap figures written as PNG and SVG (signatures, pixel sizes, non-trivial
 -- content), option handling and errors. Set ICL_KEEP=1 to keep the files and print where they are.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local dir = os.tmpname()
 os.remove(dir)
 local written = {}
@@ -108,5 +101,4 @@ else
   for _, p in ipairs(written) do os.remove(p) end
   os.remove(dir)
 end
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

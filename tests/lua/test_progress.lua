@@ -1,14 +1,7 @@
 -- icl.progress: the object's API, silence when stderr is not a terminal, and the ICL_PROGRESS=lines log format
 -- (checked by running this interpreter on a small script when its path is known).
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local p = icl.progress.new { total = 10, label = "walks" }
 for _ = 1, 4 do p:update() end
 p:update(2)
@@ -49,5 +42,4 @@ if exe and os.getenv("ICL_TEST") then
   check(lines[10] and lines[10]:find("100% 100/100", 1, true) and lines[10]:find(" in ", 1, true), "final line")
 end
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

@@ -1,8 +1,6 @@
 -- icl.rng: known first values (xoshiro256** seeded through splitmix64), ranges, sampling, tensors, errors.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 local function same(a, b)
   if #a ~= #b then return false end
   for i = 1, #a do if a[i] ~= b[i] then return false end end
@@ -66,10 +64,6 @@ for i = 1, 100 do ok = ok and ut[i] >= 0 and ut[i] < 1 end
 check(ok, "uniform_tensor in [0, 1)")
 
 -- errors name the argument
-local function errs(f, pat)
-  local okc, msg = pcall(f)
-  return not okc and tostring(msg):find(pat, 1, true) ~= nil
-end
 check(errs(function() icl.rng.new(1.5) end, "seed must be an integer"), "bad seed")
 check(errs(function() r:int(5, 1) end, "hi must be >= lo"), "empty range")
 check(errs(function() r:choice({}) end, "list is empty"), "empty choice")
@@ -77,5 +71,4 @@ check(errs(function() r:sample(3, 4) end, "k must be in [0, n]"), "sample k > n"
 check(errs(function() r:normal_tensor({ 1, 2, 3, 4, 5 }) end, "1 to 4 dimensions"), "too many dims")
 check(tostring(r):find("icl.rng", 1, true) ~= nil, "tostring")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

@@ -1,22 +1,8 @@
 -- The Lua runtime: the icl table and its modules, embedded pure-Lua modules, `arg`, error tiers of the model
 -- binding that need no model file, and interrupting runaway code with a count hook.
-local passed, failed = 0, 0
-
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-
-local function raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
-end
-
 -- the icl table ----------------------------------------------------------------------------------------------
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs, raises = tl.check, tl.errs, tl.raises
 check(type(icl) == "table" and icl.version:match("^%d+%.%d+%.%d+$"), "icl.version")
 check(require("icl") == icl, "require 'icl' is the global table")
 check(require("icl.tensor") == icl.tensor, "require 'icl.tensor'")
@@ -80,5 +66,4 @@ if pid and os.execute("command -v kill >/dev/null 2>&1") then
   check(not ok2 and tostring(err2):find("interrupted", 1, true), "SIGINT interrupts a loop: " .. tostring(err2))
 end
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " runtime checks failed") end
+tl.done()

@@ -1,16 +1,7 @@
 -- icl.tensor: constructors, indexing, shape operations, math, broadcasting, files and argument errors.
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, check_raises = tl.check, tl.raises
 local T = icl.tensor
-local passed, failed = 0, 0
-
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b)) end
 
 -- equal shapes and values (b a tensor or nested table)
@@ -21,16 +12,6 @@ local function same(t, b, tol)
   local x, y = t:reshape(-1), b:reshape(-1)
   for i = 1, x:numel() do if not near(x[i], y[i], tol) then return false end end
   return true
-end
-
-local function raises(fn, pattern)
-  local ok, err = pcall(fn)
-  return not ok and (pattern == nil or tostring(err):find(pattern, 1, true) ~= nil), err
-end
-
-local function check_raises(fn, pattern, what)
-  local ok, err = raises(fn, pattern)
-  check(ok, what .. " (got: " .. tostring(err) .. ")")
 end
 
 -- constructors ---------------------------------------------------------------------------------------------
@@ -215,5 +196,4 @@ check(tostring(closed) == "tensor (closed)", "closed tensor prints as closed")
 check_raises(function() return closed:sum() end, "tensor is closed", "use after close")
 check_raises(function() return T.ones(2):matmul(3) end, "tensor expected", "matmul with a number")
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " tensor checks failed") end
+tl.done()
