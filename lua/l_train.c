@@ -68,13 +68,14 @@ static void push_net(lua_State *L, icl_trainer *tr) {
  * init_std, seed, threads} -> net */
 static int nn_attn_only(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  static const char *const pos[] = {"none", "learned", NULL}, *const norm[] = {"none", "layer", "rms", NULL};
+  static const char *const pos[] = {"none", "learned", "rope", NULL}, *const norm[] = {"none", "layer", "rms", NULL};
   static const char *const out[] = {"unembed", "classifier", NULL};
   icl_attn_config c = {.n_layer = opt_int(L, 1, "layers", 2), .n_head = opt_int(L, 1, "heads", 1),
                        .d_model = opt_int(L, 1, "d_model", 64), .d_head = opt_int(L, 1, "d_head", 0),
                        .vocab = opt_int(L, 1, "vocab", 0), .n_ctx = opt_int(L, 1, "ctx", 64),
                        .input_len = opt_int(L, 1, "inputs", 0), .inp_proj = opt_int(L, 1, "input_proj", 1),
                        .position = opt_enum(L, 1, "position", pos, ICL_POS_LEARNED),
+                       .rope_base = (float)opt_num(L, 1, "rope_base", 10000.0),
                        .norm = opt_enum(L, 1, "norm", norm, ICL_NORM_LAYER), .norm_eps = (float)opt_num(L, 1, "eps", 1e-5),
                        .no_scale = !opt_int(L, 1, "scale", 1), .w_o = opt_int(L, 1, "w_o", 1),
                        .qkv_bias = opt_int(L, 1, "qkv_bias", 0), .o_bias = opt_int(L, 1, "o_bias", 0),
@@ -421,6 +422,34 @@ static int train_protected(lua_State *L) {
   return 1;
 }
 
+/* Scalar options of icl.train (the table at 1) into lp; pushes the optim table and the dir string. */
+static void read_loop(lua_State *L, loop *lp) {
+  lp->steps = opt_int(L, 1, "steps", 0), lp->every = opt_int(L, 1, "every", 0), lp->B = opt_int(L, 1, "batch", 1);
+  lua_getfield(L, 1, "optim");
+  int ot = lua_gettop(L);
+  if (lua_isnil(L, ot)) lua_newtable(L), lua_replace(L, ot);
+  lp->opt = read_optim(L, ot, lp->steps);
+  lua_getfield(L, 1, "checkpoints");
+  lp->dir = lua_tostring(L, -1); /* stays on the stack while the loop runs */
+  lp->progress = opt_int(L, 1, "progress", isatty(STDERR_FILENO));
+  lp->first = icl_trainer_steps(lp->tr);
+}
+
+/* {loss = losses table at res, step, interrupted, checkpoint, seconds} */
+static int push_result(lua_State *L, const loop *lp, int res, int stopped) {
+  lua_createtable(L, 0, 5);
+  lua_pushvalue(L, res);
+  lua_setfield(L, -2, "loss");
+  lua_pushinteger(L, (lua_Integer)icl_trainer_steps(lp->tr));
+  lua_setfield(L, -2, "step");
+  lua_pushboolean(L, stopped);
+  lua_setfield(L, -2, "interrupted");
+  if (lp->dir) lua_pushstring(L, lp->last), lua_setfield(L, -2, "checkpoint");
+  lua_pushnumber(L, now_s() - lp->t0);
+  lua_setfield(L, -2, "seconds");
+  return 1;
+}
+
 /* icl.train{model, data, steps, batch, optim, every, on_eval, checkpoints, progress}
  * -> {loss = {...}, step, interrupted, checkpoint, seconds} */
 static int l_train(lua_State *L) {
@@ -432,15 +461,7 @@ static int l_train(lua_State *L) {
   int data_idx = lua_gettop(L);
   lua_getfield(L, 1, "on_eval");
   int on_eval = lua_gettop(L);
-  lp.steps = opt_int(L, 1, "steps", 0), lp.every = opt_int(L, 1, "every", 0), lp.B = opt_int(L, 1, "batch", 1);
-  lua_getfield(L, 1, "optim");
-  int ot = lua_gettop(L);
-  if (lua_isnil(L, ot)) lua_newtable(L), lua_replace(L, ot);
-  lp.opt = read_optim(L, ot, lp.steps);
-  lua_getfield(L, 1, "checkpoints");
-  lp.dir = lua_tostring(L, -1);
-  lp.progress = opt_int(L, 1, "progress", isatty(STDERR_FILENO));
-  lp.first = icl_trainer_steps(lp.tr);
+  read_loop(L, &lp);
   lua_newtable(L);
   int res = lua_gettop(L);
   struct sigaction sa = {.sa_handler = on_train_sigint}, old;
@@ -458,18 +479,9 @@ static int l_train(lua_State *L) {
   if (status != LUA_OK) return lua_error(L);
   int stopped = lua_toboolean(L, -1);
   lua_pop(L, 1);
-  if (lp.dir && (lp.every <= 0 || icl_trainer_steps(lp.tr) % lp.every != 0)) save_checkpoint(L, &lp);
-  lua_createtable(L, 0, 5);
-  lua_pushvalue(L, res);
-  lua_setfield(L, -2, "loss");
-  lua_pushinteger(L, (lua_Integer)icl_trainer_steps(lp.tr));
-  lua_setfield(L, -2, "step");
-  lua_pushboolean(L, stopped);
-  lua_setfield(L, -2, "interrupted");
-  if (lp.dir) lua_pushstring(L, lp.last), lua_setfield(L, -2, "checkpoint");
-  lua_pushnumber(L, now_s() - lp.t0);
-  lua_setfield(L, -2, "seconds");
-  return 1;
+  int64_t s = icl_trainer_steps(lp.tr);
+  if (lp.dir && (lp.every <= 0 || s % lp.every != 0 || !lp.last[0])) save_checkpoint(L, &lp);
+  return push_result(L, &lp, res, stopped);
 }
 
 /* ---- registration ------------------------------------------------------------------------------------ */

@@ -16,6 +16,8 @@ PKGS=(
   clang libclang-rt-14-dev
   tmux
 )
+# The PyTorch CPU peer of scripts/bench-train-peers.sh (large: only with ICL_SETUP_TORCH=1; /usr/bin/python3).
+if [ "${ICL_SETUP_TORCH:-0}" = 1 ]; then PKGS+=(python3-torch); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -203,9 +203,12 @@ static int run_all(const ra_model *m, const int32_t *tokens, int64_t n, const fl
   float *buf = malloc((size_t)scratch * 4);
   int rc = ICL_OK;
   if (!r.kraw || !r.k || !r.v || !buf) rc = icl_error_set(err, ICL_ENOMEM, "ref forward: out of memory");
+  if (!rc && n > m->hp.n_ctx_train && m->f.pos == ICL_POS_LEARNED)
+    rc = icl_error_set(err, ICL_EINVAL, "ref forward: %lld positions exceed context_length %d", (long long)n,
+                       m->hp.n_ctx_train);
   if (buf) r.x = buf, r.h = r.x + d, r.o = r.h + d, r.q = r.o + 2 * d, r.z = r.q + qd, r.u = r.z + qd, r.att = r.u + m->hp.n_ff;
   for (int64_t t = 0; !rc && t < n; t++) {
-    if (tokens[t] < -1 || tokens[t] >= m->hp.n_tokens || n > m->hp.n_ctx_train) {
+    if (tokens[t] < -1 || tokens[t] >= m->hp.n_tokens) {
       rc = icl_error_set(err, ICL_EINVAL, "ref forward: token %lld (%d) out of range", (long long)t, tokens[t]);
       break;
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "icl/gguf.h"
+#include "ref/ref.h"
 
 static float rnd(uint64_t *s) { /* uniform in [-1, 1) (splitmix64) */
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -17,16 +18,29 @@ static float rnd(uint64_t *s) { /* uniform in [-1, 1) (splitmix64) */
   return (float)((z >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
-/* Adds an F32 tensor [ne0, ne1] (ne1 = 0: a vector) of center + scale * uniform(-1, 1). */
-static int tensor(icl_gguf_writer *w, const char *name, int64_t ne0, int64_t ne1, float center, float scale,
+/* The file being written and the type of its matrices (vectors are F32). */
+typedef struct aw {
+  icl_gguf_writer *g;
+  uint32_t wtype;
+} aw;
+
+/* Adds a tensor [ne0, ne1] (ne1 = 0: an F32 vector; else a matrix of w->wtype) of center + scale * U(-1, 1). */
+static int tensor(aw *w, const char *name, int64_t ne0, int64_t ne1, float center, float scale,
                   uint64_t *s, icl_error *err) {
   int64_t rows = ne1 ? ne1 : 1, n = ne0 * rows;
+  uint32_t type = ne1 ? w->wtype : ICL_TYPE_F32;
+  size_t bytes = icl_type_row_bytes(type, ne0) * (size_t)rows;
   float *f = malloc((size_t)n * sizeof *f);
-  if (!f) return icl_error_set(err, ICL_ENOMEM, "attn model: out of memory for %s", name);
-  for (int64_t i = 0; i < n; i++) f[i] = center + scale * rnd(s);
+  void *q = malloc(bytes ? bytes : 1);
+  int rc = !f || !q || !bytes ? icl_error_set(err, ICL_EINVAL, "attn model: cannot make %s as %s", name,
+                                              icl_type_name(type)) : ICL_OK;
+  for (int64_t i = 0; !rc && i < n; i++) f[i] = center + scale * rnd(s);
+  if (!rc && type == ICL_TYPE_F32) memcpy(q, f, bytes);
+  else if (!rc) icl_ref_quantize(type, f, q, n);
   int64_t ne[2] = {ne0, rows};
-  int rc = icl_gguf_w_tensor(w, name, ICL_TYPE_F32, ne1 ? 2 : 1, ne, f, (size_t)n * 4, err);
+  if (!rc) rc = icl_gguf_w_tensor(w->g, name, type, ne1 ? 2 : 1, ne, q, bytes, err);
   free(f);
+  free(q);
   return rc;
 }
 
@@ -43,11 +57,11 @@ static void defaults(icl_attn_spec *p) {
   if (!p->scale) p->scale = 1.0f / sqrtf((float)p->head_dim);
 }
 
-static int keys(icl_gguf_writer *w, const icl_attn_spec *p, icl_error *err) {
-  int rc = icl_gguf_w_str(w, "general.architecture", "icl-attn", err);
-  if (!rc) rc = icl_gguf_w_str(w, "general.name", "tiny-icl-attn", err);
-#define U(k, v) if (!rc) rc = icl_gguf_w_u32(w, "icl-attn." k, (uint32_t)(v), err)
-#define S(k, v) if (!rc) rc = icl_gguf_w_str(w, "icl-attn." k, v, err)
+static int keys(aw *w, const icl_attn_spec *p, icl_error *err) {
+  int rc = icl_gguf_w_str(w->g, "general.architecture", "icl-attn", err);
+  if (!rc) rc = icl_gguf_w_str(w->g, "general.name", "tiny-icl-attn", err);
+#define U(k, v) if (!rc) rc = icl_gguf_w_u32(w->g, "icl-attn." k, (uint32_t)(v), err)
+#define S(k, v) if (!rc) rc = icl_gguf_w_str(w->g, "icl-attn." k, v, err)
   U("context_length", p->n_ctx);
   U("embedding_length", p->d);
   U("block_count", p->n_layer);
@@ -61,15 +75,15 @@ static int keys(icl_gguf_writer *w, const icl_attn_spec *p, icl_error *err) {
   if (p->n_classes > 0) U("classifier.hidden_count", p->n_cls_hidden);
 #undef U
 #undef S
-  if (!rc) rc = icl_gguf_w_f32(w, "icl-attn.attention.scale", p->scale, err);
-  if (!rc) rc = icl_gguf_w_f32(w, "icl-attn.attention.layer_norm_epsilon", 1e-5f, err);
-  if (!rc) rc = icl_gguf_w_bool(w, "icl-attn.smeared_key", p->smeared, err);
-  if (!rc) rc = icl_gguf_w_u32(w, "icl-train.step", 0, err); /* trainer metadata: ignored by inference */
+  if (!rc) rc = icl_gguf_w_f32(w->g, "icl-attn.attention.scale", p->scale, err);
+  if (!rc) rc = icl_gguf_w_f32(w->g, "icl-attn.attention.layer_norm_epsilon", 1e-5f, err);
+  if (!rc) rc = icl_gguf_w_bool(w->g, "icl-attn.smeared_key", p->smeared, err);
+  if (!rc) rc = icl_gguf_w_u32(w->g, "icl-train.step", 0, err); /* trainer metadata: ignored by inference */
   return rc;
 }
 
 /* A norm's weight (and bias for LayerNorm) named prefix.weight / prefix.bias. */
-static int norm(icl_gguf_writer *w, const icl_attn_spec *p, const char *prefix, uint64_t *s, icl_error *err) {
+static int norm(aw *w, const icl_attn_spec *p, const char *prefix, uint64_t *s, icl_error *err) {
   char nm[96];
   int rc = ICL_OK;
   if (strcmp(p->norm, "none")) {
@@ -83,7 +97,7 @@ static int norm(icl_gguf_writer *w, const icl_attn_spec *p, const char *prefix, 
   return rc;
 }
 
-static int layer(icl_gguf_writer *w, const icl_attn_spec *p, int l, uint64_t *s, icl_error *err) {
+static int layer(aw *w, const icl_attn_spec *p, int l, uint64_t *s, icl_error *err) {
   int64_t d = p->d, qd = (int64_t)p->n_head * p->head_dim;
   float sd = 1.0f / sqrtf((float)d);
   char nm[96], pre[32];
@@ -117,7 +131,7 @@ static int layer(icl_gguf_writer *w, const icl_attn_spec *p, int l, uint64_t *s,
 }
 
 /* Embeddings, input projection, final norm, classifier and output. */
-static int io(icl_gguf_writer *w, const icl_attn_spec *p, uint64_t *s, icl_error *err) {
+static int io(aw *w, const icl_attn_spec *p, uint64_t *s, icl_error *err) {
   int64_t d = p->d, n_out = p->n_classes > 0 ? p->n_classes : p->vocab;
   int rc = ICL_OK;
   if (p->vocab > 0) rc = tensor(w, "token_embd.weight", d, p->vocab, 0, 1.0f, s, err);
@@ -144,12 +158,12 @@ int icl_write_attn_model(const char *path, const icl_attn_spec *spec, icl_error 
   icl_attn_spec p = *spec;
   defaults(&p);
   uint64_t s = p.seed * 7919 + 23;
-  icl_gguf_writer *w = icl_gguf_writer_new();
-  if (!w) return icl_error_set(err, ICL_ENOMEM, "attn model: out of memory");
-  int rc = keys(w, &p, err);
-  if (!rc) rc = io(w, &p, &s, err);
-  for (int l = 0; !rc && l < p.n_layer; l++) rc = layer(w, &p, l, &s, err);
-  if (!rc) rc = icl_gguf_writer_save(w, path, err);
-  icl_gguf_writer_free(w);
+  aw w = {icl_gguf_writer_new(), p.wtype ? p.wtype : ICL_TYPE_F32};
+  if (!w.g) return icl_error_set(err, ICL_ENOMEM, "attn model: out of memory");
+  int rc = keys(&w, &p, err);
+  if (!rc) rc = io(&w, &p, &s, err);
+  for (int l = 0; !rc && l < p.n_layer; l++) rc = layer(&w, &p, l, &s, err);
+  if (!rc) rc = icl_gguf_writer_save(w.g, path, err);
+  icl_gguf_writer_free(w.g);
   return rc;
 }

@@ -24,9 +24,10 @@ typedef struct icl_attn_spec {
   int n_classes;        /* > 0: classifier head with this many classes */
   int n_cls_hidden;     /* classifier hidden layers */
   int untied;           /* unembed: write output.weight */
+  uint32_t wtype;       /* type of the matrices and embeddings (0 = F32; e.g. ICL_TYPE_F16); vectors stay F32 */
 } icl_attn_spec;
 
-/* Writes a random icl-attn model with the given options to path (all tensors F32). */
+/* Writes a random icl-attn model with the given options to path. */
 int icl_write_attn_model(const char *path, const icl_attn_spec *spec, icl_error *err);
 
 #endif

@@ -9,7 +9,7 @@
 #include "icl/icl.h"
 
 enum { ICL_NORM_NONE = 0, ICL_NORM_LAYER = 1, ICL_NORM_RMS = 2 };
-enum { ICL_POS_NONE = 0, ICL_POS_LEARNED = 1 };
+enum { ICL_POS_NONE = 0, ICL_POS_LEARNED = 1, ICL_POS_ROPE = 2 };
 enum { ICL_OUT_UNEMBED = 0, ICL_OUT_CLASSIFIER = 1 };
 enum { ICL_OPTIM_ADAMW = 0, ICL_OPTIM_SGD = 1 };
 
@@ -20,7 +20,8 @@ typedef struct icl_attn_config {
   int vocab;                            /* rows of the token embedding; 0 = continuous inputs only */
   int input_len;                        /* width of continuous per-position inputs; 0 = none */
   int inp_proj;                         /* 1: Linear(input_len, d_model) on the inputs; 0: added as they are */
-  int position;                         /* ICL_POS_* */
+  int position;                         /* ICL_POS_* (rope: NEOX pairing over all of d_head) */
+  float rope_base;                      /* rope only; 0 = 10000 */
   int norm;                             /* ICL_NORM_* */
   float norm_eps;                       /* 0 = 1e-5 */
   int no_scale;                         /* 1: attention scale 1.0 instead of 1/sqrt(d_head) */

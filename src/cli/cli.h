@@ -15,5 +15,7 @@ int icl_cmd_bench(int argc, char **argv);
 /* icl bench model / icl bench hooks (src/cli/bench_model.c); argv[0] is the subcommand. */
 int icl_bench_model(int argc, char **argv);
 int icl_bench_hooks(int argc, char **argv);
+/* icl bench train (src/cli/bench_train.c). */
+int icl_bench_train(int argc, char **argv);
 
 #endif

@@ -245,6 +245,7 @@ int icl_cmd_bench(int argc, char **argv) {
   int ops = 0;
   if (argc > 1 && !strcmp(argv[1], "model")) return icl_bench_model(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "hooks")) return icl_bench_hooks(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "train")) return icl_bench_train(argc - 1, argv + 1);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "ops")) ops = 1;
     else if (!strcmp(argv[i], "--quick")) b.quick = 1, b.prefill = 64;

@@ -206,6 +206,35 @@ void icl_refd_smear_bwd(const double *k, const double *alpha, int64_t hd, int64_
       }
 }
 
+/* Rotates pairs of x by sign * angle into y (y += for the backward, = for the forward). */
+static void rope_apply(const double *x, int64_t hd, int64_t nh, int64_t T, int64_t B, int n_rot, double base,
+                       double sign, int accumulate, double *y) {
+  int half = n_rot / 2;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < nh; h++) {
+        int64_t o = at(hd, nh, T, b, t, h);
+        for (int64_t e = 0; e < hd; e++)
+          if (!accumulate) y[o + e] = x[o + e];
+          else if (e >= n_rot) y[o + e] += x[o + e];
+        for (int i = 0; i < half; i++) {
+          double th = sign * (double)t * pow(base, -2.0 * i / (double)n_rot), c = cos(th), s = sin(th);
+          double x0 = x[o + i], x1 = x[o + i + half];
+          if (accumulate) y[o + i] += x0 * c - x1 * s, y[o + i + half] += x0 * s + x1 * c;
+          else y[o + i] = x0 * c - x1 * s, y[o + i + half] = x0 * s + x1 * c;
+        }
+      }
+}
+
+void icl_refd_rope(const double *x, int64_t hd, int64_t nh, int64_t T, int64_t B, int n_rot, double base, double *y) {
+  rope_apply(x, hd, nh, T, B, n_rot, base, 1.0, 0, y);
+}
+
+void icl_refd_rope_bwd(const double *dy, int64_t hd, int64_t nh, int64_t T, int64_t B, int n_rot, double base,
+                       double *dx) {
+  rope_apply(dy, hd, nh, T, B, n_rot, base, -1.0, 1, dx);
+}
+
 static const double GELU_K = 0.7978845608028654; /* sqrt(2/pi) */
 
 void icl_refd_gelu(const double *x, int64_t n, double *y) {

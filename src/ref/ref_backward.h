@@ -37,6 +37,12 @@ void icl_refd_smear(const double *k, const double *alpha, int64_t hd, int64_t nh
 void icl_refd_smear_bwd(const double *k, const double *alpha, int64_t hd, int64_t nh, int64_t T, int64_t B,
                         const double *dks, double *dk, double *dalpha);
 
+/* RoPE with NEOX pairing (dims i, i + n_rot/2) on x [hd, nh, T, B] at positions 0..T-1 of each
+ * sequence, angle t * base^(-2i/n_rot); the backward rotates the gradient back. */
+void icl_refd_rope(const double *x, int64_t hd, int64_t nh, int64_t T, int64_t B, int n_rot, double base, double *y);
+void icl_refd_rope_bwd(const double *dy, int64_t hd, int64_t nh, int64_t T, int64_t B, int n_rot, double base,
+                       double *dx);
+
 /* Elementwise activations: gelu (tanh approximation) and relu. */
 void icl_refd_gelu(const double *x, int64_t n, double *y);
 void icl_refd_gelu_bwd(const double *x, int64_t n, const double *dy, double *dx);

@@ -80,6 +80,11 @@ static int bwd_attention(icl_trainer *tr, int l, const float *xin, icl_error *er
     tr_smear_bwd(tr->cb, a->k, tr_w(tr, L->smear), tr->hd, c->n_head, tr->T, tr->B, tr->dks, tr->dk, tr_g(tr, L->smear));
     dk = tr->dk;
   }
+  if (c->position == ICL_POS_ROPE) { /* back through the rotation of q and k */
+    float *dkw = L->smear >= 0 ? tr->dk : tr->dks;
+    tr_rope_bwd(tr->cb, tr->dq, tr->hd, c->n_head, N, tr->pos_ids, tr->hd, c->rope_base);
+    tr_rope_bwd(tr->cb, dkw, tr->hd, c->n_head, N, tr->pos_ids, tr->hd, c->rope_base);
+  }
   zero(tr->dh, d * N);
   if (!rc) rc = bwd_linear(tr, L->wq, L->bq, a->h, d, qd, tr->dq, tr->dh, err);
   if (!rc) rc = bwd_linear(tr, L->wk, L->bk, a->h, d, qd, dk, tr->dh, err);

@@ -14,7 +14,25 @@
 
 #define OPTIM_MAGIC "ICLOPT01"
 
+static const char *pos_name(int p) { return p == ICL_POS_LEARNED ? "learned" : p == ICL_POS_ROPE ? "rope" : "none"; }
 static const char *norm_name(int n) { return n == ICL_NORM_LAYER ? "layer" : n == ICL_NORM_RMS ? "rms" : "none"; }
+
+/* icl-train.config: every option of the configuration as a JSON object (for people and tools;
+ * loading reads the icl-attn keys and the tensors present instead). */
+static int put_config_json(icl_gguf_writer *w, const icl_attn_config *c, icl_error *err) {
+  char js[1024];
+  snprintf(js, sizeof js,
+           "{\"layers\":%d,\"heads\":%d,\"d_model\":%d,\"d_head\":%d,\"ctx\":%d,\"vocab\":%d,\"inputs\":%d,"
+           "\"input_proj\":%d,\"position\":\"%s\",\"norm\":\"%s\",\"eps\":%g,\"scale\":%d,\"w_o\":%d,"
+           "\"qkv_bias\":%d,\"o_bias\":%d,\"smeared_key\":%d,\"d_ff\":%d,\"output\":\"%s\",\"classes\":%d,"
+           "\"cls_hidden\":%d,\"out_bias\":%d,\"init_std\":%g,\"seed\":%llu}",
+           c->n_layer, c->n_head, c->d_model, c->d_head, c->n_ctx, c->vocab, c->input_len, c->inp_proj,
+           pos_name(c->position), norm_name(c->norm), (double)c->norm_eps, !c->no_scale,
+           c->w_o, c->qkv_bias, c->o_bias, c->smeared_key, c->d_ff,
+           c->output == ICL_OUT_CLASSIFIER ? "classifier" : "unembed", c->n_classes, c->cls_hidden, c->out_bias,
+           (double)c->init_std, (unsigned long long)c->seed);
+  return icl_gguf_w_str(w, "icl-train.config", js, err);
+}
 
 /* The icl-attn.* hyperparameters and icl-train.* metadata. */
 static int put_keys(icl_gguf_writer *w, const icl_trainer *tr, icl_error *err) {
@@ -29,7 +47,9 @@ static int put_keys(icl_gguf_writer *w, const icl_trainer *tr, icl_error *err) {
   if (!rc) rc = icl_gguf_w_f32(w, "icl-attn.attention.scale", tr_attn_scale(tr), err);
   if (!rc) rc = icl_gguf_w_str(w, "icl-attn.norm", norm_name(c->norm), err);
   if (!rc) rc = icl_gguf_w_f32(w, "icl-attn.attention.layer_norm_epsilon", c->norm_eps, err);
-  if (!rc) rc = icl_gguf_w_str(w, "icl-attn.position", c->position == ICL_POS_LEARNED ? "learned" : "none", err);
+  if (!rc) rc = icl_gguf_w_str(w, "icl-attn.position", pos_name(c->position), err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = icl_gguf_w_f32(w, "icl-attn.rope.freq_base", c->rope_base, err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = icl_gguf_w_u32(w, "icl-attn.rope.dimension_count", (uint32_t)c->d_head, err);
   if (!rc) rc = icl_gguf_w_bool(w, "icl-attn.smeared_key", c->smeared_key, err);
   if (!rc) rc = icl_gguf_w_u32(w, "icl-attn.vocab_size", (uint32_t)c->vocab, err);
   if (!rc) rc = icl_gguf_w_u32(w, "icl-attn.input_length", (uint32_t)c->input_len, err);
@@ -40,6 +60,7 @@ static int put_keys(icl_gguf_writer *w, const icl_trainer *tr, icl_error *err) {
   if (!rc) rc = icl_gguf_w_scalar(w, "icl-train.seed", ICL_GGUF_U64, &seed, err);
   if (!rc) rc = icl_gguf_w_f32(w, "icl-train.init_std", c->init_std, err);
   if (!rc) rc = icl_gguf_w_f32(w, "icl-train.loss", (float)tr->loss, err);
+  if (!rc) rc = put_config_json(w, c, err);
   return rc;
 }
 
@@ -114,7 +135,9 @@ static int read_config(const icl_gguf *g, icl_attn_config *c, icl_error *err) {
                          .seed = (uint64_t)key_int(g, "icl-train.seed", 0),
                          .init_std = (float)key_float(g, "icl-train.init_std", 0.02)};
   c->norm = key_is(g, "icl-attn.norm", "layer") ? ICL_NORM_LAYER : key_is(g, "icl-attn.norm", "rms") ? ICL_NORM_RMS : ICL_NORM_NONE;
-  c->position = key_is(g, "icl-attn.position", "learned") ? ICL_POS_LEARNED : ICL_POS_NONE;
+  c->position = key_is(g, "icl-attn.position", "learned") ? ICL_POS_LEARNED
+                : key_is(g, "icl-attn.position", "rope") ? ICL_POS_ROPE : ICL_POS_NONE;
+  if (c->position == ICL_POS_ROPE) c->rope_base = (float)key_float(g, "icl-attn.rope.freq_base", 10000.0);
   c->output = key_is(g, "icl-attn.output", "classifier") ? ICL_OUT_CLASSIFIER : ICL_OUT_UNEMBED;
   c->no_scale = c->d_head > 0 && fabs(key_float(g, "icl-attn.attention.scale", 0) - 1.0 / sqrt(c->d_head)) > 1e-6;
   c->inp_proj = has(g, "inp_proj.weight");

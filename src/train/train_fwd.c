@@ -56,6 +56,15 @@ static int fwd_attention(icl_trainer *tr, tr_acts *a, icl_error *err) {
   return ICL_OK;
 }
 
+/* RoPE in place on x [hd, nh, N] (NEOX pairing over all of d_head) with the backend's op. */
+static int fwd_rope(icl_trainer *tr, float *x, icl_error *err) {
+  struct icl_buf bx, bp;
+  icl_dt vx = tr_view(&bx, x, tr->hd, tr->cfg.n_head * tr->N), vp = tr_view(&bp, (const float *)tr->pos_ids, tr->N, 1);
+  vx.ne[1] = tr->cfg.n_head, vx.ne[2] = tr->N;
+  vp.type = ICL_TYPE_I32;
+  return icl_op_rope(tr->be, &vx, &vp, tr->hd, tr->cfg.rope_base, ICL_ROPE_NEOX, err);
+}
+
 /* x0 = token embedding + input projection (or the inputs) + learned positions. */
 static int fwd_embed(icl_trainer *tr, float *x, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
@@ -86,6 +95,8 @@ static int fwd_block(icl_trainer *tr, int l, const float *xin, float *xout, icl_
   if (!rc) rc = fwd_linear(tr, L->wq, L->bq, a->h, d, qd, a->q, err);
   if (!rc) rc = fwd_linear(tr, L->wk, L->bk, a->h, d, qd, a->k, err);
   if (!rc) rc = fwd_linear(tr, L->wv, L->bv, a->h, d, qd, a->v, err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->q, err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->k, err);
   if (!rc && L->smear >= 0) tr_smear_fwd(tr->cb, a->k, tr_w(tr, L->smear), tr->hd, c->n_head, tr->T, tr->B, a->ks);
   if (!rc) rc = fwd_attention(tr, a, err);
   if (!rc && L->wo >= 0) rc = fwd_linear(tr, L->wo, L->bo, a->z, qd, d, tr->tmp, err);
@@ -108,8 +119,10 @@ static int fwd_head(icl_trainer *tr, const float *x, icl_error *err) {
   int rc = fwd_norm(tr, tr->onorm_w, tr->onorm_b, x, tr->hf, err);
   const float *h = tr->hf;
   for (int i = 0; !rc && c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) {
+    struct icl_buf bc;
+    icl_dt vc = tr_view(&bc, tr->ch[i], d, tr->N);
     rc = fwd_linear(tr, tr->cls_w[i], tr->cls_b[i], h, d, d, tr->ch[i], err);
-    tr_relu_fwd(tr->cb, tr->ch[i], d * tr->N, tr->ch[i]);
+    if (!rc) rc = icl_op_relu(tr->be, &vc, &vc, err);
     h = tr->ch[i];
   }
   if (!rc) rc = fwd_linear(tr, tr->out_w, tr->out_b, h, d, tr_n_out(c), tr->logits, err);

@@ -49,7 +49,7 @@ struct icl_trainer {
   /* activations for batches of up to cap_n tokens */
   int64_t B, T, N, cap_n, cap_T;
   float *act; /* one arena for everything below */
-  int32_t *tokens, *targets;
+  int32_t *tokens, *targets, *pos_ids; /* pos_ids [N]: position within the sequence (rope) */
   float *inputs, *mask;
   float *res;           /* [d, N, n_layer + 1]: residual stream entering each block, then the output */
   tr_acts A[TR_MAX_LAYERS];

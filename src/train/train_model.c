@@ -31,8 +31,10 @@ int tr_config_check(icl_attn_config *c, icl_error *err) {
   if (!c->w_o && c->n_head * c->d_head != c->d_model)
     return cfg_fail(err, "heads*d_head", (long long)c->n_head * c->d_head, "d_model without W_O");
   if (c->norm < ICL_NORM_NONE || c->norm > ICL_NORM_RMS) return cfg_fail(err, "norm", c->norm, "none, layer or rms");
-  if (c->position != ICL_POS_NONE && c->position != ICL_POS_LEARNED)
-    return icl_error_set(err, ICL_EUNSUPPORTED, "icl-attn config: position %d: the trainer has learned or none (no rope)", c->position);
+  if (c->position < ICL_POS_NONE || c->position > ICL_POS_ROPE) return cfg_fail(err, "position", c->position, "none, learned or rope");
+  if (c->position == ICL_POS_ROPE && c->d_head % 2) return cfg_fail(err, "d_head", c->d_head, "an even number with rope");
+  if (c->position != ICL_POS_ROPE) c->rope_base = 0.0f;
+  else if (c->rope_base == 0.0f) c->rope_base = 10000.0f;
   if (c->output == ICL_OUT_CLASSIFIER && (c->n_classes < 1 || c->cls_hidden < 0 || c->cls_hidden > TR_MAX_CLS))
     return cfg_fail(err, "classes", c->n_classes, ">= 1 with 0..8 hidden layers");
   if (c->output == ICL_OUT_UNEMBED && c->vocab < 1) return cfg_fail(err, "vocab", c->vocab, "> 0 for an unembedding");
@@ -191,7 +193,7 @@ static int64_t act_layout(icl_trainer *tr, float *base, int64_t N, int64_t T) {
   tr->dc0 = carve(&cur, d * N), tr->dc1 = carve(&cur, d * N), tr->du = carve(&cur, (ff > 0 ? ff : 1) * N);
   tr->stats = carve(&cur, 2 * N), tr->tmp = carve(&cur, wide * N);
   tr->inputs = carve(&cur, (c->input_len > 0 ? c->input_len : 1) * N), tr->mask = carve(&cur, N);
-  tr->tokens = (int32_t *)carve(&cur, N), tr->targets = (int32_t *)carve(&cur, N);
+  tr->tokens = (int32_t *)carve(&cur, N), tr->targets = (int32_t *)carve(&cur, N), tr->pos_ids = (int32_t *)carve(&cur, N);
   return cur - q0;
 }
 
@@ -209,6 +211,7 @@ int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
     tr->cap_T = T;
   }
   tr->B = B, tr->T = T, tr->N = N;
+  for (int64_t i = 0; i < N; i++) tr->pos_ids[i] = (int32_t)(i % T); /* rope: position within the sequence */
   return ICL_OK;
 }
 

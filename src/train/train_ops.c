@@ -158,17 +158,6 @@ void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, fl
   cpu_pool_range(cb->pool, n, 1 << 13, gelu_bwd_range, &c);
 }
 
-static void relu_range(void *arg, int64_t lo, int64_t hi, int ith) {
-  (void)ith;
-  const op_ctx *c = arg;
-  for (int64_t i = lo; i < hi; i++) c->y[i] = c->a[i] > 0.0f ? c->a[i] : 0.0f;
-}
-
-void tr_relu_fwd(cpu_backend *cb, const float *x, int64_t n, float *y) {
-  op_ctx c = {.a = x, .y = y};
-  cpu_pool_range(cb->pool, n, 1 << 14, relu_range, &c);
-}
-
 static void relu_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const op_ctx *c = arg;

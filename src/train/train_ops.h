@@ -1,6 +1,6 @@
 /* The training ops of the CPU backend: the backward of every op the icl-attn family uses, and
  * the few forward pieces the inference contract lacks (embedding with "no token", smeared key,
- * relu, cross-entropy). Forward matmul, norms, attention, gelu and adds are the backend's own
+ * cross-entropy). Forward matmul, norms, attention, gelu, relu and adds are the backend's own
  * ops (src/cpu/, through src/ops.c), shared with inference. Threads come from the backend's
  * pool; reductions over tokens run column-parallel in token order, so results do not depend on
  * the thread count. Layouts as in backend.h; N = tokens = B*T. Gradient outputs named d* ACCUMULATE
@@ -39,15 +39,22 @@ void tr_smear_fwd(cpu_backend *cb, const float *k, const float *alpha, int64_t h
                   int64_t B, float *ks);
 void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
                   int64_t B, const float *dks, float *dk, float *dalpha);
+/* RoPE backward (NEOX pairing, positions pos [n]): x [hd, nh, n] rotated back in place by -angle. */
+void tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
+                 float base);
 /* dx = dy * gelu'(x) and dx = dy * [y > 0] (both WRITE dx; dx may alias dy). */
 void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx);
-void tr_relu_fwd(cpu_backend *cb, const float *x, int64_t n, float *y);
 void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx);
 /* Weighted mean softmax cross-entropy (icl_refd_xent); probs [nv*n + n] scratch (probabilities,
  * then each row's log-sum-exp); dlogits WRITTEN
  * (NULL = loss only). Returns the loss. */
 double tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, const int32_t *targets,
                const float *weights, float *probs, float *dlogits);
+/* Y[t*ldy + r] = sum_c W[r*ldw + c] X[t*ldx + c] (r < R, t < n, c < K) on the calling thread with the
+ * backend's gemm_tile kernel (for work inside a parallel item); ws holds tr_gemm_serial_ws floats. */
+void tr_gemm_serial(const cpu_kernels *k, const float *W, int64_t ldw, int64_t R, const float *X, int64_t ldx,
+                    int64_t n, int64_t K, float *Y, int64_t ldy, float *ws);
+int64_t tr_gemm_serial_ws(const cpu_kernels *k, int64_t n, int64_t K);
 /* dst[C, R] = src[R, C]^T (threaded). */
 void tr_transpose(cpu_backend *cb, const float *src, int64_t R, int64_t C, float *dst);
 

@@ -1,6 +1,6 @@
 /* Attention and smeared-key ops of the trainer (train_ops.h). The attention forward is the
  * backend's own causal attention with its pattern output; the backward below starts from that
- * saved pattern, one item per (sequence, head), each writing only its own rows of dq, dk, dv. */
+ * saved pattern, one item per (sequence, head), its products on the backend's gemm kernel. */
 #include <math.h>
 #include <string.h>
 
@@ -17,49 +17,59 @@ typedef struct attb_ctx {
 /* Rows of token t of item (b, h) in a [hd, nh, T, B] tensor. */
 static int64_t row_of(const attb_ctx *c, int64_t b, int64_t h, int64_t t) { return ((b * c->T + t) * c->nh + h) * c->hd; }
 
-/* Zeroes the item's rows of dq, dk, dv. */
-static void attb_zero(const attb_ctx *c, int64_t b, int64_t h) {
-  for (int64_t t = 0; t < c->T; t++) {
-    int64_t o = row_of(c, b, h, t);
-    memset(c->dq + o, 0, (size_t)c->hd * sizeof(float));
-    memset(c->dk + o, 0, (size_t)c->hd * sizeof(float));
-    memset(c->dv + o, 0, (size_t)c->hd * sizeof(float));
-  }
+/* dst[c][r] = src[r*ld + c] for r < R, c < C (a transposed copy of a strided block), in 16x16
+ * tiles so reads and writes both stay within a few cache lines. */
+static void transpose_block(const float *src, int64_t ld, int64_t R, int64_t C, float *dst) {
+  for (int64_t r0 = 0; r0 < R; r0 += 16)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      int64_t r1 = r0 + 16 < R ? r0 + 16 : R, c1 = c0 + 16 < C ? c0 + 16 : C;
+      for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = c0; c < c1; c++) dst[c * R + r] = src[r * ld + c];
+    }
 }
 
-/* Item (b, h): for each query i, dp_j = dz_i . v_j, ds_j = p_j (dp_j - sum p dp) * scale, then
- * dq_i += ds_j k_j, dk_j += ds_j q_i, dv_j += p_j dz_i over the visible keys j <= i. */
+/* Scratch floats per thread: dS, dS^T, P^T [T][T], q^T, k^T, dz^T [hd][T], gemm work space. */
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+static int64_t attb_scratch(const cpu_kernels *k, int64_t hd, int64_t T) {
+  return 3 * up16(T * T) + 3 * up16(hd * T) + tr_gemm_serial_ws(k, T, T > hd ? T : hd);
+}
+
+/* Item (b, h) as five small matrix products on the gemm kernel (the causal zeros of P make the
+ * full products exact): dP = dz v^T; dS = P (dP - rowsum(P dP)) scale; dq = dS k; dk = dS^T q;
+ * dv = P^T dz. Each item writes only its own rows of dq, dk, dv. */
 static void attb_item(void *arg, int64_t it, int ith) {
   const attb_ctx *c = arg;
   const cpu_kernels *K = &c->cb->k;
-  int64_t b = it / c->nh, h = it % c->nh;
-  float *dp = c->cb->scratch[ith].p;
-  attb_zero(c, b, h);
-  for (int64_t i = 0; i < c->T; i++) {
-    const float *p = c->P + ((b * c->nh + h) * c->T + i) * c->T;
-    int64_t oi = row_of(c, b, h, i);
+  int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
+  const float *P = c->P + (b * c->nh + h) * T * T;
+  float *dS = c->cb->scratch[ith].p, *dST = dS + up16(T * T), *PT = dST + up16(T * T); /* 64-byte aligned parts */
+  float *qT = PT + up16(T * T), *kT = qT + up16(hd * T), *dzT = kT + up16(hd * T), *ws = dzT + up16(hd * T);
+  tr_gemm_serial(K, c->v + o, ld, T, c->dz + o, ld, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
+  for (int64_t i = 0; i < T; i++) {
+    float *row = dS + i * T;
+    const float *p = P + i * T;
     double pdp = 0.0;
-    for (int64_t j = 0; j <= i; j++) {
-      dp[j] = K->dot(c->dz + oi, c->v + row_of(c, b, h, j), c->hd);
-      pdp += (double)p[j] * dp[j];
-    }
-    for (int64_t j = 0; j <= i; j++) {
-      int64_t oj = row_of(c, b, h, j);
-      float ds = p[j] * (dp[j] - (float)pdp) * c->scale;
-      if (p[j] != 0.0f) K->axpy(c->dv + oj, p[j], c->dz + oi, c->hd);
-      if (ds == 0.0f) continue;
-      K->axpy(c->dq + oi, ds, c->k + oj, c->hd);
-      K->axpy(c->dk + oj, ds, c->q + oi, c->hd);
-    }
+    for (int64_t j = 0; j <= i; j++) pdp += (double)p[j] * row[j];
+    for (int64_t j = 0; j < T; j++) row[j] = j <= i ? p[j] * (row[j] - (float)pdp) * c->scale : 0.0f;
   }
+  transpose_block(dS, T, T, T, dST);
+  transpose_block(P, T, T, T, PT);
+  transpose_block(c->q + o, ld, T, hd, qT);
+  transpose_block(c->k + o, ld, T, hd, kT);
+  transpose_block(c->dz + o, ld, T, hd, dzT);
+  tr_gemm_serial(K, kT, T, hd, dS, T, T, T, c->dq + o, ld, ws);   /* dq_i = sum_j dS_ij k_j */
+  tr_gemm_serial(K, qT, T, hd, dST, T, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
+  tr_gemm_serial(K, dzT, T, hd, PT, T, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
 }
 
 int tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,
                      const float *dz, int64_t hd, int64_t nh, int64_t T, int64_t B, float scale, float *dq,
                      float *dk, float *dv, icl_error *err) {
+  size_t need = (size_t)attb_scratch(&cb->k, hd, T) * sizeof(float);
   for (int i = 0; i < cb->n_threads; i++)
-    if (!cpu_scratch_get(&cb->scratch[i], (size_t)T * sizeof(float)))
-      return icl_error_set(err, ICL_ENOMEM, "train: attention backward: no scratch for %lld keys", (long long)T);
+    if (!cpu_scratch_get(&cb->scratch[i], need))
+      return icl_error_set(err, ICL_ENOMEM, "train: attention backward: no %zu bytes of scratch for %lld keys", need,
+                           (long long)T);
   attb_ctx c = {cb, q, k, v, P, dz, dq, dk, dv, hd, nh, T, scale};
   cpu_pool_for(cb->pool, B * nh, attb_item, &c);
   return ICL_OK;
@@ -128,4 +138,37 @@ void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t h
   smear_ctx c = {.k = k, .alpha = alpha, .dks = dks, .dk = dk, .dalpha = dalpha, .hd = hd, .nh = nh, .T = T, .B = B};
   if (dk) cpu_pool_for(cb->pool, B, smear_bwd_item, &c);
   if (dalpha) cpu_pool_for(cb->pool, nh, smear_alpha_item, &c);
+}
+
+/* ---- rope ------------------------------------------------------------------------------------------- */
+
+typedef struct rope_ctx {
+  float *x;
+  const int32_t *pos;
+  int64_t hd, nh;
+  int n_rot;
+  float base;
+} rope_ctx;
+
+/* Tokens [lo, hi): each NEOX pair rotated by -angle (angles in double, as the reference forward). */
+static void rope_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const rope_ctx *c = arg;
+  int half = c->n_rot / 2;
+  for (int64_t t = lo; t < hi; t++)
+    for (int i = 0; i < half; i++) {
+      double th = -(double)c->pos[t] * pow((double)c->base, -2.0 * i / (double)c->n_rot);
+      float cs = (float)cos(th), sn = (float)sin(th);
+      for (int64_t h = 0; h < c->nh; h++) {
+        float *v = c->x + (t * c->nh + h) * c->hd, x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs - x1 * sn;
+        v[i + half] = x0 * sn + x1 * cs;
+      }
+    }
+}
+
+void tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
+                 float base) {
+  rope_ctx c = {x, pos, hd, nh, n_rot, base};
+  cpu_pool_range(cb->pool, n, 16, rope_bwd_range, &c);
 }

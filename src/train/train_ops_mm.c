@@ -81,3 +81,31 @@ int tr_matmul_bwd(cpu_backend *cb, cpu_scratch *ws, const float *W, int64_t K, i
   }
   return rc;
 }
+
+/* n rounded up to 16 floats: the kernels load packed tiles with 64-byte aligned loads. */
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+int64_t tr_gemm_serial_ws(const cpu_kernels *k, int64_t n, int64_t K) {
+  int64_t gnt = k->gemm_nt;
+  return up16((n + gnt - 1) / gnt * gnt * K) + CPU_TILE_ROWS * K;
+}
+
+void tr_gemm_serial(const cpu_kernels *k, const float *W, int64_t ldw, int64_t R, const float *X, int64_t ldx,
+                    int64_t n, int64_t K, float *Y, int64_t ldy, float *ws) {
+  int gnt = k->gemm_nt;
+  int64_t groups = (n + gnt - 1) / gnt;
+  float *xp = ws, *wp = ws + up16(groups * gnt * K); /* ws and both parts 64-byte aligned */
+  for (int64_t g = 0; g < groups; g++) {
+    int nt = n - g * gnt < gnt ? (int)(n - g * gnt) : gnt;
+    cpu_pack_x(X + g * gnt * ldx, ldx, K, nt, gnt, xp + g * gnt * K);
+  }
+  for (int64_t r0 = 0; r0 < R; r0 += CPU_TILE_ROWS) {
+    int nr = R - r0 < CPU_TILE_ROWS ? (int)(R - r0) : CPU_TILE_ROWS;
+    for (int64_t c = 0; c < K; c++) /* the weight tile [K][32], rows past nr zero */
+      for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c * CPU_TILE_ROWS + r] = r < nr ? W[(r0 + r) * ldw + c] : 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+      int nt = n - g * gnt < gnt ? (int)(n - g * gnt) : gnt;
+      k->gemm_tile(wp, K, xp + g * gnt * K, nt, Y + g * gnt * ldy + r0, ldy, nr);
+    }
+  }
+}

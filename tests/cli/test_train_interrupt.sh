@@ -14,7 +14,7 @@ local net = arg[3] and assert(icl.nn.load(arg[3], 1)) or
 local data = icl.data.repeated_segments{vocab = 16, seq = 16, segment = 4, seed = 8}
 local r = icl.train{model = net, data = data, steps = tonumber(arg[2]), batch = 8, progress = false,
                     optim = icl.optim.adamw{lr = 5e-3, warmup = 10, decay_steps = 300000},
-                    checkpoints = arg[1]}
+                    checkpoints = arg[1], every = 50}
 print("step", r.step, "interrupted", tostring(r.interrupted), "checkpoint", r.checkpoint)
 local p = net:params()
 local f = assert(io.open(arg[1] .. "/final-weights.txt", "w"))
@@ -25,7 +25,7 @@ f:close()
 LUA
 "$ICL" script "$tmp/train.lua" "$tmp/a" 300000 > "$tmp/a.out" 2>&1 &
 pid=$!
-sleep 3
+for _ in $(seq 600); do [ -e "$tmp/a/step-0000050.gguf" ] && break; sleep 0.1; done # at least 50 steps done
 kill -INT "$pid"
 wait "$pid"; rc=$?
 check "interrupted run exits 0" [ "$rc" -eq 0 ]

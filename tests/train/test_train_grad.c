@@ -63,6 +63,12 @@ static void block(const refm *m, int l, double *x, int64_t N) {
   icl_refd_matmul(par(m, "blk.%d.attn_q.weight", l), par(m, "blk.%d.attn_q.bias", l), d, qd, h, N, q);
   icl_refd_matmul(par(m, "blk.%d.attn_k.weight", l), par(m, "blk.%d.attn_k.bias", l), d, qd, h, N, k);
   icl_refd_matmul(par(m, "blk.%d.attn_v.weight", l), par(m, "blk.%d.attn_v.bias", l), d, qd, h, N, v);
+  if (c->position == ICL_POS_ROPE) { /* rotate q and k in place (through ks as scratch) */
+    icl_refd_rope(q, c->d_head, c->n_head, m->b->T, m->b->B, c->d_head, c->rope_base, ks);
+    memcpy(q, ks, (size_t)(qd * N) * sizeof *q);
+    icl_refd_rope(k, c->d_head, c->n_head, m->b->T, m->b->B, c->d_head, c->rope_base, ks);
+    memcpy(k, ks, (size_t)(qd * N) * sizeof *k);
+  }
   if (c->smeared_key) icl_refd_smear(k, par(m, "blk.%d.attn_smear", l), c->d_head, c->n_head, m->b->T, m->b->B, ks);
   else memcpy(ks, k, (size_t)(qd * N) * sizeof *ks);
   double scale = c->no_scale ? 1.0 : 1.0 / sqrt((double)c->d_head);
@@ -147,7 +153,7 @@ static void check_model(const char *label, icl_attn_config cfg, const icl_train_
       e = fabs(fd - g[j]) > e ? fabs(fd - g[j]) : e;
       mx = fabs(fd) > mx ? fabs(fd) : mx;
     }
-    if (strstr(name, "attn_k.bias")) { /* q.b shifts a whole score row: softmax ignores it, the gradient is 0 */
+    if (strstr(name, "attn_k.bias") && m.c->position != ICL_POS_ROPE) { /* q.b shifts a whole score row */
       printf("  %-28s %6lld  max|fd| %.2e  max|grad| %.2e (exactly 0 in exact arithmetic)\n", name, (long long)n, mx, e);
       CHECKF(mx < 1e-8 && e < 1e-6, "%s %s: key bias gradient %.3e, expected ~0", label, name, e);
       continue;
@@ -181,6 +187,11 @@ int main(void) {
                                 .input_len = IN, .inp_proj = 1, .norm = ICL_NORM_RMS, .no_scale = 1,
                                 .output = ICL_OUT_CLASSIFIER, .n_classes = 3, .cls_hidden = 1, .seed = 2},
               &b2);
+  check_model("rope, smeared key, rms norm, W_O, unembed",
+              (icl_attn_config){.n_layer = 2, .n_head = 2, .d_model = 8, .d_head = 4, .n_ctx = 5, .vocab = 7,
+                                .position = ICL_POS_ROPE, .norm = ICL_NORM_RMS, .w_o = 1, .smeared_key = 1,
+                                .qkv_bias = 1, .seed = 4},
+              &b1);
   icl_train_batch b3 = {.B = B, .T = T, .targets = cls, .inputs = in, .mask = mask};
   check_model("inputs only (no projection), no norm, 1 head W_O, classifier 0 hidden",
               (icl_attn_config){.n_layer = 1, .n_head = 1, .d_model = 8, .d_head = 6, .n_ctx = 5, .input_len = 8,

@@ -264,6 +264,39 @@ static void test_smear(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   free(c.k), free(c.alpha), free(ksd), free(rd), free(gk), free(ga);
 }
 
+/* ---- rope -------------------------------------------------------------------------------------------- */
+
+typedef struct rope_case {
+  double *x;
+  int64_t hd, nh, T, B;
+} rope_case;
+
+static void rope_fwd(void *ctx, double *y) {
+  rope_case *c = ctx;
+  icl_refd_rope(c->x, c->hd, c->nh, c->T, c->B, (int)c->hd, 10000.0, y);
+}
+
+static void test_rope(int64_t hd, int64_t nh, int64_t T, int64_t B) {
+  int64_t n = hd * nh * T * B;
+  float *x = rnd(n, -1, 1), *dy = rnd(n, -1, 1), *dx = malloc((size_t)n * sizeof *dx);
+  int32_t *pos = malloc((size_t)(T * B) * sizeof *pos);
+  for (int64_t i = 0; i < T * B; i++) pos[i] = (int32_t)(i % T);
+  rope_case c = {dup_d(x, n), hd, nh, T, B};
+  double *yd = zeros_d(n), *rd = dup_d(dy, n), *gx = zeros_d(n);
+  rope_fwd(&c, yd);
+  struct icl_buf bx, bp;
+  icl_dt vx = hv(&bx, x, hd, nh, T * B, ICL_TYPE_F32), vp = hv(&bp, pos, T * B, 1, 1, ICL_TYPE_I32);
+  icl_error err;
+  CHECK(icl_op_rope(&g_cb->be, &vx, &vp, (int)hd, 10000.0f, ICL_ROPE_NEOX, &err) == ICL_OK); /* in place */
+  printf("rope         forward cpu-vs-ref %.2e\n", rel_f(x, yd, n));
+  CHECK(rel_f(x, yd, n) < TOL_CPU);
+  memcpy(dx, dy, (size_t)n * sizeof *dx);
+  tr_rope_bwd(g_cb, dx, hd, nh, T * B, pos, (int)hd, 10000.0f);
+  icl_refd_rope_bwd(rd, hd, nh, T, B, (int)hd, 10000.0, gx);
+  report("rope dx", "", rel_f(dx, gx, n), fd_check(rope_fwd, &c, c.x, n, gx, rd, n));
+  free(x), free(dy), free(dx), free(pos), free(c.x), free(yd), free(rd), free(gx);
+}
+
 /* ---- activations, embedding, loss ---------------------------------------------------------------- */
 
 typedef struct act_case {
@@ -287,7 +320,7 @@ static void test_act(int relu, int64_t n) {
   struct icl_buf bx, by;
   icl_dt vx = hv(&bx, x, n, 1, 1, ICL_TYPE_F32), vy = hv(&by, y, n, 1, 1, ICL_TYPE_F32);
   icl_error err;
-  if (relu) tr_relu_fwd(g_cb, x, n, y);
+  if (relu) CHECK(icl_op_relu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
   else CHECK(icl_op_gelu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
   act_fwd(&c, yd);
   const char *op = relu ? "relu" : "gelu";
@@ -385,6 +418,7 @@ int main(void) {
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
   test_smear(3, 2, 5, 2);
+  test_rope(6, 2, 7, 2);
   test_act(0, 50);
   test_act(1, 50);
   test_embed(6, 7, 9);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "icl/gguf.h"
 #include "icl/train.h"
 #include "testutil.h"
 
@@ -90,6 +91,15 @@ static void test_resume(const icl_optim_config *o, const char *label) {
 
 /* A classifier with continuous inputs saves and loads to the same configuration and weights. */
 static void test_roundtrip_config(void) {
+  icl_attn_config rope = {.n_layer = 2, .n_head = 2, .d_model = 8, .n_ctx = 6, .vocab = 5, .position = ICL_POS_ROPE,
+                          .rope_base = 123.0f, .w_o = 1, .d_ff = 4, .seed = 8};
+  icl_trainer *r1 = mk(&rope, 1), *r2;
+  icl_error e0;
+  CHECK(icl_trainer_save(r1, "/tmp/icl_train_rope.gguf", &e0) == ICL_OK);
+  CHECKF(icl_trainer_load("/tmp/icl_train_rope.gguf", 1, &r2, &e0) == ICL_OK, "%s", e0.msg);
+  CHECK(!memcmp(icl_trainer_config(r1), icl_trainer_config(r2), sizeof rope) && same_weights(r1, r2));
+  unlink("/tmp/icl_train_rope.gguf"), unlink("/tmp/icl_train_rope.gguf.optim");
+  icl_trainer_free(r1), icl_trainer_free(r2);
   icl_attn_config cc = {.n_layer = 1, .n_head = 1, .d_model = 8, .n_ctx = 9, .input_len = 5, .inp_proj = 1,
                         .norm = ICL_NORM_RMS, .no_scale = 1, .w_o = 1, .qkv_bias = 1, .output = ICL_OUT_CLASSIFIER,
                         .n_classes = 4, .cls_hidden = 2, .seed = 3};
@@ -101,6 +111,12 @@ static void test_roundtrip_config(void) {
   const icl_attn_config *x = icl_trainer_config(a), *y = icl_trainer_config(b);
   CHECK(!memcmp(x, y, sizeof *x));
   CHECK(same_weights(a, b));
+  icl_gguf *g;
+  CHECK(icl_gguf_open(path, &g, &err) == ICL_OK);
+  const char *js = icl_gguf_get_str(g, "icl-train.config");
+  CHECKF(js && strstr(js, "\"norm\":\"rms\"") && strstr(js, "\"cls_hidden\":2") && strstr(js, "\"scale\":0"),
+         "icl-train.config: %s", js ? js : "(absent)");
+  icl_gguf_close(g);
   unlink(path);
   unlink("/tmp/icl_train_cfg.gguf.optim");
   icl_trainer_free(a), icl_trainer_free(b);
