@@ -19,7 +19,7 @@ foreach(dir ${test_dirs})
     add_executable(${tname} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c
       ${CMAKE_CURRENT_SOURCE_DIR}/tests/tools/gguf_edit.c)
     target_include_directories(${tname} PRIVATE src vk lua tests tests/tools)
-    target_link_libraries(${tname} PRIVATE icl_lua icl_host icl_testsupport iclcore icl_cpu icl_vulkan icl_ref)
+    target_link_libraries(${tname} PRIVATE icl_lua icl_train icl_host icl_testsupport iclcore icl_cpu icl_vulkan icl_ref)
     add_test(NAME ${label}.${tname} COMMAND ${tname})
     set_tests_properties(${label}.${tname} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
       ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_VALIDATION=1"
@@ -57,8 +57,9 @@ if(ICL_FUZZ)
     add_executable(${fname} ${src})
     target_include_directories(${fname} PRIVATE src lua)
     target_compile_options(${fname} PRIVATE -fsanitize=fuzzer)
+    target_compile_definitions(${fname} PRIVATE ICL_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}") # run outside ctest
     target_link_options(${fname} PRIVATE -fsanitize=fuzzer)
-    target_link_libraries(${fname} PRIVATE iclcore)
+    target_link_libraries(${fname} PRIVATE icl_lua icl_train icl_host icl_testsupport iclcore)
   endforeach()
 endif()
 
