@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "file_tmp.h"
 #include "icl/train.h"
 #include "icl_lua.h"
 #include "l_tensor.h"
@@ -418,7 +419,6 @@ typedef struct loop {
 /* Writes dir/step-NNNNNNN.gguf (and its sidecar); remembers the path. */
 static int save_checkpoint(lua_State *L, loop *lp) {
   if (!lp->dir) return 0;
-  mkdir(lp->dir, 0755);
   snprintf(lp->last, sizeof lp->last, "%s/step-%07lld.gguf", lp->dir, (long long)icl_trainer_steps(lp->tr));
   icl_error err;
   if (icl_trainer_save(lp->tr, lp->last, &err)) return luaL_error(L, "icl.train: checkpoint: %s", err.msg);
@@ -501,6 +501,9 @@ static void read_loop(lua_State *L, loop *lp) {
   lp->opt = read_optim(L, ot, lp->steps);
   lua_getfield(L, 1, "checkpoints");
   lp->dir = lua_tostring(L, -1); /* stays on the stack while the loop runs */
+  icl_error err;
+  if (lp->dir && icl_make_dirs(lp->dir, &err)) /* before any step: a bad folder costs no training */
+    luaL_error(L, "icl.train: checkpoints = %s", err.msg);
   lp->progress = opt_int(L, 1, "progress", isatty(STDERR_FILENO));
   lp->first = icl_trainer_steps(lp->tr);
 }

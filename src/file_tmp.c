@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Removes "<path>.tmp.<pid>" files left by writers of the same target that died (kill -9, power loss): their
@@ -39,4 +40,21 @@ int icl_tmp_create(const char *path, char *tmp, size_t cap, icl_error *err) {
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) icl_error_set(err, ICL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   return fd;
+}
+
+int icl_make_dirs(const char *dir, icl_error *err) {
+  char buf[4096];
+  if ((size_t)snprintf(buf, sizeof buf, "%s/", dir) >= sizeof buf)
+    return icl_error_set(err, ICL_EINVAL, "%s: path too long", dir);
+  for (char *s = buf + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      return icl_error_set(err, ICL_EIO, "%s: cannot create the directory %s: %s", dir, buf, strerror(errno));
+    *s = '/';
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return icl_error_set(err, ICL_EIO, "%s: not a directory", dir);
+  return ICL_OK;
 }

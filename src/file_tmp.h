@@ -11,4 +11,7 @@
  * orphans of a target never pile up. */
 int icl_tmp_create(const char *path, char *tmp, size_t cap, icl_error *err);
 
+/* mkdir -p: creates dir and the directories above it; an error names the one that could not be made. */
+int icl_make_dirs(const char *dir, icl_error *err);
+
 #endif

@@ -56,6 +56,16 @@ ok, err = pcall(net.forward, net, {tokens = {{1, 2}}, targets = {{2, V}}})
 check(not ok and err:find("target"), "target out of range rejected: " .. tostring(err))
 ok, err = pcall(icl.train, {model = net, data = function() return 5 end, steps = 301})
 check(not ok and err:find("batch table"), "data returning a number rejected")
+-- the checkpoint folder is made (parents too) before the first step, or the call fails before training
+local nested = dir .. "-nested/a/b"
+local small = icl.nn.attn_only{layers = 1, heads = 1, d_model = 8, vocab = V, ctx = T, seed = 1}
+local rn = icl.train{model = small, data = data, steps = 2, batch = 2, progress = false, checkpoints = nested}
+check(rn.checkpoint == nested .. "/step-0000002.gguf" and io.open(rn.checkpoint) ~= nil, "nested checkpoint folder made")
+os.remove(rn.checkpoint); os.remove(rn.checkpoint .. ".optim")
+os.remove(nested); os.remove(dir .. "-nested/a"); os.remove(dir .. "-nested")
+ok, err = pcall(icl.train, {model = small, data = data, steps = 2, progress = false, checkpoints = "/dev/null/x"})
+check(not ok and err:find("checkpoints = /dev/null/x", 1, true) and small:step() == 2,
+      "an impossible checkpoint folder fails before any step: " .. tostring(err))
 
 for s = 50, 300, 50 do
   local f = string.format("%s/step-%07d.gguf", dir, s)
