@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "backend.h"
+
 #include <stdlib.h>
 
 int t_failed = 0, t_passed = 0;
@@ -30,4 +32,12 @@ const char *t_src_path(const char *rel) {
   const char *root = getenv("ICL_SOURCE_DIR");
   snprintf(buf, sizeof buf, "%s/%s", root ? root : ".", rel);
   return buf;
+}
+
+int t_vulkan_built(void) {
+  icl_backend *v = NULL;
+  icl_error e = {0};
+  int rc = icl_vk_backend_new(-1, &v, &e);
+  if (rc == ICL_OK) v->ops->destroy(v);
+  return rc != ICL_EUNSUPPORTED;
 }

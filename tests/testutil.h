@@ -28,6 +28,9 @@ uint64_t t_rand_u64(uint64_t *state);
 float t_rand_f(uint64_t *state, float lo, float hi);
 void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
 
+/* 0 in a -DICL_VULKAN=OFF build (a missing device still counts as built: the test then fails, as it should). */
+int t_vulkan_built(void);
+
 /* Path under the source tree (ICL_SOURCE_DIR); returns a static buffer. */
 const char *t_src_path(const char *rel);
 

@@ -276,15 +276,6 @@ static void test_hooks(const char *backend, const char *arch) {
   unlink(path);
 }
 
-/* 0 in a -DICL_VULKAN=OFF build (a missing device still fails the test, as before). */
-static int vulkan_built(void) {
-  icl_backend *v = NULL;
-  icl_error e = {0};
-  int rc = icl_vk_backend_new(-1, &v, &e);
-  if (rc == ICL_OK) v->ops->destroy(v);
-  return rc != ICL_EUNSUPPORTED;
-}
-
 int main(int argc, char **argv) {
   uint64_t s = 5;
   for (int i = 0; i < NTOK; i++) TOKS[i] = (int32_t)(t_rand_u64(&s) % 258), TOKS_B[i] = (int32_t)(t_rand_u64(&s) % 258);
@@ -292,7 +283,7 @@ int main(int argc, char **argv) {
   int nb = argc > 1 ? 1 : 3;
   for (int b = 0; b < nb; b++) {
     const char *be = argc > 1 ? argv[1] : backends[b];
-    if (!strcmp(be, "vulkan") && !vulkan_built()) {
+    if (!strcmp(be, "vulkan") && !t_vulkan_built()) {
       printf("backend vulkan: not built (-DICL_VULKAN=OFF), not tested\n");
       continue;
     }
