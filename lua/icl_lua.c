@@ -238,3 +238,22 @@ lua_State *icl_lua_new_state(void) {
   }
   return L;
 }
+
+int icl_lua_read_file(lua_State *L, const char *path, icl_error *err) {
+  FILE *f = icl_file_fopen_read(path, err); /* regular files only: a FIFO would block the script */
+  if (!f) return ICL_EIO;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t got;
+  do {
+    char *p = luaL_prepbuffer(&b);
+    got = fread(p, 1, LUAL_BUFFERSIZE, f);
+    luaL_addsize(&b, got);
+  } while (got == LUAL_BUFFERSIZE);
+  int bad = ferror(f), e = errno;
+  fclose(f);
+  luaL_pushresult(&b);
+  if (!bad) return ICL_OK;
+  lua_pop(L, 1);
+  return icl_error_set(err, ICL_EIO, "%s: cannot read: %s", path, strerror(e));
+}

@@ -16,6 +16,10 @@ int icl_lua_run_file(lua_State *L, const char *path, int argc, char **argv);
 
 /* Tensor userdata: push takes ownership of t; check raises a Lua argument error if arg is not a tensor. */
 void icl_lua_push_tensor(lua_State *L, icl_tensor *t);
+
+/* Pushes the whole content of the regular file at path as a string; nonzero with err set (nothing pushed) when it
+ * cannot be opened or read. */
+int icl_lua_read_file(lua_State *L, const char *path, icl_error *err);
 icl_tensor *icl_lua_check_tensor(lua_State *L, int arg);
 icl_tensor *icl_lua_test_tensor(lua_State *L, int arg); /* NULL if not a tensor */
 

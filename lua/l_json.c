@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "file_read.h"
 #include "file_tmp.h"
 #include "icl_lua.h"
 #include "text_safe.h"
@@ -460,24 +459,11 @@ static int json_write(lua_State *L) {
 static int json_read(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   icl_error ferr;
-  FILE *f = icl_file_fopen_read(path, &ferr); /* regular files only: a FIFO would block the script */
-  if (!f) {
+  if (icl_lua_read_file(L, path, &ferr)) {
     luaL_pushfail(L);
     lua_pushstring(L, ferr.msg);
     return 2;
   }
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  size_t got;
-  do {
-    char *p = luaL_prepbuffer(&b);
-    got = fread(p, 1, LUAL_BUFFERSIZE, f);
-    luaL_addsize(&b, got);
-  } while (got == LUAL_BUFFERSIZE);
-  int err = ferror(f);
-  fclose(f);
-  if (err) return push_fail(L, path, "cannot read");
-  luaL_pushresult(&b);
   size_t n;
   const char *s = lua_tolstring(L, -1, &n);
   return decode_string(L, s, n, path);

@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "file_read.h"
 #include "file_tmp.h"
 #include "icl/train.h"
 #include "icl_lua.h"
@@ -336,28 +335,11 @@ static int data_text(lua_State *L) {
   luaL_argcheck(L, T > 0, 1, "seq must be a positive integer");
   luaL_argcheck(L, B > 0, 1, "batch must be a positive integer");
   icl_error err;
-  FILE *f = icl_file_fopen_read(path, &err); /* refuses FIFOs and directories without blocking */
-  if (!f) {
+  if (icl_lua_read_file(L, path, &err)) {
     lua_pushnil(L);
     lua_pushfstring(L, "icl.data.text: %s", err.msg);
     return 2;
   }
-  luaL_Buffer buf;
-  luaL_buffinit(L, &buf);
-  size_t got;
-  do {
-    char *p = luaL_prepbuffer(&buf);
-    got = fread(p, 1, LUAL_BUFFERSIZE, f);
-    luaL_addsize(&buf, got);
-  } while (got == LUAL_BUFFERSIZE);
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "icl.data.text: %s: read error", path);
-    return 2;
-  }
-  luaL_pushresult(&buf);
   size_t n = lua_rawlen(L, -1);
   if (n <= (size_t)T) {
     lua_pushnil(L);
