@@ -1,8 +1,6 @@
 -- icl.data.text: byte-level windows of a text file, deterministic by (seed, step), targets = next byte.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = tl.check
 
 local path = os.tmpname()
 local text = {}
@@ -46,5 +44,4 @@ check(short == nil and smsg:find("500 bytes, a window needs seq + 1 = 501", 1, t
 check(not pcall(icl.data.text, {file = path, seq = 0}), "seq 0 raises")
 os.remove(path)
 
-print(("%d passed, %d failed"):format(passed, failed))
-if failed > 0 then error(failed .. " data.text checks failed") end
+tl.done()

@@ -1,8 +1,6 @@
 -- icl.data.meta_learning: shapes, layout, labels against the info table, streams, determinism, errors.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = tl.check
 
 local data, info = icl.data.meta_learning{K = 16, T = 3, seed = 4}
 check(info.K == 16 and info.T == 3 and info.N == 4 and info.L == 32 and info.seq == 9 and info.width == 128, "info")
@@ -47,5 +45,4 @@ check(not pcall(icl.data.meta_learning, {K = 3}), "N > K raises")
 check(select(2, pcall(icl.data.meta_learning, {offsets = "x"})):find("offsets") ~= nil, "bad offsets named")
 check(not pcall(data, 0, 0), "batch 0 raises")
 
-print(("%d passed, %d failed"):format(passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

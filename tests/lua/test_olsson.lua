@@ -2,10 +2,8 @@
 -- weights (with and without W_O), the prefix-matching score equals the diagonal formula on repeated blocks,
 -- token losses equal metrics.token_loss of the full logits, and the small helpers give hand-computed values.
 local O = require("icl.olsson")
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local testlib = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = testlib.check
 local T = icl.tensor
 
 -- copy_fraction: identity logits put all positive mass on the diagonal (score 1); negated identity none (-1)
@@ -131,5 +129,4 @@ check(zs ~= score, "an ablation changes the curve")
 m:close()
 os.remove(tmp)
 
-print(("%d passed, %d failed"):format(passed, failed))
-if failed > 0 then os.exit(1) end
+testlib.done()

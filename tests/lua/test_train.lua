@@ -1,10 +1,8 @@
 -- icl.nn / icl.optim / icl.data / icl.train: a 2-layer attention-only model learns repeated segments
 -- (loss on the repeated positions near zero), the same seed gives the same loss curve, a checkpoint
 -- reloads to the same outputs, bad calls raise clear errors.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = tl.check
 local function same(a, b)
   if #a ~= #b then return false end
   for i = 1, #a do if a[i] ~= b[i] then return false end end
@@ -74,5 +72,4 @@ for s = 50, 300, 50 do
   os.remove(f .. ".optim")
 end
 os.remove(dir)
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

@@ -2,10 +2,8 @@
 -- for an unembedding model (learned positions, layer norm, W_O, smeared key, MLP), a classifier with continuous
 -- inputs (rms norm, no W_O, no scale), a RoPE model and an inputs-only model; every hook point, ablation, knockout, patching
 -- and head scoring work on the trained checkpoint.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = tl.check
 -- max |a - b| / max |b| over [T, n] tensors
 local function rel(a, b) return (a - b):abs():max() / b:abs():max() end
 local TOL = 1e-5 -- f32 rounding: the same ops, summed in other orders (measured below)
@@ -92,5 +90,4 @@ local sm = icl.heads.score_model(m, {n_seq = 2, len = 4, seed = 1})
 check(sm ~= nil, "head scoring runs on a trained checkpoint")
 os.remove(tmp)
 os.remove(tmp .. ".optim")
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()
