@@ -158,10 +158,10 @@ static int ot_exact(const ot_host *h, const void *got, const double *want) {
 
 /* ---- naming a case ------------------------------------------------------------------------ */
 
-/* "q4_0 tail K=576 rows=40 tokens=2 flags=in_place" into buf. */
+/* "matmul q4_0 tail K=576 rows=40 tokens=2 in_place" into buf. */
 static const char *ot_case_name(const ot_case *c, char *buf, size_t n) {
   const ot_op *op = c->e->op;
-  size_t k = (size_t)snprintf(buf, n, "%s %s", icl_type_name(c->type), c->s->cls);
+  size_t k = (size_t)snprintf(buf, n, "%s %s %s", op->name, icl_type_name(c->type), c->s->cls);
   const char *d = op->dims;
   for (int i = 0; d && *d && k < n; i++) {
     size_t len = strcspn(d, ",");

@@ -38,7 +38,7 @@ static int ot_exec(const ot_target *t, const ot_case *c, ot_result *r, const cha
     ok &= g;
   }
   ((ot_target *)t)->secs += ot_now() - t0;
-  if (ot_verbose) printf("  %-14s %-60.60s %-26s %.3f s\n", c->e->op->name, what, t->name, ot_now() - t0);
+  if (ot_verbose) printf("  %-72.72s %-26s %.3f s\n", what, t->name, ot_now() - t0);
   for (int i = 0; i < c->n_in; i++)
     if (vin[i]) {
       int g = rc != ICL_OK || ot_download(t->be, &din[i], NULL);
@@ -72,7 +72,7 @@ static void ot_judge(const ot_target *t, const ot_case *c, int i, const void *go
   }
   double e = kind == OT_LSE ? ot_lse_err(h, got, want, tol->v) : ot_nmse(h, got, want, kind == OT_PATTERN);
   double limit = kind == OT_LSE ? 1.0 : tol->v;
-  if (ot_verbose) printf("  %-14s %-60.60s %-26s out %d %s %.3g (limit %.3g)\n", c->e->op->name, what, t->name, i,
+  if (ot_verbose) printf("  %-72.72s %-26s out %d %s %.3g (limit %.3g)\n", what, t->name, i,
                          kind == OT_LSE ? "err/tol" : "nmse", e, limit);
   CHECKF(e <= limit, "%s on %s: output %d: %s %.3g > %.3g vs %s (%s)", what, t->name, i,
          kind == OT_LSE ? "error/tolerance" : "nmse", e, limit, ref_bytes ? "ref" : "float64", tol->why);

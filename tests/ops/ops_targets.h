@@ -109,7 +109,7 @@ static void ot_list(const ot_entry *table, size_t n) {
       ot_case c = {.e = e, .s = &e->shapes[s], .type = e->types ? e->types[0] : ICL_TYPE_F32};
       char buf[200];
       ot_case_name(&c, buf, sizeof buf);
-      printf("    %s\n", strchr(buf, ' ') + 1);
+      printf("    %s\n", strchr(strchr(buf, ' ') + 1, ' ') + 1);
     }
   }
 }
