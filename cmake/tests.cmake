@@ -77,3 +77,10 @@ if(TEST cli.test_olsson)
   get_test_property(cli.test_olsson LABELS olsson_labels)
   set_tests_properties(cli.test_olsson PROPERTIES LABELS "${olsson_labels};heavy" TIMEOUT 600)
 endif()
+
+# The op table (tests/ops/test_backend_ops.c): under the sanitizers its "big" shape class (the same code paths at
+# model-sized prefill chunks) is dropped, as --quick does.
+if(ICL_SANITIZE AND TEST ops.test_backend_ops)
+  set_tests_properties(ops.test_backend_ops PROPERTIES
+    ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_VALIDATION=1;ICL_OPS_QUICK=1")
+endif()

@@ -110,9 +110,13 @@ fi
 device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1)
 
 # ---- 2. Vulkan op tests, validation on ----
-for t in device elem rows attn big; do
+for t in device big; do
   ICL_VALIDATION=1 ICL_TEST=1 run_step "op_$t" 150 1 "$KIT/bin/test_vk_$t"
 done
+# the op table (tests/ops/test_backend_ops.c) on both Vulkan kernel families, judged against ref
+table_args=(--backend vulkan)
+[ $quick = 1 ] && table_args+=(--quick)
+ICL_VALIDATION=1 ICL_TEST=1 run_step op_table 240 1 "$KIT/bin/test_backend_ops" "${table_args[@]}"
 if [ $quick = 1 ]; then # matmul of every type takes lavapipe minutes: the types of the two models' big matrices
   for ty in q4_1 q4_k; do ICL_TEST_TYPE=$ty ICL_VALIDATION=1 ICL_TEST=1 run_step "op_matmul_$ty" 150 1 "$KIT/bin/test_vk_matmul"; done
 else

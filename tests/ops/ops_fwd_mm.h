@@ -1,0 +1,210 @@
+/* Op definitions (inputs, wrapper call, float64 oracle) of the weight and sequence ops: matmul,
+ * get_rows, rms_norm, layer_norm, rope, attention. */
+#ifndef ICL_OPS_FWD_MM_H
+#define ICL_OPS_FWD_MM_H
+
+#include "ops_gen.h"
+
+/* ---- matmul: n = {K, rows, tokens} ------------------------------------------------------- */
+
+static int g_matmul(ot_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  if (K % icl_type_block_elems(c->type)) return 0;
+  ot_in_weights(c, 0, c->type, K, R);
+  ot_in_f32(c, 1, K, n, 1, -1.0f, 1.0f);
+  ot_out(c, 0, ICL_TYPE_F32, R, n, 1, -1);
+  c->fast_rows = n;
+  return 1;
+}
+static int r_matmul(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_matmul(be, in[0], in[1], out[0], err);
+}
+static void o_matmul(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  double *w = ot_weights_f64(c, 0);
+  const float *x = ot_f(c, 1);
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t r = 0; r < R; r++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; k++) s += w[r * K + k] * x[t * K + k];
+      out[0][t * R + r] = s;
+    }
+  free(w);
+}
+static const ot_op OP_MATMUL = {"matmul", "K,rows,tokens", "", g_matmul, r_matmul, o_matmul, {OT_NMSE}, -1};
+
+/* ---- get_rows: n = {K, rows, ids}; ids include row 0 and the last row -------------------- */
+
+static int g_get_rows(ot_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  if (K % icl_type_block_elems(c->type)) return 0;
+  ot_in_weights(c, 0, c->type, K, R);
+  int32_t *ids = ot_in_i32(c, 1, n);
+  uint64_t s = c->seed;
+  for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(t_rand_u64(&s) % (uint64_t)R);
+  ids[0] = (int32_t)R - 1, ids[n - 1] = (int32_t)R - 1;
+  if (n > 2) ids[1] = 0;
+  ot_out(c, 0, ICL_TYPE_F32, K, n, 1, -1);
+  return 1;
+}
+static int r_get_rows(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_get_rows(be, in[0], in[1], out[0], err);
+}
+static void o_get_rows(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], n = c->s->n[2];
+  double *w = ot_weights_f64(c, 0);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < K; k++) out[0][i * K + k] = w[ot_i(c, 1)[i] * K + k];
+  free(w);
+}
+static const ot_op OP_GET_ROWS = {"get_rows", "K,rows,ids", "", g_get_rows, r_get_rows, o_get_rows, {OT_NMSE}, 0};
+
+/* ---- rms_norm, layer_norm: n = {d, rows}; flags w (weights; layer_norm: and bias), in_place -- */
+
+enum { NORM_W = 1, NORM_IN_PLACE = 2 };
+
+static int g_norm(ot_case *c, float lo, float hi) {
+  int64_t d = c->s->n[0], rows = c->s->n[1];
+  ot_in_f32(c, 0, d, rows, 1, lo, hi);
+  if (c->s->flags & NORM_W) ot_in_f32(c, 1, d, 1, 1, 0.5f, 1.5f), ot_in_f32(c, 2, d, 1, 1, -1.0f, 1.0f);
+  else ot_in_none(c, 1), ot_in_none(c, 2);
+  ot_out(c, 0, ICL_TYPE_F32, d, rows, 1, c->s->flags & NORM_IN_PLACE ? 0 : -1);
+  return 1;
+}
+static int g_rms_norm(ot_case *c) { return g_norm(c, -2.0f, 3.0f); }
+static int g_layer_norm(ot_case *c) { return g_norm(c, 1.0f, 3.0f); } /* mean far from 0 */
+
+static int r_rms_norm(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_rms_norm(be, in[0], in[1], 1e-6f, out[0], err);
+}
+static int r_layer_norm(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_layer_norm(be, in[0], in[1], in[2], 1e-5f, out[0], err);
+}
+
+/* Both norms in float64: y = (x - mean*centre) / sqrt(var + eps) * w + b. */
+static void o_norm(const ot_case *c, double *out[], int centre, double eps) {
+  int64_t d = c->s->n[0], rows = c->s->n[1];
+  const float *x = ot_f(c, 0), *w = ot_f(c, 1), *b = centre ? ot_f(c, 2) : NULL;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * d;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; centre && i < d; i++) mean += xr[i];
+    mean /= (double)d;
+    for (int64_t i = 0; i < d; i++) var += (xr[i] - mean) * (xr[i] - mean);
+    double inv = 1.0 / sqrt(var / (double)d + eps);
+    for (int64_t i = 0; i < d; i++)
+      out[0][r * d + i] = (xr[i] - mean) * inv * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+  }
+}
+static void o_rms_norm(const ot_case *c, double *out[]) { o_norm(c, out, 0, (double)1e-6f); }
+static void o_layer_norm(const ot_case *c, double *out[]) { o_norm(c, out, 1, (double)1e-5f); }
+
+static const ot_op OP_RMS_NORM = {"rms_norm", "d,rows", "w,in_place", g_rms_norm, r_rms_norm, o_rms_norm, {OT_NMSE}, 0};
+static const ot_op OP_LAYER_NORM = {"layer_norm", "d,rows", "w_b,in_place", g_layer_norm, r_layer_norm, o_layer_norm,
+                                    {OT_NMSE}, 0};
+
+/* ---- rope: n = {head_dim, heads, tokens, n_rot, pos0}, f = base; flag neox --------------- */
+
+static int g_rope(ot_case *c) {
+  const int64_t *n = c->s->n;
+  ot_in_f32(c, 0, n[0], n[1], n[2], -1.0f, 1.0f);
+  int32_t *pos = ot_in_i32(c, 1, n[2]);
+  for (int64_t i = 0; i < n[2]; i++) pos[i] = (int32_t)(n[4] + i);
+  ot_out(c, 0, ICL_TYPE_F32, n[0], n[1], n[2], 0);
+  return 1;
+}
+static int r_rope(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)out;
+  return icl_op_rope(be, in[0], in[1], (int)c->s->n[3], (float)c->s->f, c->s->flags & 1, err);
+}
+static void o_rope(const ot_case *c, double *out[]) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], half = n[3] / 2, neox = c->s->flags & 1;
+  const float *x = ot_f(c, 0);
+  for (int64_t i = 0; i < hd * n[1] * n[2]; i++) out[0][i] = x[i];
+  for (int64_t t = 0; t < n[2]; t++)
+    for (int64_t h = 0; h < n[1]; h++)
+      for (int64_t i = 0; i < half; i++) {
+        double th = (double)ot_i(c, 1)[t] * pow((double)(float)c->s->f, -2.0 * (double)i / (double)n[3]);
+        int64_t a = (t * n[1] + h) * hd + (neox ? i : 2 * i), b = a + (neox ? half : 1);
+        double x0 = x[a], x1 = x[b];
+        out[0][a] = x0 * cos(th) - x1 * sin(th), out[0][b] = x0 * sin(th) + x1 * cos(th);
+      }
+}
+static const ot_op OP_ROPE = {"rope", "hd,heads,tokens,n_rot,pos0,-,base", "neox", g_rope, r_rope, o_rope, {OT_NMSE}, 0};
+
+/* ---- attention: n = {hd, heads, kv_heads, queries, n_past, window}, f = softcap; flags mask
+ * (random additive, every 7th -inf), masked_row (one query row of head 1 all -inf), pattern, scale4 */
+
+enum { AT_MASK = 1, AT_MASKED_ROW = 2, AT_PATTERN = 4, AT_SCALE4 = 8 };
+
+static int g_attention(ot_case *c) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], nh = n[1], nkvh = n[2], nq = n[3], nkv = n[4] + nq;
+  ot_in_f32(c, 0, hd, nh, nq, -1.0f, 1.0f);
+  ot_in_f32(c, 1, hd, nkvh, nkv, -1.0f, 1.0f);
+  ot_in_f32(c, 2, hd, nkvh, nkv, -1.0f, 1.0f);
+  if (c->s->flags & (AT_MASK | AT_MASKED_ROW)) {
+    float *m = ot_in_f32(c, 3, nkv, nq, nh, -1.0f, 1.0f);
+    for (int64_t i = 0; i < nkv * nq * nh; i += 7) m[i] = -INFINITY;
+    if (c->s->flags & AT_MASKED_ROW)
+      for (int64_t j = 0; j < nkv; j++) m[((nh > 1 ? nq : 0) + nq / 2) * nkv + j] = -INFINITY;
+  } else ot_in_none(c, 3);
+  ot_out(c, 0, ICL_TYPE_F32, hd, nh, nq, -1);
+  if (c->s->flags & AT_PATTERN) ot_out(c, 1, ICL_TYPE_F32, nkv, nq, nh, -1);
+  float scale = 1.0f / sqrtf((float)hd) * (c->s->flags & AT_SCALE4 ? 4.0f : 1.0f);
+  c->attn = (icl_attn_params){(int32_t)n[4], scale, (int32_t)n[5], (float)c->s->f};
+  c->fast_rows = nq;
+  return 1;
+}
+static int r_attention(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  return icl_op_attention(be, in[0], in[1], in[2], &c->attn, in[3], out[0], c->n_out > 1 ? out[1] : NULL, err);
+}
+
+/* Softmaxed scores of query i of head h over nkv keys into p (zeros for a fully masked row). */
+static void o_attn_row(const ot_case *c, int64_t h, int64_t i, double *p) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], nh = n[1], nkvh = n[2], nq = n[3], nkv = n[4] + nq, kvh = h / (nh / nkvh), qpos = n[4] + i;
+  const float *q = ot_f(c, 0) + (i * nh + h) * hd, *mask = ot_f(c, 3);
+  double mx = -INFINITY, sum = 0.0;
+  for (int64_t j = 0; j < nkv; j++) {
+    double s = -INFINITY;
+    if (j <= qpos && !(n[5] > 0 && qpos - j >= n[5])) {
+      const float *k = ot_f(c, 1) + (j * nkvh + kvh) * hd;
+      s = 0.0;
+      for (int64_t d = 0; d < hd; d++) s += (double)q[d] * k[d];
+      s *= c->attn.scale;
+      if (c->attn.softcap > 0.0f) s = c->attn.softcap * tanh(s / c->attn.softcap);
+      if (mask) s += mask[(h * nq + i) * nkv + j];
+    }
+    p[j] = s, mx = s > mx ? s : mx;
+  }
+  for (int64_t j = 0; j < nkv; j++) sum += p[j] = mx == -INFINITY ? 0.0 : exp(p[j] - mx);
+  for (int64_t j = 0; j < nkv; j++) p[j] = sum > 0.0 ? p[j] / sum : 0.0;
+}
+static void o_attention(const ot_case *c, double *out[]) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], nh = n[1], nkvh = n[2], nq = n[3], nkv = n[4] + nq;
+  double *p = ot_xmalloc((size_t)nkv * sizeof *p);
+  for (int64_t h = 0; h < nh; h++)
+    for (int64_t i = 0; i < nq; i++) {
+      o_attn_row(c, h, i, p);
+      double *o = out[0] + (i * nh + h) * hd;
+      for (int64_t d = 0; d < hd; d++) o[d] = 0.0;
+      for (int64_t j = 0; j < nkv; j++) {
+        if (c->n_out > 1) out[1][(h * nq + i) * nkv + j] = p[j];
+        const float *v = ot_f(c, 2) + (j * nkvh + h / (nh / nkvh)) * hd;
+        for (int64_t d = 0; p[j] != 0.0 && d < hd; d++) o[d] += p[j] * v[d];
+      }
+    }
+  free(p);
+}
+static const ot_op OP_ATTENTION = {"attention", "hd,heads,kv_heads,queries,n_past,window,softcap",
+                                   "mask,masked_row,pattern,scale4", g_attention, r_attention, o_attention,
+                                   {OT_NMSE, OT_PATTERN}, 3};
+
+#endif

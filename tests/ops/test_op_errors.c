@@ -1,0 +1,63 @@
+/* The checking wrappers (src/ops.c) reject bad shapes and types with a message naming the op and
+ * the operand ("matmul: x: expected ne[0] = 576 ..."), before any backend sees them. Moved here
+ * from test_cpu_ops.c when test_backend_ops.c took over its value checks; run on ref and cpu. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "testutil.h"
+
+static icl_backend *g_be;
+
+/* A view of its own buffer (contents irrelevant: every call here must fail before reading). */
+static icl_dt mk(uint32_t type, int64_t n0, int64_t n1, int64_t n2) {
+  icl_dt t = {.type = type, .ne = {n0, n1, n2, 1}};
+  icl_error err;
+  size_t bytes = icl_type_row_bytes(type, n0) * (size_t)(n1 * n2);
+  if (g_be->ops->buf_alloc(g_be, bytes, ICL_BUF_ACT, &t.buf, &err)) {
+    fprintf(stderr, "alloc: %s\n", err.msg);
+    exit(1);
+  }
+  return t;
+}
+
+/* The message starts "op: operand". */
+static void expect_error(int rc, const icl_error *err, const char *op, const char *operand) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "%s: %s", op, operand);
+  CHECKF(rc == ICL_EINVAL && strncmp(err->msg, prefix, strlen(prefix)) == 0, "%s: want EINVAL '%s...', got %d '%s'",
+         g_be->ops->name, prefix, rc, err->msg);
+}
+
+static void test_shape_errors(void) {
+  icl_dt w = mk(ICL_TYPE_Q4_1, 576, 64, 1), x = mk(ICL_TYPE_F32, 640, 2, 1), y = mk(ICL_TYPE_F32, 64, 2, 1);
+  icl_dt y3 = mk(ICL_TYPE_F32, 64, 3, 1), x576 = mk(ICL_TYPE_F32, 576, 2, 1), i32 = mk(ICL_TYPE_I32, 2, 1, 1);
+  icl_dt q = mk(ICL_TYPE_F32, 64, 9, 2);
+  icl_error err;
+  expect_error(icl_op_matmul(g_be, &w, &x, &y, &err), &err, "matmul", "x");
+  CHECK(strstr(err.msg, "576") && strstr(err.msg, "640")); /* expected and actual */
+  expect_error(icl_op_matmul(g_be, &w, &x576, &y3, &err), &err, "matmul", "y");
+  expect_error(icl_op_matmul(g_be, &w, &x576, &x576, &err), &err, "matmul", "y"); /* 64 rows != 576 */
+  expect_error(icl_op_rms_norm(g_be, &x, &y, 1e-5f, &x, &err), &err, "rms_norm", "w");
+  expect_error(icl_op_add(g_be, &x576, &y, &x576, &err), &err, "add", "b");
+  expect_error(icl_op_rope(g_be, &q, &i32, 7, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "n_rot");
+  expect_error(icl_op_get_rows(g_be, &w, &x, &y, &err), &err, "get_rows", "ids");
+  expect_error(icl_op_copy2d(g_be, &y3, 0, 64, &y, 0, 64, 3, 64, &err), &err, "copy2d", "dst");
+  expect_error(icl_op_rope(g_be, &q, &y, 64, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "pos");
+  expect_error(icl_op_attention(g_be, &q, &x576, &x576, &(icl_attn_params){.scale = 1.0f}, NULL, &q, NULL, &err), &err,
+               "attention", "k");
+  icl_dt wk = w;
+  wk.type = ICL_TYPE_Q4_K; /* 576 columns are not a whole number of 256-blocks */
+  expect_error(icl_op_matmul(g_be, &wk, &x576, &y, &err), &err, "matmul", "w");
+  icl_dt all[] = {w, x, y, y3, x576, i32, q};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) g_be->ops->buf_free(g_be, all[i].buf);
+}
+
+int main(void) {
+  icl_error err;
+  if (icl_ref_backend_new(&g_be, &err) == ICL_OK) test_shape_errors(), g_be->ops->destroy(g_be);
+  else CHECKF(0, "ref backend: %s", err.msg);
+  if (icl_cpu_backend_new(1, &g_be, &err) == ICL_OK) test_shape_errors(), g_be->ops->destroy(g_be);
+  else CHECKF(0, "cpu backend: %s", err.msg);
+  return t_done();
+}
