@@ -517,10 +517,17 @@ end
 
 local main = config_of()
 local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, main.heads)
-local res
-if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
-local summary = write_run(res, o.out, title)
-report(res, title)
+-- With --sweep, a main run already measured (same configuration, same checkpoints) is read back, so a sweep
+-- split over processes by --variants can be put together at the end without measuring again.
+local summary = o.sweep and json.read(o.out .. "/summary.json")
+if summary and same_config(summary.config, main) and summary.analyzed == (o.analyze ~= "" and o.analyze or nil) then
+  print(("main: read from %s/summary.json (stages %s)"):format(o.out, table.concat(summary.stages, " > ")))
+else
+  local res
+  if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
+  summary = write_run(res, o.out, title)
+  report(res, title)
+end
 
 -- Stage (0 init, 1 NCC, 2 SCC, 3 FCC) of every checkpoint of every run: how many phases each passes through.
 local function fig_stages(runs, dir)
@@ -556,6 +563,12 @@ if o.sweep then
       sweep.runs[name] = write_run(r, dir, name)
       report(r, name)
     end
+  end
+  for _, v in ipairs(variants) do -- again: runs another process finished meanwhile are read too
+    local c = config_of(v)
+    local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
+    local old = not sweep.runs[name] and json.read(o.out .. "/sweep/" .. name .. "/summary.json")
+    if old and same_config(old.config, c) then sweep.runs[name] = old end
     if sweep.runs[name] then list[#list + 1] = {name = name, s = sweep.runs[name]} end
   end
   local series = {}
