@@ -27,6 +27,7 @@ local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
                             lr 0.01 needs ~10x the steps for the same stages (docs/results.md)
   --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads
   --sweep_steps S           steps of each sweep run (0 = --steps)
+  --sweep_dir DIR            where the sweep runs go (OUT/sweep)
   --variants LIST           only these sweep runs (1-based, e.g. "1,2,3"); a run whose summary.json exists
                             with the same configuration is read, not trained again (split a sweep over processes)]]
 
@@ -34,7 +35,8 @@ local o, given = args.parse(arg, {K = 64, T = 3, N = 4, L = 32, eps = 0.1, alpha
                                   batch = 128, lr = 0.01, init_std = 0.0884, cls_hidden = 2, acc_every = 100,
                                   metric_every = 500, eval_n = 512, seed = 1, threads = 1,
                                   out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false,
-                                  sweep_steps = 0, reduced = false, variants = ""}, USAGE)
+                                  sweep_steps = 0, reduced = false, variants = "",
+                                  sweep_dir = ""}, USAGE)
 if o.quick then
   for k, v in pairs({K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}) do
     if not given[k] then o[k] = v end
@@ -364,15 +366,26 @@ end
 
 local POS = {"x1", "y1", "x2", "y2", "x3", "y3", "x4", "y4", "xq"}
 
+-- Runs of consecutive checkpoints with the same stage name: {name, first, last} (indices into records).
+local function stage_runs(records, c)
+  local runs = {}
+  for i, r in ipairs(records) do
+    local name, last = name_phase(r, c), runs[#runs]
+    if last and last.name == name then last.last = i else runs[#runs + 1] = {name = name, first = i, last = i} end
+  end
+  return runs
+end
+
+-- Mean attention maps at the middle checkpoint of each stage (init, NCC, SCC, FCC as the data name them).
 local function fig_maps(res, dir, n)
   local lab = {}
   for i = 1, n do lab[i] = POS[i] or tostring(i) end
-  for k, p in ipairs(res.plateaus) do
-    local r = nearest(res.records, (p.from + p.to) // 2)
+  for k, st in ipairs(stage_runs(res.records, res.config)) do
+    local r = res.records[(st.first + st.last) // 2]
     for l = 1, 2 do
       for _, ext in ipairs({"png", "svg"}) do
         assert(plot.heatmap{data = r.layers[l].pattern, row_labels = lab, col_labels = lab, vmin = 0, vmax = 1,
-                            title = ("phase %d (%s), step %d, layer %d"):format(k, p.name, r.step, l),
+                            title = ("stage %d (%s), step %d, layer %d"):format(k, st.name, r.step, l),
                             width = 480, height = 400}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
       end
     end
@@ -544,6 +557,7 @@ local function fig_stages(runs, dir)
 end
 
 if o.sweep then
+  local SWEEP_DIR = o.sweep_dir ~= "" and o.sweep_dir or o.out .. "/sweep"
   local sweep = {main = summary, runs = {}}
   local list = {{name = "main " .. title, s = summary}}
   local variants = {{T = 1}, {T = 2}, {K = main.K // 4}, {K = main.K * 4}, {eps = 0.5}, {heads = 4}}
@@ -553,7 +567,7 @@ if o.sweep then
     v.steps = o.sweep_steps > 0 and o.sweep_steps or o.steps
     local c = config_of(v)
     local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
-    local dir = o.out .. "/sweep/" .. name
+    local dir = SWEEP_DIR .. "/" .. name
     local old = json.read(dir .. "/summary.json")
     if old and same_config(old.config, c) then
       sweep.runs[name] = old
@@ -567,7 +581,7 @@ if o.sweep then
   for _, v in ipairs(variants) do -- again: runs another process finished meanwhile are read too
     local c = config_of(v)
     local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
-    local old = not sweep.runs[name] and json.read(o.out .. "/sweep/" .. name .. "/summary.json")
+    local old = not sweep.runs[name] and json.read(SWEEP_DIR .. "/" .. name .. "/summary.json")
     if old and same_config(old.config, c) then sweep.runs[name] = old end
     if sweep.runs[name] then list[#list + 1] = {name = name, s = sweep.runs[name]} end
   end
