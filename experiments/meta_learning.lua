@@ -315,6 +315,16 @@ local function stages(records, c)
   return seq
 end
 
+-- Runs of consecutive checkpoints with the same stage name: {name, first, last} (indices into records).
+local function stage_runs(records, c)
+  local runs = {}
+  for i, r in ipairs(records) do
+    local name, last = name_phase(r, c), runs[#runs]
+    if last and last.name == name then last.last = i else runs[#runs + 1] = {name = name, first = i, last = i} end
+  end
+  return runs
+end
+
 local function nearest(records, step)
   local best
   for _, r in ipairs(records) do
@@ -328,14 +338,17 @@ end
 local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "green"}
 
 local function fig_accuracy(res, dir, title)
-  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy (transitions)"}}
-  for k, p in ipairs(res.plateaus) do
+  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy"}}
+  -- coloured by stage: each evaluation takes the stage of the measured checkpoint at or before it
+  for _, st in ipairs(stage_runs(res.records, res.config)) do
+    local from = res.records[st.first].step
+    local to = st.last < #res.records and res.records[st.last + 1].step - 1 or math.huge
     local xs, ys = {}, {}
     for i, s in ipairs(res.acc_steps) do
-      if s >= p.from and s <= p.to then xs[#xs + 1], ys[#ys + 1] = s, res.accs[i] end
+      if s >= from and s <= to then xs[#xs + 1], ys[#ys + 1] = s, res.accs[i] end
     end
-    series[#series + 1] = {x = xs, y = ys, color = COLORS[p.name] or k,
-                           label = ("%s  %d-%d"):format(p.name, p.from, p.to)}
+    series[#series + 1] = {x = xs, y = ys, color = COLORS[st.name],
+                           label = ("%s  from step %d"):format(st.name, from)}
   end
   local rs, ry = {}, {}
   for _, r in ipairs(res.records) do rs[#rs + 1], ry[#ry + 1] = r.step, r.random_label_acc end
@@ -365,16 +378,6 @@ local function fig_metrics(res, dir, title)
 end
 
 local POS = {"x1", "y1", "x2", "y2", "x3", "y3", "x4", "y4", "xq"}
-
--- Runs of consecutive checkpoints with the same stage name: {name, first, last} (indices into records).
-local function stage_runs(records, c)
-  local runs = {}
-  for i, r in ipairs(records) do
-    local name, last = name_phase(r, c), runs[#runs]
-    if last and last.name == name then last.last = i else runs[#runs + 1] = {name = name, first = i, last = i} end
-  end
-  return runs
-end
 
 -- Mean attention maps at the middle checkpoint of each stage (init, NCC, SCC, FCC as the data name them).
 local function fig_maps(res, dir, n)
