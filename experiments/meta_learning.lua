@@ -23,7 +23,7 @@ local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
   --analyze DIR             measure the checkpoints DIR/step-*.gguf instead of training
   --analyze_every S         only the checkpoints at multiples of S steps (0 = all)
   --quick                   K=16, 300 steps of batch 32, small evaluations (smoke test, < 1 min)
-  --reduced                 the time-compressed run: lr 0.1 and 9000 steps (sweep 4000), otherwise the protocol;
+  --reduced                 the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the protocol;
                             lr 0.01 needs ~10x the steps for the same stages (docs/results.md)
   --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads
   --sweep_steps S           steps of each sweep run (0 = --steps)
@@ -43,7 +43,7 @@ if o.quick then
   end
 end
 if o.reduced then
-  for k, v in pairs({lr = 0.1, steps = 9000, sweep_steps = 4000}) do
+  for k, v in pairs({lr = 0.1, steps = 9000, sweep_steps = 2500, eval_n = 256}) do
     if not given[k] then o[k] = v end
   end
 end
