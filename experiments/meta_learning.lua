@@ -23,14 +23,27 @@ local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
   --analyze DIR             measure the checkpoints DIR/step-*.gguf instead of training
   --analyze_every S         only the checkpoints at multiples of S steps (0 = all)
   --quick                   K=16, 300 steps of batch 32, small evaluations (smoke test, < 1 min)
-  --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads at the same steps]]
+  --reduced                 the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the protocol;
+                            lr 0.01 needs ~10x the steps for the same stages (docs/results.md)
+  --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads
+  --sweep_steps S           steps of each sweep run (0 = --steps)
+  --sweep_dir DIR            where the sweep runs go (OUT/sweep)
+  --variants LIST           only these sweep runs (1-based, e.g. "1,2,3"); a run whose summary.json exists
+                            with the same configuration is read, not trained again (split a sweep over processes)]]
 
 local o, given = args.parse(arg, {K = 64, T = 3, N = 4, L = 32, eps = 0.1, alpha = 0, heads = 1, steps = 20000,
                                   batch = 128, lr = 0.01, init_std = 0.0884, cls_hidden = 2, acc_every = 100,
                                   metric_every = 500, eval_n = 512, seed = 1, threads = 1,
-                                  out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false}, USAGE)
+                                  out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false,
+                                  sweep_steps = 0, reduced = false, variants = "",
+                                  sweep_dir = ""}, USAGE)
 if o.quick then
   for k, v in pairs({K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}) do
+    if not given[k] then o[k] = v end
+  end
+end
+if o.reduced then
+  for k, v in pairs({lr = 0.1, steps = 9000, sweep_steps = 2500, eval_n = 256}) do
     if not given[k] then o[k] = v end
   end
 end
@@ -96,17 +109,25 @@ local function group_select(n, pick)
   return tensor.from(t):reshape(G * n, G * n)
 end
 
--- The interventions (the same mask in both layers; layer 2's label rows do not reach the query, so the
--- label masks act through layer 1).
+-- The interventions, each in the layers where the paper places the circuit it tests (0-based layers):
+-- the query seeing only itself in both layers is the NCC circuit (context-free); the query reading only the
+-- labels is FCC's layer-2 Label Attention, so it is applied in layer 2 (the `_all_layers` variant, both
+-- layers, is this script's earlier definition, kept for comparison; `_or_self` lets the query keep its own
+-- position); the label masks act on Chunk Example, a layer-1 pattern (in layer 2 the label rows cannot
+-- reach the query, so layer 1 is the only place they matter). The public code has no mask interventions,
+-- so these follow the circuit diagrams of the paper (its Figure 1 / Section 4), stated in docs/results.md.
 local function interventions(n)
   local q = n - 1
   local all = function() return true end
+  local q_labels = function(i, j) return i ~= q or j % 2 == 1 end
   return {
-    {name = "none", allow = all},
-    {name = "query_to_self", allow = function(i, j) return i ~= q or j == q end},
-    {name = "query_to_labels", allow = function(i, j) return i ~= q or j % 2 == 1 end},
-    {name = "label_to_own_example", allow = function(i, j) return i % 2 == 0 or j == i - 1 end},
-    {name = "label_cut_from_example", allow = function(i, j) return i % 2 == 0 or j ~= i - 1 end},
+    {name = "none", allow = all, layers = {}},
+    {name = "query_to_self", allow = function(i, j) return i ~= q or j == q end, layers = {0, 1}},
+    {name = "query_to_labels", allow = q_labels, layers = {1}},
+    {name = "query_to_labels_or_self", allow = function(i, j) return q_labels(i, j) or j == q end, layers = {1}},
+    {name = "query_to_labels_all_layers", allow = q_labels, layers = {0, 1}},
+    {name = "label_to_own_example", allow = function(i, j) return i % 2 == 0 or j == i - 1 end, layers = {0}},
+    {name = "label_cut_from_example", allow = function(i, j) return i % 2 == 0 or j ~= i - 1 end, layers = {0}},
   }
 end
 
@@ -151,11 +172,11 @@ local function attn_layer(Wl, x, mask, sel, n, heads, stats)
   return x + tensor.cat(out)
 end
 
--- Query logits [B, L] under one intervention, and per-layer stats when asked.
+-- Query logits [B, L] under one intervention (mask[l] per 0-based layer), and per-layer stats when asked.
 local function measure_forward(W, batch, c, mask, sel, stats)
   local B, n = batch.tokens:shape()[1], batch.tokens:shape()[2]
   local x = embed(W, batch, c)
-  for l = 0, 1 do x = attn_layer(W[l], x, mask, sel, n, c.heads, stats and stats[l]) end
+  for l = 0, 1 do x = attn_layer(W[l], x, mask[l], sel, n, c.heads, stats and stats[l]) end
   local qi = {}
   for b = 1, B do qi[b] = b * n end
   local h = x:index_select(1, qi)
@@ -214,7 +235,12 @@ end
 
 local function prepare(c, data, n)
   local M = {n = n, iv = interventions(n), sel = selectors(n), masks = {}}
-  for i, iv in ipairs(M.iv) do M.masks[i] = group_mask(n, iv.allow) end
+  local causal = group_mask(n, function() return true end)
+  for i, iv in ipairs(M.iv) do
+    local m = group_mask(n, iv.allow)
+    M.masks[i] = {[0] = causal, [1] = causal}
+    for _, l in ipairs(iv.layers) do M.masks[i][l] = m end
+  end
   return M, data(0, c.eval_n, {stream = 1}), data(0, c.eval_n, {stream = 2, random_labels = true})
 end
 
@@ -231,7 +257,9 @@ local function check_with_icl_load(path, net, c, ev, M, nseq)
     for i = 0, n - 1 do
       for j = 0, i do if not iv.allow(i, j) then edges[#edges + 1] = {i + 1, j + 1} end end
     end
-    local ko = #edges > 0 and {{layer = 0, edges = edges}, {layer = 1, edges = edges}} or nil
+    local ko = {}
+    for _, l in ipairs(iv.layers) do ko[#ko + 1] = {layer = l, edges = edges} end
+    if #edges == 0 or #ko == 0 then ko = nil end
     for b = 1, nseq do
       local r = m:run(sub.tokens[b]:totable(), {inputs = sub.inputs[b], logits = "last", knockout = ko})
       worst = math.max(worst, (r.logits:reshape(-1) - ref[b]):abs():max())
@@ -265,13 +293,36 @@ end
 
 -- Names a plateau by what the model uses: "init" near chance (< 3/L); NCC (non-context) when the context
 -- does not help (accuracy within 0.1 of the random-label accuracy); SCC (semi-context) when it helps but the
--- labels are not bound to their examples in layer 1 (Chunk Example <= 0.6; uniform is 0.26); FCC (full
--- context) when they are. Where the label attention sits (layer 1 or 2) is reported beside, not assumed.
+-- labels are not bound to their examples; FCC (full context) when they are, read causally: cutting each
+-- label from its example in layer 1 costs more than 0.1 of accuracy. (The attention average of Chunk Example
+-- stays near uniform in these runs even when the binding is used, so it is reported beside, not used.)
 local function name_phase(r, c)
   if r.acc < 3 / c.L then return "init" end
   if r.acc - r.random_label_acc < 0.1 then return "NCC" end
-  if r.layers[1].chunk_example > 0.6 then return "FCC" end
+  if r.acc - r.interventions.label_cut_from_example > 0.1 then return "FCC" end
   return "SCC"
+end
+
+local STAGE = {init = 0, NCC = 1, SCC = 2, FCC = 3}
+
+-- The stages a run passes through: the names of its checkpoints with repeats collapsed.
+local function stages(records, c)
+  local seq = {}
+  for _, r in ipairs(records) do
+    local name = name_phase(r, c)
+    if seq[#seq] ~= name then seq[#seq + 1] = name end
+  end
+  return seq
+end
+
+-- Runs of consecutive checkpoints with the same stage name: {name, first, last} (indices into records).
+local function stage_runs(records, c)
+  local runs = {}
+  for i, r in ipairs(records) do
+    local name, last = name_phase(r, c), runs[#runs]
+    if last and last.name == name then last.last = i else runs[#runs + 1] = {name = name, first = i, last = i} end
+  end
+  return runs
 end
 
 local function nearest(records, step)
@@ -287,14 +338,17 @@ end
 local COLORS = {init = "purple", NCC = "grey", SCC = "orange", FCC = "green"}
 
 local function fig_accuracy(res, dir, title)
-  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy (transitions)"}}
-  for k, p in ipairs(res.plateaus) do
+  local series = {{x = res.acc_steps, y = res.accs, color = "lightgrey", label = "accuracy"}}
+  -- coloured by stage: each evaluation takes the stage of the measured checkpoint at or before it
+  for _, st in ipairs(stage_runs(res.records, res.config)) do
+    local from = res.records[st.first].step
+    local to = st.last < #res.records and res.records[st.last + 1].step - 1 or math.huge
     local xs, ys = {}, {}
     for i, s in ipairs(res.acc_steps) do
-      if s >= p.from and s <= p.to then xs[#xs + 1], ys[#ys + 1] = s, res.accs[i] end
+      if s >= from and s <= to then xs[#xs + 1], ys[#ys + 1] = s, res.accs[i] end
     end
-    series[#series + 1] = {x = xs, y = ys, color = COLORS[p.name] or k,
-                           label = ("%s  %d-%d"):format(p.name, p.from, p.to)}
+    series[#series + 1] = {x = xs, y = ys, color = COLORS[st.name],
+                           label = ("%s  from step %d"):format(st.name, from)}
   end
   local rs, ry = {}, {}
   for _, r in ipairs(res.records) do rs[#rs + 1], ry[#ry + 1] = r.step, r.random_label_acc end
@@ -325,15 +379,16 @@ end
 
 local POS = {"x1", "y1", "x2", "y2", "x3", "y3", "x4", "y4", "xq"}
 
+-- Mean attention maps at the middle checkpoint of each stage (init, NCC, SCC, FCC as the data name them).
 local function fig_maps(res, dir, n)
   local lab = {}
   for i = 1, n do lab[i] = POS[i] or tostring(i) end
-  for k, p in ipairs(res.plateaus) do
-    local r = nearest(res.records, (p.from + p.to) // 2)
+  for k, st in ipairs(stage_runs(res.records, res.config)) do
+    local r = res.records[(st.first + st.last) // 2]
     for l = 1, 2 do
       for _, ext in ipairs({"png", "svg"}) do
         assert(plot.heatmap{data = r.layers[l].pattern, row_labels = lab, col_labels = lab, vmin = 0, vmax = 1,
-                            title = ("phase %d (%s), step %d, layer %d"):format(k, p.name, r.step, l),
+                            title = ("stage %d (%s), step %d, layer %d"):format(k, st.name, r.step, l),
                             width = 480, height = 400}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
       end
     end
@@ -421,7 +476,8 @@ local function write_run(res, dir, title)
   fig_accuracy(res, dir, title)
   fig_metrics(res, dir, title)
   fig_maps(res, dir, 2 * res.config.N + 1)
-  local slim = {config = res.config, transitions = res.transitions, plateaus = res.plateaus, steps = res.steps_done, max_logit_check = res.max_check,
+  local slim = {config = res.config, transitions = res.transitions, plateaus = res.plateaus, steps = res.steps_done,
+                stages = stages(res.records, res.config), max_logit_check = res.max_check,
                 icl_load_check = res.icl_load_check, analyzed = res.analyzed,
                 accuracy = {steps = res.acc_steps, values = res.accs}, checkpoints = {}}
   for _, r in ipairs(res.records) do
@@ -431,7 +487,8 @@ local function write_run(res, dir, title)
                    chunk_example = r.layers[l].chunk_example}
     end
     slim.checkpoints[#slim.checkpoints + 1] = {step = r.step, acc = r.acc, random_label_acc = r.random_label_acc,
-                                                layers = layers, interventions = r.interventions}
+                                                stage = name_phase(r, res.config), layers = layers,
+                                                interventions = r.interventions}
   end
   assert(json.write(dir .. "/summary.json", slim)) -- no timings: the same options give the same bytes
   return slim
@@ -439,8 +496,9 @@ end
 
 local function report(res, title)
   local how = res.analyzed and ("checkpoints of " .. res.analyzed) or ("%.0f s of training"):format(res.seconds)
-  print(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions"):format(title,
-    res.steps_done or res.final.step, how, res.final.acc, res.final.random_label_acc, #res.transitions))
+  print(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions, stages %s"):format(title,
+    res.steps_done or res.final.step, how, res.final.acc, res.final.random_label_acc, #res.transitions,
+    table.concat(stages(res.records, res.config), " > ")))
   for k, p in ipairs(res.plateaus) do
     local r = nearest(res.records, (p.from + p.to) // 2)
     print(("  phase %d %-3s steps %6d-%-6d acc %.3f | L1 bg %.2f la %.2f ce %.2f | L2 bg %.2f la %.2f ce %.2f"):format(
@@ -462,22 +520,73 @@ local function config_of(over)
   return c
 end
 
+local CONFIG_KEYS = {"K", "T", "N", "L", "eps", "alpha", "heads", "steps", "batch", "lr", "init_std", "cls_hidden",
+                     "acc_every", "metric_every", "eval_n", "seed"}
+
+-- Whether a summary's configuration is the one asked (threads aside: results do not depend on them).
+local function same_config(a, b)
+  for _, k in ipairs(CONFIG_KEYS) do
+    if ("%.6g"):format(a[k] or -1) ~= ("%.6g"):format(b[k] or -1) then return false end
+  end
+  return true
+end
+
 local main = config_of()
 local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, main.heads)
-local res
-if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
-local summary = write_run(res, o.out, title)
-report(res, title)
+-- With --sweep, a main run already measured (same configuration, same checkpoints) is read back, so a sweep
+-- split over processes by --variants can be put together at the end without measuring again.
+local summary = o.sweep and json.read(o.out .. "/summary.json")
+if summary and same_config(summary.config, main) and summary.analyzed == (o.analyze ~= "" and o.analyze or nil) then
+  print(("main: read from %s/summary.json (stages %s)"):format(o.out, table.concat(summary.stages, " > ")))
+else
+  local res
+  if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
+  summary = write_run(res, o.out, title)
+  report(res, title)
+end
+
+-- Stage (0 init, 1 NCC, 2 SCC, 3 FCC) of every checkpoint of every run: how many phases each passes through.
+local function fig_stages(runs, dir)
+  local series = {}
+  for _, r in ipairs(runs) do
+    local xs, ys = {}, {}
+    for i, cp in ipairs(r.s.checkpoints) do xs[i], ys[i] = cp.step, STAGE[cp.stage] + (#series - 3) * 0.03 end
+    series[#series + 1] = {x = xs, y = ys, label = ("%s: %s"):format(r.name, table.concat(r.s.stages, ">"))}
+  end
+  for _, ext in ipairs({"png", "svg"}) do
+    assert(plot.line{series = series, title = "stage by step (0 init, 1 NCC, 2 SCC, 3 FCC; offset to separate)",
+                     xlabel = "step", ylabel = "stage", ylim = {-0.3, 3.5}}:save(("%s/sweep_stages.%s"):format(dir, ext)))
+  end
+end
 
 if o.sweep then
+  local SWEEP_DIR = o.sweep_dir ~= "" and o.sweep_dir or o.out .. "/sweep"
   local sweep = {main = summary, runs = {}}
+  local list = {{name = "main " .. title, s = summary}}
   local variants = {{T = 1}, {T = 2}, {K = main.K // 4}, {K = main.K * 4}, {eps = 0.5}, {heads = 4}}
-  for _, v in ipairs(variants) do
+  local wanted = {}
+  for i in tostring(o.variants):gmatch("%d+") do wanted[tonumber(i)] = true end
+  for i, v in ipairs(variants) do
+    v.steps = o.sweep_steps > 0 and o.sweep_steps or o.steps
     local c = config_of(v)
     local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
-    local r = run_one(c, o.out .. "/sweep/" .. name)
-    sweep.runs[name] = write_run(r, o.out .. "/sweep/" .. name, name)
-    report(r, name)
+    local dir = SWEEP_DIR .. "/" .. name
+    local old = json.read(dir .. "/summary.json")
+    if old and same_config(old.config, c) then
+      sweep.runs[name] = old
+      print(("%s: read from %s/summary.json (stages %s)"):format(name, dir, table.concat(old.stages, " > ")))
+    elseif o.variants == "" or wanted[i] then
+      local r = run_one(c, dir)
+      sweep.runs[name] = write_run(r, dir, name)
+      report(r, name)
+    end
+  end
+  for _, v in ipairs(variants) do -- again: runs another process finished meanwhile are read too
+    local c = config_of(v)
+    local name = ("K%d_T%d_eps%g_h%d"):format(c.K, c.T, c.eps, c.heads)
+    local old = not sweep.runs[name] and json.read(SWEEP_DIR .. "/" .. name .. "/summary.json")
+    if old and same_config(old.config, c) then sweep.runs[name] = old end
+    if sweep.runs[name] then list[#list + 1] = {name = name, s = sweep.runs[name]} end
   end
   local series = {}
   for name, s in pairs(sweep.runs) do series[#series + 1] = {x = s.accuracy.steps, y = s.accuracy.values, label = name} end
@@ -487,6 +596,7 @@ if o.sweep then
     assert(plot.line{series = series, title = "sweep: accuracy", xlabel = "step", ylabel = "held-out accuracy",
                      ylim = {0, 1}}:save(("%s/sweep_accuracy.%s"):format(o.out, ext)))
   end
+  fig_stages(list, o.out)
   assert(json.write(o.out .. "/sweep.json", sweep))
 end
 print(("wrote %s/{summary.json,accuracy,metrics,attention_phase*}.{png,svg} in %d s (%.0f s of CPU)"):format(

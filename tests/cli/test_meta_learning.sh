@@ -29,8 +29,14 @@ for _, c in ipairs(s.checkpoints) do
     assert(m.bigram + m.label_attention <= 1 + 1e-5, "query attention sums to at most 1")
     assert(m.chunk_example > 0 and m.chunk_example < 1)
   end
-  assert(c.interventions.query_to_self and c.interventions.label_cut_from_example)
+  local iv = c.interventions
+  assert(iv.query_to_self and iv.query_to_labels and iv.query_to_labels_or_self and iv.query_to_labels_all_layers
+         and iv.label_to_own_example and iv.label_cut_from_example, "every intervention measured")
+  assert(({init = 1, NCC = 1, SCC = 1, FCC = 1})[c.stage], "stage named: " .. tostring(c.stage))
 end
+assert(#s.stages >= 1 and s.stages[1] == s.checkpoints[1].stage, "stages start at the first checkpoint's")
+-- the knockouts of every intervention, in its layers, through icl.load + m:run match the measuring forward
+assert(s.icl_load_check < 1e-3, "icl.load knockouts vs measuring forward: " .. s.icl_load_check)
 -- at step 0 (random weights) the query attends about uniformly: bigram near 1/9
 assert(math.abs(s.checkpoints[1].layers[1].bigram - 1 / 9) < 0.05, "bigram at init " .. s.checkpoints[1].layers[1].bigram)
 print("ok")
