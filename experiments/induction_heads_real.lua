@@ -49,12 +49,23 @@ local fh = io.open(o.text, "rb")
 if not fh then error(("--text %s: not found (scripts/fetch-data.sh text)"):format(o.text), 0) end
 local text = fh:read("a"); fh:close()
 local tseqs = O.text_sequences(m, text, {n_seq = o.text_seqs, len = o.len, seed = o.seed})
+-- banded ICL score of the mean curve, the mean curve, the single-token score, and the banded score of each window
 local function icl_of(abl)
-  local curve, raw, _, banded = O.icl_curve(m, tseqs, {late = o.late, early = o.early, band = o.band,
-                                                     run = abl and {ablate = abl} or nil})
-  return banded, curve, raw
+  local curve, raw, all, banded = O.icl_curve(m, tseqs, {late = o.late, early = o.early, band = o.band,
+                                                       run = abl and {ablate = abl} or nil})
+  local per = {}
+  for i, c in ipairs(all) do per[i] = O.band_score(c, o.late, o.early, o.band) end
+  return banded, curve, raw, per
 end
-local base_score, base_curve, base_raw = icl_of(nil)
+-- mean and standard error of a list (0 when it has one entry)
+local function mean_se(v)
+  local s, n = 0, #v
+  for _, x in ipairs(v) do s = s + x end
+  local mu, q = s / n, 0
+  for _, x in ipairs(v) do q = q + (x - mu) ^ 2 end
+  return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
+end
+local base_score, base_curve, base_raw, base_per = icl_of(nil)
 log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
     base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)
 
@@ -72,18 +83,25 @@ local abl_rows, top8_curve = {}, nil
 for _, k in ipairs(ks) do
   local top = {}
   for i = 1, k do top[i] = {layer = pm_rank[i].layer, head = pm_rank[i].head} end
-  local ts, tc = icl_of(O.ablation(top))
+  local ts, tc, _, tper = icl_of(O.ablation(top))
   if k == kmax then top8_curve = tc end
-  local rnd = {}
+  local diff = {} -- paired over windows: the change of each window's banded score
+  for i = 1, #tper do diff[i] = tper[i] - base_per[i] end
+  local tchg, tse = mean_se(diff)
+  local rnd, rs = {}, {}
   for d = 1, o.draws do
     local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
     for i, p in ipairs(pick) do set[i] = others[p] end
-    rnd[d] = {heads = set, icl_score = (icl_of(O.ablation(set)))}
+    local sc, _, _, per = icl_of(O.ablation(set))
+    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per}, sc
   end
-  local rmean = 0
-  for _, r in ipairs(rnd) do rmean = rmean + r.icl_score / #rnd end
-  abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, random = rnd, random_mean = rmean}
-  log("k=%d: ICL score top-k ablated %.4f, random mean %.4f (base %.4f)", k, ts, rmean, base_score)
+  local rmean, rse = mean_se(rs)
+  local rsd = rse * math.sqrt(#rs)
+  abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, top_windows = tper, top_change = tchg,
+                             top_change_se = tse, random = rnd, random_mean = rmean, random_sd = rsd,
+                             random_se = rse}
+  log("k=%d: ICL score top-k ablated %.4f (change %+.4f +- %.4f over windows), random mean %.4f +- sd %.4f (base %.4f)",
+      k, ts, tchg, tse, rmean, rsd, base_score)
 end
 
 -- figures
@@ -107,9 +125,12 @@ local smooth = function(c) return icl.metrics.moving_average(c, 8) end
 ex:figure(plot.line{series = {{x = xs, y = smooth(base_curve), label = "model"},
                               {x = xs, y = smooth(top8_curve), label = ("top-%d prefix-matching heads zeroed"):format(kmax)}},
                     xlabel = "token index", ylabel = "loss (moving average of 8)", title = m.name}, "loss_by_token")
-local kx, ty, ry = {}, {}, {}
-for i, r in ipairs(abl_rows) do kx[i], ty[i], ry[i] = r.k, r.top_icl_score, r.random_mean end
-ex:figure(plot.line{series = {{x = kx, y = ty, label = "top-k prefix matching"}, {x = kx, y = ry, label = "random k (mean)"}},
+local kx, ty, ry, tsd, rsd = {}, {}, {}, {}, {}
+for i, r in ipairs(abl_rows) do
+  kx[i], ty[i], ry[i], tsd[i], rsd[i] = r.k, r.top_icl_score, r.random_mean, r.top_change_se, r.random_sd
+end
+ex:figure(plot.line{series = {{x = kx, y = ty, std = tsd, label = "top-k prefix matching (band: SE over windows)"},
+                              {x = kx, y = ry, std = rsd, label = "random k (mean; band: sd over draws)"}},
                     xlabel = "heads ablated", ylabel = "ICL score", title = m.name}, "ablation")
 
 local top_list = {}
@@ -128,9 +149,10 @@ for i = 1, math.min(8, #top_list) do
     e.head, e.prefix_matching, e.copying, e.previous_token)
 end
 for _, r in ipairs(abl_rows) do
-  lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f, with k random heads %.4f (mean of %d)"):format(r.k,
-    r.top_icl_score, r.random_mean, #r.random)
+  lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f (change %+.4f, SE %.4f over %d windows), with k random " ..
+    "heads %.4f (mean of %d draws, sd %.4f)"):format(r.k, r.top_icl_score, r.top_change, r.top_change_se, #tseqs,
+    r.random_mean, #r.random, r.random_sd)
 end
 ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
-           loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
+           icl_score_windows = base_per, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
            copying = copy, top = top_list, ablation = abl_rows, copy_tokens = ctoks}, lines)

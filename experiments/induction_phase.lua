@@ -1,32 +1,62 @@
 -- The in-context-learning phase change (Olsson et al. 2022): trains, on the same data and seeds, a 1-layer and a
--- 2-layer attention-only model and their smeared-key variants; at every checkpoint measures the training loss, the
--- ICL score (scaled-down token indices: the context is short), the loss by token index, the prefix-matching,
--- copying and previous-token score of every head (icl.olsson, through icl.load of the checkpoint) and the
--- per-token-loss vector on a fixed test set; finds the window where the ICL score and the best prefix-matching
--- score change; ablates each head of the final 2-layer model and reports the change of its ICL score.
---   icl script experiments/induction_phase.lua [--quick] ...   (--help lists the options)
--- Data: icl.data.repeated_segments (a random segment of seg_min..seg_max tokens repeated to fill the context),
--- every position scored. docs/experiments.md has the protocol and docs/results.md the numbers.
+-- 2-layer attention-only model and their smeared-key variants; probes every --probe steps (test loss, ICL score,
+-- best prefix-matching score, all from the trainer's own forward) and writes a checkpoint with the full
+-- measurements (loss by token index, prefix-matching, copying and previous-token score of every head through
+-- icl.load + icl.olsson, the per-token-loss vector) every --every steps and, densely, whenever a probe has moved
+-- by --drop (test loss), --icl-move (ICL score) or --pm-move (prefix matching) since the last checkpoint; finds
+-- the window where the ICL score and the best prefix-matching score change; ablates each head of the final
+-- 2-layer model and reports the change of its ICL score.
+--   icl script experiments/induction_phase.lua [--quick] [--data text] ...   (--help lists the options)
+-- Data (docs/experiments.md): --data synthetic (default): icl.data.repeated_segments with gap_max: fresh random
+-- tokens in which a random segment (seg_min..seg_max tokens, at a random offset) is copied again and again after
+-- random gaps of 0..gap_max fresh tokens, so no fixed relative offset and no small set of context tokens predicts
+-- the next token (--gap-max 0: the fixed-period data, a segment repeated back to back). --data text: byte-level
+-- Shakespeare windows (icl.data.text; options left at their defaults take the text preset below).
 local X, json, plot = icl.experiment, icl.json, icl.plot
 local O = require("icl.olsson")
+local heads_lib = require("icl.heads")
 
 local ex = X{name = "induction_phase", model = "none", seed = 1,
   about = "1L / 2L attention-only models, plain and smeared key: ICL score and prefix matching across training",
-  options = {{"steps", 2000, "optimizer steps per model"}, {"every", 50, "steps between checkpoints"},
-             {"heads", 2, "heads per layer"}, {"d_model", 32, "residual width"}, {"vocab", 32, "tokens"},
+  options = {{"data", "synthetic", "synthetic (spaced repeated segments) or text (byte-level Shakespeare)"},
+             {"text", "data/shakespeare/shakespeare.txt", "corpus of --data text (scripts/fetch-data.sh text)"},
+             {"steps", 6000, "optimizer steps per model"}, {"every", 200, "steps between regular checkpoints"},
+             {"probe", 10, "steps between probes (test loss, ICL score, prefix matching)"},
+             {"drop", 0.05, "a dense checkpoint when the test loss moved this much since the last one"},
+             {"icl_move", 0.1, "... or the ICL score moved this much"},
+             {"pm_move", 0.1, "... or the best prefix-matching score moved this much"},
+             {"heads", 2, "heads per layer"}, {"d_model", 32, "residual width"}, {"vocab", 32, "tokens (text: 256)"},
              {"ctx", 32, "context length"}, {"seg_min", 3, "shortest segment"}, {"seg_max", 8, "longest segment"},
+             {"gap_max", 6, "longest gap of fresh tokens before and between copies (0: fixed period)"},
              {"batch", 16, "sequences per step"}, {"lr", 3e-3, "AdamW peak learning rate (warmup 5%, cosine to 10%)"},
              {"early", 3, "early token index of the ICL score (scaled from 50)"},
              {"late", 30, "late token index of the ICL score (scaled from 500)"},
-             {"test_seqs", 16, "test sequences (per-token-loss vectors)"},
-             {"score_seqs", 4, "random-token sequences for the head scores"}, {"models", "1L,2L,1Ls,2Ls", "models"}},
-  quick = {steps = 200, every = 50, test_seqs = 4, score_seqs = 2}}
+             {"band", 1, "ICL score: losses averaged over token index +- band"},
+             {"test_seqs", 128, "test sequences (ICL score, loss by token)"},
+             {"ptl_seqs", 16, "of them in the per-token-loss vectors"},
+             {"score_seqs", 4, "random-token sequences for the head scores"},
+             {"induction", 0.3, "prefix-matching score above which a head counts as an induction head"},
+             {"models", "1L,2L,1Ls,2Ls", "models"}},
+  quick = {steps = 200, every = 50, test_seqs = 16, ptl_seqs = 4, score_seqs = 2}}
 local o = ex.o
-for _, k in ipairs({"steps", "every", "heads", "d_model", "vocab", "ctx", "seg_min", "seg_max", "batch", "early",
-                    "late", "test_seqs", "score_seqs"}) do
+local TEXT_PRESET = {vocab = 256, ctx = 128, d_model = 64, heads = 4, early = 8, late = 120, band = 4, steps = 3000,
+                     every = 150, test_seqs = 64}
+if o.data == "text" then
+  for k, v in pairs(TEXT_PRESET) do if not ex.given[k] and not (o.quick and k ~= "vocab") then o[k] = v end end
+  if o.quick then o.ctx, o.late, o.early = 32, 28, 4 end
+  o.vocab = 256
+elseif o.data ~= "synthetic" then
+  error("--data: synthetic or text, not " .. tostring(o.data), 0)
+end
+for _, k in ipairs({"steps", "every", "probe", "heads", "d_model", "vocab", "ctx", "seg_min", "seg_max", "gap_max",
+                    "batch", "early", "late", "band", "test_seqs", "ptl_seqs", "score_seqs"}) do
   o[k] = math.tointeger(o[k]) or error(("--%s must be an integer"):format(k:gsub("_", "-")), 0)
 end
-if o.late >= o.ctx or o.early < 2 or o.early >= o.late then error("need 2 <= --early < --late < --ctx", 0) end
+if o.late + o.band >= o.ctx or o.early - o.band < 2 or o.early >= o.late then
+  error("need 2 <= --early - --band, --early < --late, --late + --band < --ctx", 0)
+end
+if o.every % o.probe ~= 0 then error("--every must be a multiple of --probe", 0) end
+o.ptl_seqs = math.min(o.ptl_seqs, o.test_seqs)
 local t0 = os.time()
 local function log(fmt, ...) io.stderr:write(("[%4d s] " .. fmt .. "\n"):format(os.time() - t0, ...)) end
 
@@ -38,115 +68,210 @@ for s in o.models:gmatch("[^,%s]+") do
   names[#names + 1] = s
 end
 
--- fixed test set (all positions scored) and the random-token sequences of the head scores (no BOS: the trained
--- models have none; n tokens repeated so that 4 copies fill the context, as Olsson's 25 x 4 after BOS)
-local held = icl.data.repeated_segments{vocab = o.vocab, seq = o.ctx, segment = o.seg_min, segment_max = o.seg_max,
-                                        seed = o.seed + 1000}
-local test = held(0, o.test_seqs)
-local test_tok = test.tokens.totable and test.tokens:totable() or test.tokens
-local n_rand = o.ctx // 4
-local pick_rng = icl.rng.new(o.seed + 2000)
-local score_seqs = {}
-for s = 1, o.score_seqs do
-  local ids, seq = pick_rng:sample(o.vocab, n_rand), {}
-  for _ = 1, 4 do for i = 1, n_rand do seq[#seq + 1] = ids[i] - 1 end end
-  score_seqs[s] = seq
+-- the training data and a fixed test set from another seed (all positions scored)
+local function make_data(seed)
+  if o.data == "text" then
+    local d, err = icl.data.text{file = o.text, seq = o.ctx, seed = seed}
+    if not d then error(("--text: %s (scripts/fetch-data.sh text)"):format(err), 0) end
+    return d
+  end
+  return icl.data.repeated_segments{vocab = o.vocab, seq = o.ctx, segment = o.seg_min, segment_max = o.seg_max,
+                                    gap_max = o.gap_max, seed = seed}
 end
-local all_ids = {}
-for i = 1, math.min(o.vocab, o.ctx) do all_ids[i] = i - 1 end
+local test = make_data(o.seed + 1000)(0, o.test_seqs)
+local test_tok = test.tokens:totable()
 
--- per-token losses of the test set from the trainer's forward: list over sequences of T - 1 losses
-local function test_losses(net)
+-- the token ids of the head scores: every id (synthetic), or for bytes the ids ranked 5..(4 + n) by frequency in
+-- the test set (Olsson excludes the most and least common tokens)
+local function id_pool(n)
+  if o.data ~= "text" then
+    local ids = {}
+    for i = 1, o.vocab do ids[i] = i - 1 end
+    return ids
+  end
+  local count, ids = {}, {}
+  for _, row in ipairs(test_tok) do for _, t in ipairs(row) do count[t] = (count[t] or 0) + 1 end end
+  for t in pairs(count) do ids[#ids + 1] = t end
+  table.sort(ids, function(a, b) return count[a] > count[b] or (count[a] == count[b] and a < b) end)
+  local out = {}
+  for i = 5, math.min(#ids, 4 + n) do out[#out + 1] = ids[i] end
+  return out
+end
+-- random-token sequences of the head scores (no BOS: the trained models have none): ctx/4 distinct ids repeated
+-- 4 times to fill the context, as Olsson's 25 x 4 after BOS
+local n_rand = o.ctx // 4
+local pool = id_pool(2 * n_rand)
+if #pool < n_rand then error(("%d ids for %d random tokens"):format(#pool, n_rand), 0) end
+local pick_rng = icl.rng.new(o.seed + 2000)
+local score_seqs, score_tg = {}, {}
+for s = 1, o.score_seqs do
+  local pick, seq, tg = pick_rng:sample(#pool, n_rand), {}, {}
+  for _ = 1, 4 do for i = 1, n_rand do seq[#seq + 1] = pool[pick[i]] end end
+  for i = 1, #seq do tg[i] = seq[i + 1] or -1 end
+  score_seqs[s], score_tg[s] = seq, tg
+end
+local score_batch = {tokens = score_seqs, targets = score_tg}
+local copy_ids = {}
+for i = 1, math.min(#pool, o.ctx) do copy_ids[i] = pool[i] end
+
+-- banded loss at a token index (losses of index +- band averaged); curve[i] is the loss on token i + 1
+local function at(curve, t) return icl.metrics.mean(curve, t - 1 - o.band, t - 1 + o.band) end
+local function icl_of(curve) return at(curve, o.late) - at(curve, o.early) end
+
+-- a probe from the trainer's forward: per-token losses of the test set, their curve and ICL score, and the
+-- best prefix-matching score on the random-token sequences (patterns of the trainer's last forward)
+local function probe(net, layers)
   local _, logits = net:forward(test)
   local lp = logits:log_softmax(3)
-  local per_seq, flat = {}, {}
+  local per_seq, ptl = {}, {}
   for b = 1, o.test_seqs do
     local row = {}
-    for i = 1, o.ctx - 1 do
-      row[i] = -lp:get(b, i, test_tok[b][i + 1] + 1)
-      flat[#flat + 1] = row[i]
-    end
+    for i = 1, o.ctx - 1 do row[i] = -lp:get(b, i, test_tok[b][i + 1] + 1) end
     per_seq[b] = row
+    if b <= o.ptl_seqs then for i = 1, #row do ptl[#ptl + 1] = row[i] end end
   end
-  return per_seq, flat
+  local curve = icl.metrics.mean_std(per_seq)
+  net:forward(score_batch)
+  local best = 0
+  for l = 0, layers - 1 do
+    local acc = {}
+    for s = 1, o.score_seqs do
+      for h, v in ipairs(heads_lib.prefix_matching_score(net:pattern(l, s), score_seqs[s])) do
+        acc[h] = (acc[h] or 0) + v / o.score_seqs
+      end
+    end
+    for _, v in ipairs(acc) do best = math.max(best, v) end
+  end
+  return {curve = curve, test_loss = icl.metrics.mean(curve), icl_score = icl_of(curve), max_pm = best, ptl = ptl}
 end
 
-local function measure(net, path, loss, step)
-  local per_seq, flat = test_losses(net)
-  local curve = icl.metrics.mean_std(per_seq)
+-- the full measurement of a checkpoint file (through icl.load, as any model)
+local function measure(net, path, pr, loss, step)
   local m = assert(icl.load(path, {backend = "cpu"}))
   local ps = O.pattern_scores(m, score_seqs)
-  local E = net:params()["token_embd.weight"]:reshape(o.vocab, o.d_model):slice(1, 1, #all_ids)
-  local cp = O.copying_scores(m, {tokens = all_ids, embed = E})
+  local E = net:params()["token_embd.weight"]:reshape(o.vocab, o.d_model)
+  local rows = {}
+  for i, id in ipairs(copy_ids) do rows[i] = E:slice(1, id + 1, id + 1) end
+  local cp = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
   m:close()
   local pm = ps.prefix_matching
-  return {step = step, train_loss = loss, icl_score = icl.metrics.icl_score(curve, {late = o.late, early = o.early}),
-          loss_by_token = curve, test_loss = icl.metrics.mean(flat), max_prefix_matching = pm:max(),
-          prefix_matching = pm, previous_token = ps.previous_token, copying = cp, ptl = flat}
+  return {step = step, train_loss = loss, icl_score = pr.icl_score, loss_by_token = pr.curve, test_loss = pr.test_loss,
+          max_prefix_matching = pm:max(), prefix_matching = pm, previous_token = ps.previous_token, copying = cp,
+          ptl = pr.ptl}
 end
 
-local runs = {}
-for _, name in ipairs(names) do
+-- one model: probes every --probe steps, checkpoints every --every steps and wherever a probe moved (the scheme
+-- in the header); returns the run record
+local function train_model(name)
   local sp = SPECS[name]
   local dir = ex:path("ckpt-" .. name)
   os.execute(("rm -rf '%s' && mkdir -p '%s'"):format(dir, dir))
   local net = icl.nn.attn_only{layers = sp.layers, heads = o.heads, d_model = o.d_model, vocab = o.vocab, ctx = o.ctx,
                                smeared_key = sp.smeared, seed = o.seed}
-  local data = icl.data.repeated_segments{vocab = o.vocab, seq = o.ctx, segment = o.seg_min, segment_max = o.seg_max,
-                                          seed = o.seed}
-  local p0 = dir .. "/step-0000000.gguf"
-  assert(net:save(p0))
-  local cks = {measure(net, p0, 0 / 0, 0)}
-  local bar = icl.progress.new{total = o.steps // o.every, label = name}
-  local r = icl.train{model = net, data = data, steps = o.steps, batch = o.batch, every = o.every, checkpoints = dir,
+  local cks, probes = {}, {}
+  local function checkpoint(step, pr, loss)
+    local p = ("%s/step-%07d.gguf"):format(dir, step)
+    assert(net:save(p))
+    cks[#cks + 1] = measure(net, p, pr, loss, step)
+    return p
+  end
+  local function add_probe(step, loss)
+    local pr = probe(net, sp.layers)
+    probes[#probes + 1] = {step = step, test_loss = pr.test_loss, icl_score = pr.icl_score, max_prefix_matching = pr.max_pm}
+    local last = cks[#cks]
+    if not last or step % o.every == 0 or step == o.steps or math.abs(pr.test_loss - last.test_loss) >= o.drop
+       or math.abs(pr.icl_score - last.icl_score) >= o.icl_move
+       or math.abs(pr.max_pm - last.max_prefix_matching) >= o.pm_move then
+      checkpoint(step, pr, loss)
+    end
+  end
+  add_probe(0, 0 / 0)
+  local bar = icl.progress.new{total = o.steps // o.probe, label = name}
+  local r = icl.train{model = net, data = make_data(o.seed), steps = o.steps, batch = o.batch, every = o.probe,
                       optim = icl.optim.adamw{lr = o.lr, warmup = math.max(1, o.steps // 20), weight_decay = 0.01},
-                      on_eval = function(step, n, path, loss)
-                        cks[#cks + 1] = measure(n, path, loss, step)
-                        bar:update(1)
-                      end}
+                      on_eval = function(step, _, _, loss) add_probe(step, loss); bar:update(1) end}
   bar:done()
-  runs[#runs + 1] = {name = name, layers = sp.layers, smeared = sp.smeared, loss = r.loss, checkpoints = cks,
-                     final = r.checkpoint, seconds = r.seconds} -- seconds: printed only (summary.json stays deterministic)
-  local last = cks[#cks]
-  log("%s: %d steps in %.0f s, loss %.3f, ICL score %.3f -> %.3f, max prefix matching %.3f -> %.3f", name, r.step,
-      r.seconds, r.loss[#r.loss], cks[1].icl_score, last.icl_score, cks[1].max_prefix_matching, last.max_prefix_matching)
+  if cks[#cks].step ~= r.step then add_probe(r.step, r.loss[#r.loss]) end
+  local final = ("%s/step-%07d.gguf"):format(dir, cks[#cks].step)
+  log("%s: %d steps in %.0f s, %d checkpoints, loss %.3f, ICL score %.3f -> %.3f, max prefix matching %.3f -> %.3f",
+      name, r.step, r.seconds, #cks, r.loss[#r.loss], cks[1].icl_score, cks[#cks].icl_score,
+      cks[1].max_prefix_matching, cks[#cks].max_prefix_matching)
+  return {name = name, layers = sp.layers, smeared = sp.smeared, loss = r.loss, checkpoints = cks, probes = probes,
+          final = final}
 end
 
--- the window of a change: steps where the series first passes 10% and 90% of its change from the first to the
--- last checkpoint (nil when the change is smaller than `min`)
-local function window(cks, key, min)
-  local a, b = cks[1][key], cks[#cks][key]
+local runs = {}
+for _, name in ipairs(names) do runs[#runs + 1] = train_model(name) end
+
+-- the 10%-90% window of a change, on the probes (moving average of 3): the steps where the series first passes 10% and
+-- 90% of its change from the first to the last probe (nil when the change is smaller than `min`)
+local function window(pr, key, min)
+  local v = {}
+  for i, p in ipairs(pr) do v[i] = p[key] end
+  local sm = icl.metrics.moving_average(v, 3)
+  local a, b = v[1], sm[#sm]
   if math.abs(b - a) < min then return nil end
   local lo, hi
-  for _, c in ipairs(cks) do
-    local f = (c[key] - a) / (b - a)
-    if not lo and f >= 0.1 then lo = c.step end
-    if not hi and f >= 0.9 then hi = c.step end
+  for i, p in ipairs(pr) do
+    local f = ((i == 1 and v[1] or sm[i]) - a) / (b - a)
+    if not lo and f >= 0.1 then lo = p.step end
+    if not hi and f >= 0.9 then hi = p.step end
   end
   return {from = lo, to = hi, change = b - a}
 end
+-- the phase window: where the series changes fastest. Slopes of the moving average (5 probes) between probes; the
+-- window is the run of probes around the steepest slope (in the direction of the overall change) whose slope is at
+-- least half of it; `share` = the part of the whole change made inside it (an abrupt change: narrow, large share)
+local function steepest(pr, key, min)
+  local v = {}
+  for i, p in ipairs(pr) do v[i] = p[key] end
+  local sm = icl.metrics.moving_average(v, 5)
+  local total = sm[#sm] - v[1]
+  if math.abs(total) < min or #pr < 3 then return nil end
+  local dir, best, at, sl = total > 0 and 1 or -1, -math.huge, 2, {}
+  for i = 2, #sm do
+    sl[i] = dir * (sm[i] - sm[i - 1])
+    if sl[i] > best then best, at = sl[i], i end
+  end
+  local a, b = at, at
+  while a > 2 and sl[a - 1] >= best / 2 do a = a - 1 end
+  while b < #sm and sl[b + 1] >= best / 2 do b = b + 1 end
+  return {from = pr[a - 1].step, to = pr[b].step, change = sm[b] - sm[a - 1], share = (sm[b] - sm[a - 1]) / total}
+end
 for _, r in ipairs(runs) do
-  r.icl_window = window(r.checkpoints, "icl_score", 0.3)
-  r.pm_window = window(r.checkpoints, "max_prefix_matching", 0.2)
+  r.icl_window = steepest(r.probes, "icl_score", 0.3)
+  r.pm_window = steepest(r.probes, "max_prefix_matching", 0.2)
+  r.icl_window_10_90 = window(r.probes, "icl_score", 0.3)
+  r.pm_window_10_90 = window(r.probes, "max_prefix_matching", 0.2)
 end
 
--- test-time ablation of every head of the final 2-layer model
+-- test-time ablation of the final 2-layer model: each head alone, then all induction heads and all others
 local ablation
 for _, r in ipairs(runs) do
   if r.name == "2L" then
     local m = assert(icl.load(r.final, {backend = "cpu"}))
-    local seqs = {}
-    for b = 1, o.test_seqs do seqs[b] = test_tok[b] end
-    local _, base = O.icl_curve(m, seqs, {late = o.late, early = o.early})
-    local last = r.checkpoints[#r.checkpoints]
-    ablation = {base = base, heads = {}}
+    local function score(abl)
+      local curve = O.icl_curve(m, test_tok, {late = o.late, early = o.early, run = abl and {ablate = abl} or nil})
+      return icl_of(curve)
+    end
+    local base, last = score(nil), r.checkpoints[#r.checkpoints]
+    ablation = {base = base, heads = {}, groups = {}}
+    local ind, other = {}, {}
     for l = 0, m.n_layers - 1 do
       for h = 0, m.n_heads - 1 do
-        local _, s = O.icl_curve(m, seqs, {late = o.late, early = o.early,
-                                           run = {ablate = {{layer = l, head = h, mode = "zero"}}}})
-        ablation.heads[#ablation.heads + 1] = {layer = l, head = h, icl_score = s, change = s - base,
-          prefix_matching = last.prefix_matching:get(l + 1, h + 1), copying = last.copying:get(l + 1, h + 1),
-          previous_token = last.previous_token:get(l + 1, h + 1)}
+        local s = score({{layer = l, head = h, mode = "zero"}})
+        local pm = last.prefix_matching:get(l + 1, h + 1)
+        local e = {layer = l, head = h, icl_score = s, change = s - base, induction = pm >= o.induction,
+                   prefix_matching = pm, copying = last.copying:get(l + 1, h + 1),
+                   previous_token = last.previous_token:get(l + 1, h + 1)}
+        ablation.heads[#ablation.heads + 1] = e
+        table.insert(e.induction and ind or other, {layer = l, head = h})
+      end
+    end
+    for _, g in ipairs({{"induction heads", ind}, {"other heads", other}}) do
+      if #g[2] > 0 then
+        local s = score(O.ablation(g[2]))
+        ablation.groups[#ablation.groups + 1] = {name = g[1], heads = g[2], icl_score = s, change = s - base}
       end
     end
     m:close()
@@ -154,35 +279,43 @@ for _, r in ipairs(runs) do
 end
 
 -- figures
-local function series(key, f)
-  local s = {}
+local function shaded(s, lo, hi)
   for i, r in ipairs(runs) do
-    local x, y = {}, {}
-    for j, c in ipairs(r.checkpoints) do x[j], y[j] = c.step, f and f(c) or c[key] end
-    s[i] = {x = x, y = y, label = r.name}
-  end
-  return s
-end
-local function window_lines(s, lo, hi)
-  for _, r in ipairs(runs) do
     local w = r.icl_window
     if w and w.from and w.to then
-      s[#s + 1] = {x = {w.from, w.from}, y = {lo, hi}, color = "grey"}
-      s[#s + 1] = {x = {w.to, w.to}, y = {lo, hi}, color = "grey"}
+      local a, b = w.from, math.max(w.to, w.from + o.probe)
+      s[#s + 1] = {x = {a, b}, y = {(lo + hi) / 2, (lo + hi) / 2}, std = {(hi - lo) / 2, (hi - lo) / 2}, color = i,
+                   label = r.name .. " ICL window"}
     end
   end
   return s
 end
-local lmax = 0
-for _, r in ipairs(runs) do for _, v in ipairs(r.loss) do lmax = math.max(lmax, v) end end
+local function probe_series(key)
+  local s, lo, hi = {}, math.huge, -math.huge
+  for i, r in ipairs(runs) do
+    local x, y = {}, {}
+    for j, p in ipairs(r.probes) do
+      x[j], y[j] = p.step, p[key]
+      lo, hi = math.min(lo, y[j]), math.max(hi, y[j])
+    end
+    s[i] = {x = x, y = y, label = r.name}
+  end
+  return shaded(s, lo, hi)
+end
+local lmin, lmax = math.huge, 0
 local ls = {}
-for i, r in ipairs(runs) do ls[i] = {y = icl.metrics.moving_average(r.loss, 10), label = r.name} end
-ex:figure(plot.line{series = window_lines(ls, 0, lmax), xlabel = "step", ylabel = "training loss (mean of 10)",
-                    title = "loss; grey lines: ICL-score windows (10%-90% of the change)"}, "loss")
-ex:figure(plot.line{series = series("icl_score"), xlabel = "step", ylabel = ("ICL score (loss@%d - loss@%d)"):format(o.late, o.early),
-                    title = "ICL score"}, "icl_score")
-ex:figure(plot.line{series = series("max_prefix_matching"), xlabel = "step", ylabel = "max prefix-matching score",
-                    title = "best prefix-matching head"}, "prefix_matching")
+for i, r in ipairs(runs) do
+  local y, x = icl.metrics.moving_average(r.loss, 10), {}
+  for j = 1, #y do x[j] = j; lmin, lmax = math.min(lmin, y[j]), math.max(lmax, y[j]) end
+  ls[i] = {x = x, y = y, label = r.name}
+end
+ex:figure(plot.line{series = shaded(ls, lmin, lmax), xlabel = "step", ylabel = "training loss (mean of 10 steps)",
+                    title = "training loss; shaded: each model's ICL phase window (steepest change)"}, "loss")
+ex:figure(plot.line{series = probe_series("icl_score"), xlabel = "step",
+                    ylabel = ("ICL score (loss@%d - loss@%d, +-%d)"):format(o.late, o.early, o.band),
+                    title = "ICL score (probes every " .. o.probe .. " steps)"}, "icl_score")
+ex:figure(plot.line{series = probe_series("max_prefix_matching"), xlabel = "step", ylabel = "max prefix-matching score",
+                    title = "best prefix-matching head (probes)"}, "prefix_matching")
 local pts, cols, labels, rows = {}, {}, {}, {}
 for i, r in ipairs(runs) do
   for j, c in ipairs(r.checkpoints) do
@@ -205,36 +338,34 @@ for _, r in ipairs(runs) do
       dheat[j][i] = (a == b) and 0 or (lc[b] - lc[a]) / (math.log(b + 1) - math.log(a + 1))
     end
   end
-  ex:figure(plot.heatmap{data = heat, row_labels = rl, xlabel = "token index - 1", ylabel = "step",
+  ex:figure(plot.heatmap{data = heat, row_labels = rl, xlabel = "token index - 1", ylabel = "checkpoint step",
                          title = r.name .. ": loss by token index"}, "loss_heat_" .. r.name)
-  ex:figure(plot.heatmap{data = dheat, row_labels = rl, xlabel = "token index - 1", ylabel = "step",
+  ex:figure(plot.heatmap{data = dheat, row_labels = rl, xlabel = "token index - 1", ylabel = "checkpoint step",
                          title = r.name .. ": d loss / d log(token index)"}, "dloss_heat_" .. r.name)
-  local first, last = r.checkpoints[1], r.checkpoints[#r.checkpoints]
-  local w = r.icl_window
-  local before = first
+  local last, w = r.checkpoints[#r.checkpoints], r.icl_window
+  local before = r.checkpoints[1]
   if w and w.from then for _, c in ipairs(r.checkpoints) do if c.step < w.from then before = c end end end
-  local sp = {}
-  for _, c in ipairs({before, last}) do
-    local p = {}
-    for l = 1, r.layers do
-      for h = 1, o.heads do p[#p + 1] = {c.prefix_matching:get(l, h), c.copying:get(l, h)} end
-    end
-    sp[#sp + 1] = p
-  end
   local all, fill = {}, {}
-  for k, p in ipairs(sp) do for _, q in ipairs(p) do all[#all + 1] = q; fill[#fill + 1] = k end end
+  for k, c in ipairs({before, last}) do
+    for l = 1, r.layers do
+      for h = 1, o.heads do all[#all + 1] = {c.prefix_matching:get(l, h), c.copying:get(l, h)}; fill[#fill + 1] = k end
+    end
+  end
   ex:figure(plot.scatter{points = all, fill = fill, xlim = {0, 1}, ylim = {-1, 1}, xlabel = "prefix-matching score",
-                         ylabel = "copying score", title = ("%s heads: blue step %d, orange step %d"):format(r.name,
-                         before.step, last.step)}, "heads_" .. r.name)
+                         ylabel = "copying score", title = ("%s heads: blue step %d (before the window), orange step %d")
+                         :format(r.name, before.step, last.step)}, "heads_" .. r.name)
 end
 
 local lines, out_runs = {}, {}
 for _, r in ipairs(runs) do
   local a, b = r.checkpoints[1], r.checkpoints[#r.checkpoints]
-  local function ws(w) return w and ("steps %s..%s (change %.3f)"):format(w.from, w.to, w.change) or "none" end
-  lines[#lines + 1] = ("%-3s loss %.3f; ICL score %.3f -> %.3f, window %s; max prefix matching %.3f -> %.3f, window %s")
-    :format(r.name, r.loss[#r.loss], a.icl_score, b.icl_score, ws(r.icl_window), a.max_prefix_matching,
-            b.max_prefix_matching, ws(r.pm_window))
+  local function ws(w)
+    return w and ("steps %s..%s (change %.3f, %.0f%% of the whole)"):format(w.from, w.to, w.change, 100 * w.share) or "none"
+  end
+  local best = O.ranked(b.prefix_matching)[1]
+  lines[#lines + 1] = ("%-3s loss %.3f, test %.3f; ICL score %.3f -> %.3f, window %s; max prefix matching %.3f -> %.3f " ..
+    "(L%dH%d), window %s; %d checkpoints"):format(r.name, r.loss[#r.loss], b.test_loss, a.icl_score, b.icl_score,
+    ws(r.icl_window), a.max_prefix_matching, b.max_prefix_matching, best.layer, best.head, ws(r.pm_window), #r.checkpoints)
   local cks = {}
   for j, c in ipairs(r.checkpoints) do
     cks[j] = {step = c.step, train_loss = c.train_loss, test_loss = c.test_loss, icl_score = c.icl_score,
@@ -243,13 +374,19 @@ for _, r in ipairs(runs) do
   end
   out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,
-                             loss = r.loss, checkpoints = cks}
+                             icl_window_10_90 = r.icl_window_10_90 or json.null,
+                             pm_window_10_90 = r.pm_window_10_90 or json.null,
+                             loss = r.loss, probes = r.probes, checkpoints = cks}
 end
 if ablation then
   lines[#lines + 1] = ("2L final ICL score %.3f; zeroing one head:"):format(ablation.base)
   for _, h in ipairs(ablation.heads) do
-    lines[#lines + 1] = ("  L%dH%d: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f, previous token %.3f")
-      :format(h.layer, h.head, h.icl_score, h.change, h.prefix_matching, h.copying, h.previous_token)
+    lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f, previous token %.3f")
+      :format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score, h.change, h.prefix_matching, h.copying,
+              h.previous_token)
+  end
+  for _, g in ipairs(ablation.groups) do
+    lines[#lines + 1] = ("  all %d %s zeroed: ICL score %.3f (change %+.3f)"):format(#g.heads, g.name, g.icl_score, g.change)
   end
 end
 local ptl = {}
@@ -262,5 +399,7 @@ assert(json.write(ex:path("per_token_losses.json"), ptl, {indent = false}))
 local recorded = {}
 for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
 ex:report({model = false, options = recorded, runs = out_runs, ablation = ablation or json.null,
-           pca_explained = pca.explained_ratio, data = "icl.data.repeated_segments",
-           token_indices = {early = o.early, late = o.late}}, lines)
+           pca_explained = pca.explained_ratio,
+           data = o.data == "text" and ("icl.data.text " .. o.text) or
+                  (o.gap_max > 0 and "icl.data.repeated_segments (gap_max: spaced copies)" or "icl.data.repeated_segments (fixed period)"),
+           token_indices = {early = o.early, late = o.late, band = o.band}}, lines)

@@ -308,7 +308,11 @@ static void gen_repeated(lua_State *L, int64_t B, int64_t T, int64_t step, int32
   int vocab = (int)lua_tointeger(L, lua_upvalueindex(3)), seg = (int)lua_tointeger(L, lua_upvalueindex(4));
   int rep = lua_toboolean(L, lua_upvalueindex(5)), seg_max = (int)lua_tointeger(L, lua_upvalueindex(7));
   uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(6));
-  icl_data_repeated_segments(B, T, vocab, seg, seg_max, rep, seed, step, tokens, targets);
+  int gap_max = (int)lua_tointeger(L, lua_upvalueindex(8));
+  if (gap_max > 0) /* no fixed period: random offset and gaps of fresh tokens */
+    icl_data_spaced_repeats(B, T, vocab, seg, seg_max, gap_max, seed, step, tokens, targets);
+  else
+    icl_data_repeated_segments(B, T, vocab, seg, seg_max, rep, seed, step, tokens, targets);
 }
 
 /* The closure of icl.data.repeated_segments: (step [, B]) -> batch. */
@@ -354,7 +358,7 @@ static int data_text(lua_State *L) {
   return 1;
 }
 
-/* icl.data.repeated_segments{vocab, seq, segment, segment_max, batch, repeated_only, seed}
+/* icl.data.repeated_segments{vocab, seq, segment, segment_max, batch, repeated_only, seed, gap_max}
  * -> function(step [, B]) */
 static int data_repeated_segments(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -369,7 +373,11 @@ static int data_repeated_segments(lua_State *L) {
   int seg_max = opt_int(L, 1, "segment_max", seg);
   luaL_argcheck(L, seg_max >= seg, 1, "segment_max must be >= segment");
   lua_pushinteger(L, seg_max);
-  lua_pushcclosure(L, data_rs_call, 7);
+  int gap_max = opt_int(L, 1, "gap_max", 0);
+  luaL_argcheck(L, gap_max >= 0, 1, "gap_max must be >= 0");
+  luaL_argcheck(L, gap_max == 0 || !opt_int(L, 1, "repeated_only", 0), 1, "repeated_only needs gap_max = 0");
+  lua_pushinteger(L, gap_max);
+  lua_pushcclosure(L, data_rs_call, 8);
   return 1;
 }
 

@@ -99,6 +99,13 @@ int icl_trainer_load(const char *path, int n_threads, icl_trainer **out, icl_err
 void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
                                 uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets);
 
+/* Induction data without a fixed period: B sequences of T fresh random tokens from [0, vocab) in which a
+ * segment (length uniform in seg_min..seg_max, at an offset uniform in 0..gap_max) is copied again and again,
+ * each copy after a gap of 0..gap_max fresh tokens (the last cut at T); targets = next token at every position
+ * (-1 at the last). A function of (seed, step) only. */
+void icl_data_spaced_repeats(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int gap_max, uint64_t seed,
+                             int64_t step, int32_t *tokens, int32_t *targets);
+
 /* Byte-level natural text: B windows of T bytes at offsets drawn from (seed, step, sequence) over text[0, n)
  * (n > T); tokens are the bytes (vocabulary 256), targets the next byte at every position. */
 void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,

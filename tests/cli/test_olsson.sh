@@ -21,7 +21,12 @@ cat >"$d/check_phase.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
 assert(#s.runs == 4, "four models")
 for _, r in ipairs(s.runs) do
-  assert(#r.checkpoints == 5, r.name .. ": checkpoints at 0, 50, ..., 200: " .. #r.checkpoints)
+  local at, prev = {}, -1
+  for _, c in ipairs(r.checkpoints) do
+    assert(c.step > prev, r.name .. ": checkpoint steps increase"); prev = c.step; at[c.step] = true
+  end
+  for s = 0, 200, 50 do assert(at[s], r.name .. ": a checkpoint every 50 steps, missing " .. s) end
+  assert(#r.probes == 21 and r.probes[21].step == 200, r.name .. ": probes every 10 steps")
   for _, c in ipairs(r.checkpoints) do
     assert(#c.loss_by_token == 31 and #c.prefix_matching == r.layers and #c.copying[1] == 2, r.name .. " shapes")
     for l = 1, r.layers do
@@ -35,6 +40,7 @@ for _, r in ipairs(s.runs) do
   assert(math.abs(r.checkpoints[1].test_loss - math.log(32)) < 0.05, r.name .. " initial loss " .. r.checkpoints[1].test_loss)
 end
 assert(#s.ablation.heads == 4, "one ablation per head of the 2-layer model")
+assert(#s.ablation.groups >= 1, "induction heads and the others zeroed as groups")
 for _, h in ipairs(s.ablation.heads) do
   assert(math.abs(h.change - (h.icl_score - s.ablation.base)) < 1e-9, "change = ablated - base")
 end

@@ -21,6 +21,28 @@ local a = O.ablation({{layer = 2, head = 3}, {layer = 0, head = 1}, {layer = 2, 
 check(#a == 2 and a[1].layer == 0 and a[2].layer == 2 and a[2].heads[1] == 0 and a[2].heads[2] == 3 and
       a[2].mode == "zero", "ablation groups heads by layer")
 
+-- repeated_segments with gap_max (icl_data_spaced_repeats, tested in train.test_data_spaced): deterministic,
+-- next-token targets everywhere, other data than the fixed-period generator; bad options are argument errors
+do
+  local sp = icl.data.repeated_segments{vocab = 50, seq = 40, segment = 3, segment_max = 6, gap_max = 4, seed = 3}
+  local fixed = icl.data.repeated_segments{vocab = 50, seq = 40, segment = 3, segment_max = 6, seed = 3}
+  local a, b, f = sp(2, 8), sp(2, 8), fixed(2, 8)
+  local at, tt, ft = a.tokens:totable(), a.targets:totable(), f.tokens:totable()
+  local same, next_ok, differ = true, true, false
+  local bt = b.tokens:totable()
+  for i = 1, 8 do
+    for t = 1, 40 do
+      same = same and at[i][t] == bt[i][t]
+      next_ok = next_ok and tt[i][t] == (t < 40 and at[i][t + 1] or -1)
+      differ = differ or at[i][t] ~= ft[i][t]
+    end
+  end
+  check(same and next_ok and differ, "gap_max: deterministic, next-token targets, not the fixed-period data")
+  check(not pcall(icl.data.repeated_segments, {vocab = 5, seq = 8, segment = 2, gap_max = -1}), "gap_max < 0")
+  check(not pcall(icl.data.repeated_segments, {vocab = 5, seq = 8, segment = 2, gap_max = 2, repeated_only = true}),
+        "repeated_only with gap_max")
+end
+
 -- tiny checkpoints
 local tmp = os.tmpname()
 local function checkpoint(opts)
