@@ -25,7 +25,9 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
   --max-tokens T     sentences of at most T tokens (default 24)
   --k K              demonstrations per prompt (default 4)
   --n N              prompts (default 128); sentences are drawn without replacement over all prompts
-  --n-knockout N     prompts of the knockout table, the first N (default 24)
+  --n-knockout N     prompts of the knockout table, N from --knockout-from on (default 24)
+  --knockout-from F  the first knockout prompt (default 1); shards of one table split the prompts with it,
+                     as the random edges of prompt i depend on (seed, i) only
   --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
   --times C          head thresholds C / n_t (default 5, the paper's)
   --folds F          cross-validation folds of the probe (default 5)
@@ -37,16 +39,19 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
 
 local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
                                   data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
-                                  n_knockout = 24, parts = 4, times = 5, folds = 5, seed = 42,
+                                  n_knockout = 24, knockout_from = 1, parts = 4, times = 5, folds = 5, seed = 42,
                                   out = "out/icl_circuit", backend = "auto", threads = 0, quick = false}, USAGE)
 if o.quick then
   for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
 end
-for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "parts", "folds", "seed"}) do
+for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "knockout_from", "parts", "folds", "seed"}) do
   if math.type(o[key]) ~= "integer" then error(("--%s must be an integer"):format(key:gsub("_", "-")), 0) end
 end
-if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.n_knockout > o.n or o.max_tokens < 1 or o.folds < 2 then
-  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout <= --n, --max-tokens >= 1", 0)
+local KO_LAST = o.knockout_from + o.n_knockout - 1
+if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.knockout_from < 1 or KO_LAST > o.n or
+   o.max_tokens < 1 or o.folds < 2 then
+  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout, --knockout-from >= 1, " ..
+        "--knockout-from + --n-knockout - 1 <= --n, --max-tokens >= 1", 0)
 end
 
 -- ---- data ----------------------------------------------------------------------------------------------------
@@ -233,13 +238,13 @@ for _, pr in ipairs(prompts) do
   collectgarbage()
 end
 
--- knockout table: accuracy on the first n_knockout prompts per (range, kind), and with as many random edges
+-- knockout table: accuracy on prompts knockout_from .. KO_LAST per (range, kind), and with as many random edges
 local ko_none = 0
 local ko_acc, ko_rand, ko_edges = {}, {}, {}
 for _, kind in ipairs(KINDS) do ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0 end
-local ko_rng = icl.rng.new(o.seed + 1)
-for i = 1, o.n_knockout do
+for i = o.knockout_from, KO_LAST do
   local pr = prompts[i]
+  local ko_rng = icl.rng.new(o.seed * 1000003 + i) -- per prompt, so that shards draw what one run would
   local truth = pr.items[o.k + 1].c
   ko_none = ko_none + (predict(pr.p.tokens) == truth and 1 or 0)
   for _, kind in ipairs(KINDS) do
@@ -333,7 +338,8 @@ local summary = {
   experiment = "icl_circuit", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, task = o.task, template = task.template, labels = LABELS, label_ids = label_ids,
   data = o.data, threshold = o.task == "sentiment" and o.threshold or json.null, pool_sizes = pool_sizes,
-  max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, seed = o.seed, times = o.times,
+  max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, knockout_from = o.knockout_from,
+  seed = o.seed, times = o.times,
   folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
   bos = prompts[1].p.tokens[1] == m.bos,
   accuracy = {true_labels = right / N, random_labels = right_rand / N, zero_shot = right_zero / N,

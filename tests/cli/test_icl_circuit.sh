@@ -105,5 +105,10 @@ if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" -
   done <"$TMP/check2.txt"
   check "same seed, byte-identical summary.json" cmp -s "$TMP/domain1/summary.json" "$TMP/domain2/summary.json"
 fi
+# a knockout shard past the last prompt is refused before the model loads
+msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \
+        --knockout-from 8 --n-knockout 2 2>&1)
+check "--knockout-from 8 --n-knockout 2 past --n 8 is refused" \
+  bash -c '[[ $1 == *"--knockout-from + --n-knockout - 1 <= --n"* ]]' _ "$msg"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
