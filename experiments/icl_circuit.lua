@@ -7,7 +7,11 @@
 -- Prompt "sentence: {x} sentiment: {y}\n" x k demonstrations, then the query up to its forerunner ':'; the
 -- prediction is the argmax of the label tokens' logits at the query's forerunner. Data: scripts/fetch-data.sh
 -- (docs/data.md); the sentiment task is a substitute for SST-2 (see there).
--- Cost: 2 runs per prompt (true and random labels) + 1 + 2 x kinds x ranges runs per knockout prompt.
+-- Also the zero-shot accuracy (k = 0, the query alone: the paper's Table 1 baseline) and the accuracy a pure copy of
+-- the last demonstration's label would get with true and with random labels (small models copy it, and in a
+-- sample of ~100 prompts that agreement is far enough from 1/2 to decide which of the two scores is higher).
+-- Cost: 2 runs per prompt (true and random labels) + 1 short zero-shot run + 1 + 2 x kinds x ranges runs per
+-- knockout prompt.
 local args = require("icl.args")
 local prompt, knockout = require("icl.prompt"), require("icl.knockout")
 local plot, json = icl.plot, icl.json
@@ -21,7 +25,9 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
   --max-tokens T     sentences of at most T tokens (default 24)
   --k K              demonstrations per prompt (default 4)
   --n N              prompts (default 128); sentences are drawn without replacement over all prompts
-  --n-knockout N     prompts of the knockout table, the first N (default 24)
+  --n-knockout N     prompts of the knockout table, N from --knockout-from on (default 24)
+  --knockout-from F  the first knockout prompt (default 1); shards of one table split the prompts with it,
+                     as the random edges of prompt i depend on (seed, i) only
   --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
   --times C          head thresholds C / n_t (default 5, the paper's)
   --folds F          cross-validation folds of the probe (default 5)
@@ -33,16 +39,19 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
 
 local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
                                   data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
-                                  n_knockout = 24, parts = 4, times = 5, folds = 5, seed = 42,
+                                  n_knockout = 24, knockout_from = 1, parts = 4, times = 5, folds = 5, seed = 42,
                                   out = "out/icl_circuit", backend = "auto", threads = 0, quick = false}, USAGE)
 if o.quick then
   for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
 end
-for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "parts", "folds", "seed"}) do
+for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "knockout_from", "parts", "folds", "seed"}) do
   if math.type(o[key]) ~= "integer" then error(("--%s must be an integer"):format(key:gsub("_", "-")), 0) end
 end
-if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.n_knockout > o.n or o.max_tokens < 1 or o.folds < 2 then
-  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout <= --n, --max-tokens >= 1", 0)
+local KO_LAST = o.knockout_from + o.n_knockout - 1
+if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.knockout_from < 1 or KO_LAST > o.n or
+   o.max_tokens < 1 or o.folds < 2 then
+  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout, --knockout-from >= 1, " ..
+        "--knockout-from + --n-knockout - 1 <= --n, --max-tokens >= 1", 0)
 end
 
 -- ---- data ----------------------------------------------------------------------------------------------------
@@ -130,17 +139,18 @@ while #prompts < o.n do
   local q = items[o.k + 1]
   local p, err = prompt.build(m, tpl, demos, {x = q.x}, {cache = cache})
   local pr = p and prompt.build(m, tpl, rdemos, {x = q.x}, {cache = cache})
-  if p and pr then
-    prompts[#prompts + 1] = {p = p, pr = pr, items = items, rand = rand}
+  local p0 = pr and prompt.build(m, tpl, {}, {x = q.x}, {cache = cache})
+  if p and pr and p0 then
+    prompts[#prompts + 1] = {p = p, pr = pr, p0 = p0, items = items, rand = rand}
   else
-    skipped[#skipped + 1] = err or "random-label twin failed"
+    skipped[#skipped + 1] = err or "random-label or zero-shot twin failed"
   end
 end
 
 -- ---- runs ----------------------------------------------------------------------------------------------------
 local ranges = knockout.ranges(NL, o.parts)
 local KINDS = knockout.KINDS
-local n_runs = 2 * o.n + (1 + 2 * #KINDS * #ranges) * o.n_knockout
+local n_runs = 3 * o.n + (1 + 2 * #KINDS * #ranges) * o.n_knockout
 local bar = icl.progress.new{total = n_runs, label = "icl circuit"}
 
 local captures = {}
@@ -153,9 +163,11 @@ local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
 local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
-local right, right_rand, lengths = 0, 0, 0
-local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS)} -- predicted label histogram
-local follows_last = 0 -- true-label predictions equal to the last demonstration's label (a recency copy)
+local right, right_rand, right_zero, lengths = 0, 0, 0, 0
+local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS), zero_shot = zeros(#LABELS)}
+-- predictions equal to the last demonstration's label (a recency copy), and how often a pure copy is right
+local follows_last = {true_labels = 0, random_labels = 0}
+local copy_right = {true_labels = 0, random_labels = 0}
 
 -- head counts of one prompt: forerunner (y_i -> s_i above C / y_i, mean over demonstrations), induction
 -- (sum_i attention s_q -> y_i above C / s_q) and correct induction (same-label minus other-label above
@@ -205,7 +217,9 @@ for _, pr in ipairs(prompts) do
   local truth = pr.items[o.k + 1].c
   local guess = prompt.predict(r.logits, label_ids)
   pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
-  if guess == pr.items[o.k].c then follows_last = follows_last + 1 end
+  if guess == pr.items[o.k].c then follows_last.true_labels = follows_last.true_labels + 1 end
+  if pr.items[o.k].c == truth then copy_right.true_labels = copy_right.true_labels + 1 end
+  if pr.rand[o.k] == truth then copy_right.random_labels = copy_right.random_labels + 1 end
   if guess == truth then right = right + 1 end
   count_heads(r, pr)
   local xs = x_positions(p)
@@ -217,16 +231,20 @@ for _, pr in ipairs(prompts) do
   local rguess = predict(pr.pr.tokens)
   pred_counts.random_labels[rguess] = pred_counts.random_labels[rguess] + 1
   if rguess == truth then right_rand = right_rand + 1 end
+  if rguess == pr.rand[o.k] then follows_last.random_labels = follows_last.random_labels + 1 end
+  local zguess = predict(pr.p0.tokens)
+  pred_counts.zero_shot[zguess] = pred_counts.zero_shot[zguess] + 1
+  if zguess == truth then right_zero = right_zero + 1 end
   collectgarbage()
 end
 
--- knockout table: accuracy on the first n_knockout prompts per (range, kind), and with as many random edges
+-- knockout table: accuracy on prompts knockout_from .. KO_LAST per (range, kind), and with as many random edges
 local ko_none = 0
 local ko_acc, ko_rand, ko_edges = {}, {}, {}
 for _, kind in ipairs(KINDS) do ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0 end
-local ko_rng = icl.rng.new(o.seed + 1)
-for i = 1, o.n_knockout do
+for i = o.knockout_from, KO_LAST do
   local pr = prompts[i]
+  local ko_rng = icl.rng.new(o.seed * 1000003 + i) -- per prompt, so that shards draw what one run would
   local truth = pr.items[o.k + 1].c
   ko_none = ko_none + (predict(pr.p.tokens) == truth and 1 or 0)
   for _, kind in ipairs(KINDS) do
@@ -320,10 +338,15 @@ local summary = {
   experiment = "icl_circuit", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, task = o.task, template = task.template, labels = LABELS, label_ids = label_ids,
   data = o.data, threshold = o.task == "sentiment" and o.threshold or json.null, pool_sizes = pool_sizes,
-  max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, seed = o.seed, times = o.times,
+  max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, knockout_from = o.knockout_from,
+  seed = o.seed, times = o.times,
   folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
-  accuracy = {true_labels = right / N, random_labels = right_rand / N, chance = 1 / #LABELS},
-  predicted = pred_counts, follows_last_label = follows_last / N,
+  bos = prompts[1].p.tokens[1] == m.bos,
+  accuracy = {true_labels = right / N, random_labels = right_rand / N, zero_shot = right_zero / N,
+              chance = 1 / #LABELS},
+  predicted = pred_counts,
+  follows_last_label = {true_labels = follows_last.true_labels / N, random_labels = follows_last.random_labels / N},
+  copy_last_accuracy = {true_labels = copy_right.true_labels / N, random_labels = copy_right.random_labels / N},
   probe = {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
            samples = #feat_labels},
   heads = heads,
@@ -336,9 +359,12 @@ assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
 local function row(t, fmt) local s = {} for i, v in ipairs(t) do s[i] = (fmt or "%.2f"):format(v) end return table.concat(s, " ") end
 print(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
       o.k, lengths / N, o.seed))
-print(("  accuracy %.3f with true labels, %.3f with random labels (chance %.3f); predicted labels %s / %s"):format(
-      right / N, right_rand / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
-      table.concat(pred_counts.random_labels, ":")))
+print(("  accuracy %.3f with true labels, %.3f with random labels, %.3f zero-shot (chance %.3f); predicted labels %s / %s / %s"):format(
+      right / N, right_rand / N, right_zero / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
+      table.concat(pred_counts.random_labels, ":"), table.concat(pred_counts.zero_shot, ":")))
+print(("  predictions equal to the last demonstration's label %.3f / %.3f; a pure copy of it would score %.3f / %.3f"):format(
+      follows_last.true_labels / N, follows_last.random_labels / N, copy_right.true_labels / N,
+      copy_right.random_labels / N))
 print("  probe by layer   " .. row(probe))
 print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
 print("  induction heads  " .. row(heads.induction, "%.1f"))

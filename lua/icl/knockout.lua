@@ -6,7 +6,8 @@
 --   "s->y"   each forerunner s_i -> its label y_i
 --   "y->sq"  every demonstration label y_i -> s_q
 --   "s->s"   every forerunner s_j -> every later-or-same forerunner s_i (the query's included)
--- Position 1 (BOS, the attention sink) is never in an edge, neither in these sets nor in random ones.
+-- Position 1 (BOS where the vocabulary adds one, else the first text token; the attention sink either way) is
+-- never in an edge, neither in these sets nor in random ones.
 local M = {}
 
 M.KINDS = {"x->s", "xq->sq", "s->y", "y->sq", "s->s"}

@@ -4,7 +4,8 @@
 --   local p = assert(prompt.build(m, tpl, {{x = "great fun", y = "positive"}, ...}, {x = "dull"}))
 --   p.tokens, p.demos[i].x = {first, last}, p.demos[i].s (forerunner), p.demos[i].y, p.query.s, ...
 --   local scores = prompt.label_logits(r.logits, {id_neg, id_pos})      -- [rows, 2]
--- Positions are 1-based token positions in p.tokens (BOS included), as m:run's pos and knockout edges expect.
+-- Positions are 1-based token positions in p.tokens (BOS included when the vocabulary adds one), as m:run's pos
+-- and knockout edges expect.
 -- Pieces are tokenized one by one and their concatenation must equal the tokenization of the whole text: a
 -- prompt where a boundary merges (a BPE merge across a slot, an added prefix space) fails with nil, message.
 local M = {}
@@ -82,7 +83,16 @@ local function first_diff(a, b)
   for i = 1, math.max(#a, #b) do if a[i] ~= b[i] then return i end end
 end
 
--- prompt.build(tok, tpl, demos, query [, {bos = true}]): tok is a model (m:tokenize) or a function text -> ids.
+-- The BOS id a model's vocabulary prepends by itself (tokenizer.ggml.add_bos_token), or nil: SmolLM2's says no,
+-- and an <|im_start|> forced in front of a plain prompt is not what the model (or HF's tokenizer) sees.
+local function vocab_bos(m)
+  if m.bos < 0 then return nil end
+  local ids = m:tokenize("a")
+  return ids[1] == m.bos and m.bos or nil
+end
+
+-- prompt.build(tok, tpl, demos, query [, {bos = id|true|false}]): tok is a model (m:tokenize) or a function
+-- text -> ids. BOS: by default as the model's vocabulary says (none for a function); true forces the model's.
 -- demos: list of tables with a string per slot; query: the same without the label. Returns
 -- {tokens, text, demos = {{start, stop, s, <slot> = {first, last}}...}, query = {start, stop, s, ...}, n}.
 function M.build(tok, tpl, demos, query, opts)
@@ -91,8 +101,9 @@ function M.build(tok, tpl, demos, query, opts)
   opts = opts or {}
   local st = {tok = tokenizer(tok), tokens = {}, text = {}, cache = opts.cache or {}}
   local bos = opts.bos
-  if bos == nil and type(tok) ~= "function" then bos = tok.bos >= 0 and tok.bos or nil end
-  if bos == true then bos = tok.bos end
+  if bos == nil and type(tok) ~= "function" then bos = vocab_bos(tok) end
+  if bos == true then bos = type(tok) ~= "function" and tok.bos >= 0 and tok.bos or nil end
+  if bos == false then bos = nil end
   local offset = 0
   if bos then st.tokens[1] = bos; offset = 1 end
   local out = {demos = {}}

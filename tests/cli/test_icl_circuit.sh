@@ -62,11 +62,17 @@ local function all(list, n, f) if type(list) ~= "table" or #list ~= n then retur
 local NL, NH = j.n_layers, j.n_heads
 t("experiment, model shape, task", j.experiment == "icl_circuit" and NL == 30 and NH == 9 and j.task == task)
 t("labels", #j.labels == (task == "domain" and 4 or 2) and j.accuracy.chance == 1 / #j.labels)
-t("accuracies in [0, 1]", in01(j.accuracy.true_labels) and in01(j.accuracy.random_labels))
+t("accuracies in [0, 1]", in01(j.accuracy.true_labels) and in01(j.accuracy.random_labels) and
+  in01(j.accuracy.zero_shot))
+t("no BOS in front (SmolLM2's vocabulary adds none)", j.bos == false)
 local function total(c) local s = 0 for _, v in ipairs(c) do s = s + v end return s end
 t("predicted-label counts add up to the prompts", #j.predicted.true_labels == #j.labels and
-  total(j.predicted.true_labels) == j.n and total(j.predicted.random_labels) == j.n)
-t("share of predictions that copy the last label", in01(j.follows_last_label))
+  total(j.predicted.true_labels) == j.n and total(j.predicted.random_labels) == j.n and
+  total(j.predicted.zero_shot) == j.n)
+t("share of predictions that copy the last label", in01(j.follows_last_label.true_labels) and
+  in01(j.follows_last_label.random_labels))
+t("accuracy of a pure last-label copy, in steps of 1 / n", in01(j.copy_last_accuracy.true_labels) and
+  in01(j.copy_last_accuracy.random_labels) and (j.copy_last_accuracy.true_labels * j.n) % 1 == 0)
 t("probe: one accuracy per layer", all(j.probe.accuracy, NL, in01) and j.probe.samples == j.n * (j.k + 1))
 t("cosine similarities per layer", all(j.probe.cos_within, NL, function(v) return v >= -1 and v <= 1 end))
 for _, k in ipairs({"forerunner", "induction", "correct_induction"}) do
@@ -99,5 +105,10 @@ if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" -
   done <"$TMP/check2.txt"
   check "same seed, byte-identical summary.json" cmp -s "$TMP/domain1/summary.json" "$TMP/domain2/summary.json"
 fi
+# a knockout shard past the last prompt is refused before the model loads
+msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \
+        --knockout-from 8 --n-knockout 2 2>&1)
+check "--knockout-from 8 --n-knockout 2 past --n 8 is refused" \
+  bash -c '[[ $1 == *"--knockout-from + --n-knockout - 1 <= --n"* ]]' _ "$msg"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

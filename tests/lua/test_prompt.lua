@@ -49,6 +49,25 @@ check(q.start == 10 and same(q.x, {12, 12}) and q.s == 14 and q.stop == 14 and q
 check(p.tokens[d.s] == p.tokens[q.s] and names[p.tokens[d.s] - 99] == ":", "forerunners are the ':' tokens")
 check(same(tok(p.text), table.move(p.tokens, 2, 14, 1, {})), "piecewise tokens equal the whole text's")
 
+-- BOS of a model-like tokenizer: as its vocabulary prepends it by default (add_bos_token), true forces it
+local function fake_model(adds) -- tokenize(s) prepends bos 5 unless opts.bos == false or the vocabulary says no
+  return {bos = 5, tokenize = function(_, s, o)
+    local ids = tok(s)
+    local want = adds
+    if o and o.bos ~= nil then want = o.bos end
+    if want then table.insert(ids, 1, 5) end
+    return ids
+  end}
+end
+local pb = assert(prompt.build(fake_model(true), tpl, {{x = "good", y = "pos"}}, {x = "dull"}))
+local pn = assert(prompt.build(fake_model(false), tpl, {{x = "good", y = "pos"}}, {x = "dull"}))
+local pf = assert(prompt.build(fake_model(false), tpl, {{x = "good", y = "pos"}}, {x = "dull"}, {bos = true}))
+check(pb.tokens[1] == 5 and pb.n == pn.n + 1 and pn.tokens[1] == vocab["sentence"] and pn.demos[1].s == 5 and pb.demos[1].s == 6,
+      "BOS as the vocabulary says: " .. pb.n .. " tokens with, " .. pn.n .. " without")
+check(pf.tokens[1] == 5 and same(pf.tokens, pb.tokens), "bos = true forces the model's BOS")
+local pz = assert(prompt.build(fake_model(true), tpl, {{x = "good", y = "pos"}}, {x = "dull"}, {bos = false}))
+check(same(pz.tokens, pn.tokens), "bos = false: none")
+
 -- a label of two tokens, a slot left out, a merge across a boundary: clear failures
 local r, err = prompt.build(tok, tpl, {{x = "a", y = "very good"}}, {x = "b"})
 check(r == nil and err:find("{y} = \" very good\" must be one token, it is 2", 1, true), "multi-token label")
