@@ -6,21 +6,23 @@
 # a run capturing one layer's attention pattern); ICL_PROFILE=1 per-op GPU times of one prefill and one decode;
 # icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
-# Usage: device-check.sh [--quick] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
+# Usage: device-check.sh [--quick] [--cold-cache] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
 #   --only RE: run only the steps whose names match the extended regex RE (e.g. 'devices|op_')
 #   --timeout-scale K: every step's timeout times K (a loaded or slow machine; raise --budget with it)
+#   --cold-cache: a fresh Mesa shader cache for this run (lavapipe/RADV/ANV; NVIDIA keeps its own)
 set -uo pipefail
 KIT=$(cd "$(dirname "$0")" && pwd)
-quick=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
+quick=0 cold=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
+    --cold-cache) cold=1; shift ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --cpu-threads) threads=$2; shift 2 ;;
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,9 +54,10 @@ if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ -f $nv_icd ]; then
   export VK_ICD_FILENAMES=$nv_icd VK_DRIVER_FILES=$nv_icd
 fi # else the loader searches /usr/share/vulkan/icd.d and /etc/vulkan/icd.d (Mesa RADV, ANV, lavapipe...)
 [ -n "$threads" ] && export ICL_THREADS=$threads
-# Mesa (lavapipe, RADV, ANV) caches compiled shaders on disk: a fresh cache per run, so every run starts cold
-# as on a bare machine, whatever earlier runs left in ~/.cache, and later steps reuse what earlier ones compiled.
-export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$work/shader-cache}
+# Mesa (lavapipe, RADV, ANV) caches compiled shaders on disk (~/.cache/mesa_shader_cache): --cold-cache gives
+# the run a fresh one, so it starts cold as on a bare machine whatever earlier runs left, and later steps still
+# reuse what earlier ones compiled. On lavapipe the LLVM compiles are most of the CPU time of a cold run.
+[ $cold = 1 ] && export MESA_SHADER_CACHE_DIR=$work/shader-cache
 export ICL_PROGRESS=0
 ICL=$KIT/bin/icl
 mkdir -p "$out"
@@ -119,6 +122,7 @@ run_step() {
 }
 
 echo "device-check: kit $KIT ($(head -2 "$KIT/VERSION" 2>/dev/null | tail -1)), $([ $quick = 1 ] && echo quick || echo full) sizes, budget ${budget}s" >&2
+echo "  Mesa shader cache: $([ $cold = 1 ] && echo "fresh for this run (--cold-cache)" || echo "${MESA_SHADER_CACHE_DIR:-the default, ~/.cache} (a warm one saves lavapipe minutes)")" >&2
 echo "  VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)} VK_LAYER_PATH=$VK_LAYER_PATH" >&2
 echo "  from the kit's fallback libraries (the machine lacks them): $(cd "$work/lib" && ls | tr '\n' ' ')" >&2
 
