@@ -66,7 +66,7 @@ log=$out/device-check.log
 printf "%-26s %-5s %8s %8s  %s\n" step status wall_s cpu_s note > "$out/steps.txt"
 start=$(date +%s)
 deadline=$((start + budget))
-STEPS=() # "name|status|seconds|note"
+STEPS=() # "name|status|wall seconds|cpu seconds|note"
 
 # children_cpu: sets CPU_NOW to the user+system CPU seconds of every finished child so far (bash's `times`,
 # second line). Never call it in $(...): a subshell counts only its own children.
