@@ -6,24 +6,27 @@
 # a run capturing one layer's attention pattern); ICL_PROFILE=1 per-op GPU times of one prefill and one decode;
 # icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
-# Usage: device-check.sh [--quick] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
+# Usage: device-check.sh [--quick] [--cold-cache] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
 #   --only RE: run only the steps whose names match the extended regex RE (e.g. 'devices|op_')
 #   --timeout-scale K: every step's timeout times K (a loaded or slow machine; raise --budget with it)
+#   --cold-cache: a fresh Mesa shader cache for this run (lavapipe/RADV/ANV; NVIDIA keeps its own)
 set -uo pipefail
 KIT=$(cd "$(dirname "$0")" && pwd)
-quick=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
+quick=0 cold=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
+    --cold-cache) cold=1; shift ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --cpu-threads) threads=$2; shift 2 ;;
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+Q=; [ $quick = 1 ] && Q=--quick
 if [ $quick = 1 ]; then TOK=32 DEC=8 REPS=1 PTOK=32 PDEC=8; else TOK=1400 DEC=128 REPS=2 PTOK=512 PDEC=64; fi
 
 # ---- environment: the kit's libraries and layer; the GPU driver is the machine's own ----
@@ -51,33 +54,51 @@ if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ -f $nv_icd ]; then
   export VK_ICD_FILENAMES=$nv_icd VK_DRIVER_FILES=$nv_icd
 fi # else the loader searches /usr/share/vulkan/icd.d and /etc/vulkan/icd.d (Mesa RADV, ANV, lavapipe...)
 [ -n "$threads" ] && export ICL_THREADS=$threads
+# Mesa (lavapipe, RADV, ANV) caches compiled shaders on disk (~/.cache/mesa_shader_cache): --cold-cache gives
+# the run a fresh one, so it starts cold as on a bare machine whatever earlier runs left, and later steps still
+# reuse what earlier ones compiled. On lavapipe the LLVM compiles are most of the CPU time of a cold run.
+[ $cold = 1 ] && export MESA_SHADER_CACHE_DIR=$work/shader-cache
 export ICL_PROGRESS=0
 ICL=$KIT/bin/icl
 mkdir -p "$out"
 log=$out/device-check.log
 : > "$log"
+printf "%-26s %-5s %8s %8s  %s\n" step status wall_s cpu_s note > "$out/steps.txt"
 start=$(date +%s)
 deadline=$((start + budget))
-STEPS=() # "name|status|seconds|note"
+STEPS=() # "name|status|wall seconds|cpu seconds|note"
+
+# children_cpu: sets CPU_NOW to the user+system CPU seconds of every finished child so far (bash's `times`,
+# second line). Never call it in $(...): a subshell counts only its own children.
+children_cpu() {
+  times > "$work/times"
+  CPU_NOW=$(tail -1 "$work/times" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+                                         printf "%.2f", t }')
+}
 
 # run_step NAME TIMEOUT VALIDATE CMD...: runs CMD with a timeout (cut to what is left of the budget), its
 # output in $work/NAME.log and appended to $log. VALIDATE=1: any validation message, or no layer, fails it.
 run_step() {
   local name=$1 limit=$2 validate=$3 t0 rc status note=
   shift 3
-  if [ -n "$only" ] && ! [[ $name =~ ^($only) ]]; then STEPS+=("$name|OFF|0|not selected (--only)"); return 1; fi
+  if [ -n "$only" ] && ! [[ $name =~ ^($only) ]]; then STEPS+=("$name|OFF|0|0|not selected (--only)"); return 1; fi
   local left=$((deadline - $(date +%s)))
   limit=$((limit * tscale))
   if [ $left -lt 10 ]; then
-    STEPS+=("$name|SKIP|0|budget of ${budget}s spent"); echo "--- $name: skipped, no time left" >> "$log"; return 1
+    STEPS+=("$name|SKIP|0|0|budget of ${budget}s spent"); echo "--- $name: skipped, no time left" >> "$log"; return 1
   fi
   [ $limit -gt $left ] && limit=$left
   t0=$(date +%s.%N)
+  local c0 cpu
+  children_cpu
+  c0=$CPU_NOW
   printf '%-26s ' "$name" >&2
   timeout -k 5 "$limit" "$@" > "$work/$name.log" 2>&1
   rc=$?
   local dt
   dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  children_cpu
+  cpu=$(awk -v a="$c0" -v b="$CPU_NOW" 'BEGIN {printf "%.1f", b - a}')
   if [ $rc = 124 ] || [ $rc = 137 ]; then status=FAIL note="timed out after ${limit}s"
   elif [ $rc = 77 ]; then status=SKIP note="skipped by the test (exit 77)"
   elif [ $rc != 0 ]; then status=FAIL note="exit $rc: $(grep -m1 -i -E 'fail|error' "$work/$name.log" | cut -c1-90)"
@@ -93,13 +114,15 @@ run_step() {
       status=FAIL note="validation layer not loaded; $note"
     fi
   fi
-  STEPS+=("$name|$status|$dt|$note")
-  echo "$status ${dt}s $note" >&2
-  { echo "--- $name: $status in ${dt}s (rc $rc) $note"; echo "\$ $*"; cat "$work/$name.log"; } >> "$log"
+  STEPS+=("$name|$status|$dt|$cpu|$note")
+  echo "$status ${dt}s (cpu ${cpu}s) $note" >&2
+  printf "%-26s %-5s %8s %8s  %s\n" "$name" "$status" "$dt" "$cpu" "$note" >> "$out/steps.txt" # kept if killed
+  { echo "--- $name: $status in ${dt}s, cpu ${cpu}s (rc $rc) $note"; echo "\$ $*"; cat "$work/$name.log"; } >> "$log"
   [ $status != FAIL ]
 }
 
 echo "device-check: kit $KIT ($(head -2 "$KIT/VERSION" 2>/dev/null | tail -1)), $([ $quick = 1 ] && echo quick || echo full) sizes, budget ${budget}s" >&2
+echo "  Mesa shader cache: $([ $cold = 1 ] && echo "fresh for this run (--cold-cache)" || echo "${MESA_SHADER_CACHE_DIR:-the default, ~/.cache} (a warm one saves lavapipe minutes)")" >&2
 echo "  VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)} VK_LAYER_PATH=$VK_LAYER_PATH" >&2
 echo "  from the kit's fallback libraries (the machine lacks them): $(cd "$work/lib" && ls | tr '\n' ' ')" >&2
 
@@ -113,18 +136,15 @@ device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1
 for t in device big; do
   ICL_VALIDATION=1 ICL_TEST=1 run_step "op_$t" 150 1 "$KIT/bin/test_vk_$t"
 done
-# the op table (tests/ops/test_backend_ops.c) on both Vulkan kernel families, judged against ref
+# the op table (tests/ops/test_backend_ops.c) on both Vulkan kernel families, judged against ref; it covers
+# every op and weight type, so --quick leaves out test_vk_matmul (which repeats its matmul rows at more shapes)
 table_args=(--backend vulkan)
 [ $quick = 1 ] && table_args+=(--quick)
 ICL_VALIDATION=1 ICL_TEST=1 run_step op_table 240 1 "$KIT/bin/test_backend_ops" "${table_args[@]}"
-if [ $quick = 1 ]; then # matmul of every type takes lavapipe minutes: the types of the two models' big matrices
-  for ty in q4_1 q4_k; do ICL_TEST_TYPE=$ty ICL_VALIDATION=1 ICL_TEST=1 run_step "op_matmul_$ty" 150 1 "$KIT/bin/test_vk_matmul"; done
-else
-  ICL_VALIDATION=1 ICL_TEST=1 run_step op_matmul 240 1 "$KIT/bin/test_vk_matmul"
-fi
+[ $quick = 1 ] || ICL_VALIDATION=1 ICL_TEST=1 run_step op_matmul 240 1 "$KIT/bin/test_vk_matmul"
 
 # ---- 3. tiny models: Vulkan forward and hooks against the reference ----
-ICL_VALIDATION=1 ICL_TEST=1 run_step forward_hooks_vulkan 150 1 "$KIT/bin/test_forward_tiny" vulkan
+ICL_VALIDATION=1 ICL_TEST=1 run_step forward_hooks_vulkan 150 1 "$KIT/bin/test_forward_tiny" vulkan $Q # --quick: 7 of the 21 (arch, type) pairs
 
 # ---- 4. random models in the real shapes ----
 for m in smollm2 gemma3; do run_step "write_$m" 120 0 "$ICL" testmodel --like $m -o "$work/$m.gguf"; done
@@ -173,8 +193,12 @@ bench_row() { # model backend
   printf "%-8s %-7s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
   for m in smollm2 gemma3; do for be in vulkan cpu; do bench_row $m $be; done; done
   echo
-  printf "%-26s %-5s %8s  %s\n" step status seconds note
-  for s in "${STEPS[@]}"; do IFS='|' read -r n st dt note <<< "$s"; printf "%-26s %-5s %8s  %s\n" "$n" "$st" "$dt" "$note"; done
+  printf "%-26s %-5s %8s %8s  %s\n" step status wall_s cpu_s note
+  for s in "${STEPS[@]}"; do
+    IFS='|' read -r n st dt c note <<< "$s"; printf "%-26s %-5s %8s %8s  %s\n" "$n" "$st" "$dt" "$c" "$note"
+  done
+  echo "   wall_s: the step's elapsed seconds; cpu_s: its user+system CPU seconds, every thread (lavapipe's too)"
+  echo "   load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown), $(nproc 2>/dev/null || echo '?') CPUs"
 } > "$out/summary.txt"
 for m in smollm2 gemma3; do for ph in prefill decode; do
   f=$work/profile_${m}_$ph.log

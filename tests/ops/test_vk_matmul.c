@@ -68,28 +68,46 @@ static void shapes_of(uint32_t t, const shape **s, int *n) {
   else *s = QK_SHAPES, *n = (int)(sizeof QK_SHAPES / sizeof QK_SHAPES[0]);
 }
 
-/* All shapes of every type; with `some`, the first three shapes and the last (one row, odd
- * sizes, a partial tile) for the other family of kernel shapes. */
-static void run_all(int some) {
+/* Which shapes of a type's list run: all, or `some`: the first three and the last (one row, odd sizes,
+ * a many-row matrix-vector product, a partial tile), which still reach every kernel of a family
+ * (matrix-vector, small-n and large-n tiles) and leave out the middle layer shapes. */
+enum { ALL, SOME };
+static int runs(int sel, int k, int ns) { return sel == ALL || k < 3 || k == ns - 1; }
+
+/* Every type (with `few_types`, Q4_1 and Q4_K only: the two models' big matrices) over the shapes `sel`
+ * picks; the per-type line gives wall and process CPU seconds. */
+static void run_all(int sel, int few_types) {
   const char *only = getenv("ICL_TEST_TYPE"); /* e.g. ICL_TEST_TYPE=q4_k for one type */
   for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
     uint32_t t = TYPES[i];
     if (only && icl_type_from_name(only) != (int)t) continue;
+    if (few_types && t != ICL_TYPE_Q4_1 && t != ICL_TYPE_Q4_K) continue;
     double t0 = vt_now();
+    clock_t c0 = clock();
     const shape *s;
     int ns;
     shapes_of(t, &s, &ns);
     for (int k = 0; k < ns; k++)
-      if (!some || k < 3 || k == ns - 1) test_matmul(t, s[k], 100 * i + (uint64_t)k);
+      if (runs(sel, k, ns)) test_matmul(t, s[k], 100 * i + (uint64_t)k);
     test_get_rows(t, s[0].cols, 3, 7 + i);
-    if (!some) test_get_rows(t, s[ns - 2].cols, s[ns - 2].rows, 9 + i);
-    printf("%-5s ok in %.2f s\n", icl_type_name(t), vt_now() - t0);
+    if (sel == ALL) test_get_rows(t, s[ns - 2].cols, s[ns - 2].rows, 9 + i);
+    printf("%-5s ok in %.2f s (cpu %.2f s)\n", icl_type_name(t), vt_now() - t0,
+           (double)(clock() - c0) / CLOCKS_PER_SEC);
   }
 }
 
-int main(void) {
-  run_all(0);
+/* test_vk_matmul [--quick]: the other family of kernel shapes always runs `some` shapes. --quick runs
+ * `some` in this device's own family too, and the other family on Q4_1 and Q4_K only (its float and
+ * other block kernels are left to the full run): every type on the kernels the device runs. On
+ * lavapipe each type's pipelines cost LLVM seconds to compile; the shapes' sizes barely matter. */
+int main(int argc, char **argv) {
+  int quick = argc > 1 && !strcmp(argv[1], "--quick");
+  if (argc > 1 && !quick) {
+    fprintf(stderr, "usage: test_vk_matmul [--quick]\n");
+    return 2;
+  }
+  run_all(quick ? SOME : ALL, 0);
   vt_other_shape();
-  run_all(1);
+  run_all(SOME, quick);
   return vt_finish();
 }
