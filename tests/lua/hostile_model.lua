@@ -46,6 +46,12 @@ local ok, err = pcall(m.run, m, toks, {patch = {{hook = "blocks.0.hook_resid_pos
   value = icl.tensor.zeros(2, 256)}}})
 check(not ok and err:find("patch[1] (blocks.0.hook_resid_post)", 1, true) and err:find("positions 3..5", 1, true),
   "patch error names patch[1] and positions 3..5: " .. tostring(err))
+check(not ok and err:find("value of shape [2, 256]", 1, true) and err:find("expected [3, 256]", 1, true),
+  "patch error gives the value's shape and the expected one: " .. tostring(err))
+-- a value with the right element count but not the point's shape is refused too (nothing is guessed from a count)
+ok, err = pcall(m.run, m, toks, {add = {{hook = "blocks.0.hook_resid_post", value = icl.tensor.zeros(16, 16)}}})
+check(not ok and err:find("add[1] (blocks.0.hook_resid_post): value of shape [16, 16]", 1, true)
+  and err:find("expected [256] (one row, broadcast)", 1, true), "add of a [16, 16] value: " .. tostring(err))
 
 -- 11: streaming runs hand logits to on_chunk and keep none --------------------------------------------------
 local full = m:run(toks, {logits = "all"})
