@@ -38,6 +38,11 @@ int t_vulkan_built(void);
 icl_tensor *t_run_logits(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts,
                          icl_run_result *keep, const char *what);
 
+/* A tiny random llama model (Q8_0 weights, src/testmodel.h defaults) with the given seed, loaded on
+ * backend with n_ctx 32, the given chunk and one thread; the file is removed again. NULL (a failed check
+ * counted) if writing or loading fails. */
+icl_model *t_tiny_llama(const char *backend, uint64_t seed, int chunk);
+
 /* The capture named name in r, or NULL. */
 const icl_tensor *t_find_capture(const icl_run_result *r, const char *name);
 

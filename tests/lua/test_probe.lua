@@ -2,11 +2,7 @@
 -- folds, means and predictions are worked out by hand, and its errors.
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, errs = tl.check, tl.errs
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same = tl.same
 local probe = icl.linalg.ncm_probe
 
 -- rows (first column; the second is constant), labels 1 1 2 2 1 2. With 2 folds the j-th sample of each class

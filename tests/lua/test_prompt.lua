@@ -3,15 +3,7 @@
 local prompt, knockout = require "icl.prompt", require "icl.knockout"
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, errs = tl.check, tl.errs
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if type(a[i]) == "table" then
-      if not same(a[i], b[i]) then return false end
-    elseif a[i] ~= b[i] then return false end
-  end
-  return true
-end
+local same = tl.same
 
 -- a word-level tokenizer: " word", "word", single punctuation and "\n" are tokens; ids in order of first use
 local vocab, names = {}, {}

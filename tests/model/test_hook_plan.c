@@ -5,10 +5,8 @@
  * d 256, 4 heads of 64, 2 layers; 12 tokens in chunks of 8. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "hooks_plan.h"
-#include "testmodel.h"
 #include "testutil.h"
 
 #define NTOK 12
@@ -213,15 +211,7 @@ static void test_shape_errors(icl_model *m) {
 }
 
 static void test_backend(const char *backend) {
-  char path[256];
-  snprintf(path, sizeof path, "/tmp/icl-hookplan-%d-%s.gguf", (int)getpid(), backend);
-  icl_tiny_spec sp = {.arch = "llama", .wtype = ICL_TYPE_Q8_0, .seed = 9};
-  icl_error e = {0};
-  CHECK(icl_write_tiny_model(path, &sp, &e) == 0);
-  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 32, .chunk = 8, .n_threads = 1};
-  icl_model *m = NULL;
-  CHECKF(icl_model_load(path, &lo, &m, &e) == 0, "load on %s: %s", backend, e.msg);
-  unlink(path);
+  icl_model *m = t_tiny_llama(backend, 9, 8);
   if (!m) return;
   if (!strcmp(backend, "ref")) test_plan(m), test_shape_errors(m);
   test_apply(m, backend);
