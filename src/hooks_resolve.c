@@ -66,11 +66,15 @@ static int match_value(const req *q, const icl_tensor *t, vmap *out) {
   int nf = site_forms(q, f);
   int64_t npos = q->pe - q->pb;
   for (int i = 0; i < nf && can_broadcast(q); i++)
-    if (dims_are(t, 0, &f[i]) || (t->ndim >= 1 && t->shape[0] == 1 && dims_are(t, 1, &f[i])))
-      return *out = (vmap){1, f[i]}, 1;
+    if (dims_are(t, 0, &f[i]) || (t->ndim >= 1 && t->shape[0] == 1 && dims_are(t, 1, &f[i]))) {
+      *out = (vmap){1, f[i]};
+      return 1;
+    }
   for (int i = 0; i < nf && can_per_position(q); i++)
-    if (f[i].src != SRC_ONE_HEAD && t->ndim >= 1 && t->shape[0] == npos && dims_are(t, 1, &f[i]))
-      return *out = (vmap){npos, f[i]}, 1;
+    if (f[i].src != SRC_ONE_HEAD && t->ndim >= 1 && t->shape[0] == npos && dims_are(t, 1, &f[i])) {
+      *out = (vmap){npos, f[i]};
+      return 1;
+    }
   return 0;
 }
 
@@ -161,7 +165,7 @@ static int add_entry(struct icl_hookctx *hk, const icl_plan_entry *e, const char
   return ICL_OK;
 }
 
-/* Uploads rows*vrow floats to a new device buffer kept by the context. */
+/* Uploads `floats` floats to a new device buffer that the context keeps (and frees). */
 static int upload(struct icl_hookctx *hk, const float *host, int64_t floats, icl_buf **out, const char *name,
                   icl_error *err) {
   icl_backend *be = hk->s->m->be;
