@@ -1,8 +1,8 @@
 /* Hooks as resolve -> plan -> apply (src/hooks_plan.h): the plan entries each request resolves to (FILL per chosen
  * head, COPY from each accepted value layout, ADD over whole rows, MASK per knockout), what applying them does to
  * the site (captured at the same site, so after the plan: exact values against a clean run's capture, across a
- * chunk boundary), and the errors for values whose shape fits none of the site's layouts. Tiny llama model:
- * d 256, 4 heads of 64, 2 layers; 12 tokens in chunks of 8. */
+ * chunk boundary; ref, cpu and vulkan backends), and the errors for values whose shape fits none of the site's
+ * layouts. Tiny llama model: d 256, 4 heads of 64, 2 layers; 12 tokens in chunks of 8. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,5 +223,7 @@ int main(void) {
   for (int i = 0; i < NTOK; i++) TOKS[i] = (i * 53 + 7) % 256;
   test_backend("ref");
   test_backend("cpu");
+  if (t_vulkan_built()) test_backend("vulkan");
+  else printf("backend vulkan: not built (-DICL_VULKAN=OFF), not tested\n");
   return t_done();
 }
