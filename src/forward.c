@@ -14,9 +14,9 @@
     if (rc_) return rc_;        \
   } while (0)
 
-#define HOOK(layer, hp, view, heads) \
-  do {                               \
-    if (hk) TRY(icl_hook_point(hk, layer, hp, view, heads, err)); \
+#define HOOK(layer, hp, view)                               \
+  do {                                                      \
+    if (hk) TRY(icl_hook_point(hk, layer, hp, view, err)); \
   } while (0)
 
 /* A view of t's buffer with a new shape, starting `elems` f32 elements further. */
@@ -85,9 +85,9 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   icl_dt Vall = view3(&s->v[il], 0, hd, nkv, p0 + n);
   icl_dt P = view3(&a->pos, 0, n, 1, 1);
 
-  HOOK(il, HP_RESID_PRE, &X, 0);
+  HOOK(il, HP_RESID_PRE, &X);
   TRY(norm(m, &X, &L->attn_norm, &L->attn_norm_b, &H, err));
-  HOOK(il, HP_LN1, &H, 0);
+  HOOK(il, HP_LN1, &H);
 
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
   TRY(icl_op_matmul(be, &L->wq, &H, &Q2, err));
@@ -101,16 +101,16 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     TRY(icl_op_rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
     TRY(icl_op_rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
   }
-  HOOK(il, HP_Q, &Q, (int)nh);
-  if (!m->feat.smeared_key) HOOK(il, HP_K, &K, (int)nkv);
-  HOOK(il, HP_V, &V, (int)nkv);
+  HOOK(il, HP_Q, &Q);
+  if (!m->feat.smeared_key) HOOK(il, HP_K, &K);
+  HOOK(il, HP_V, &V);
   if (m->feat.pos == ICL_POS_ROPE) {
     TRY(icl_op_rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
     TRY(icl_op_rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
   }
   if (m->feat.smeared_key) { /* hook_k is the smeared key (after RoPE when both are on) */
     TRY(smear_keys(s, il, n, err));
-    HOOK(il, HP_K, &K, (int)nkv);
+    HOOK(il, HP_K, &K);
   }
 
   icl_attn_params ap = {.n_past = (int32_t)p0, .scale = m->feat.attn_scale, .window = L->window, .softcap = 0};
@@ -122,8 +122,8 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   const icl_dt *mask = NULL;
   if (hk) TRY(icl_hook_mask(hk, il, &mask, err));
   TRY(icl_op_attention(be, &Q, &Kall, &Vall, &ap, mask, &Z, pat, err));
-  if (pat) HOOK(il, HP_PATTERN, pat, (int)nh);
-  HOOK(il, HP_Z, &Z, (int)nh);
+  if (pat) HOOK(il, HP_PATTERN, pat);
+  HOOK(il, HP_Z, &Z);
 
   icl_dt Z2 = view3(&Z, 0, hd * nh, n, 1);
   if (hk && icl_hook_wants(hk, il, HP_RESULT)) {
@@ -137,7 +137,7 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
       if (present(&L->wo)) TRY(icl_op_matmul(be, &L->wo, &ZM, &O, err));
       TRY(icl_op_copy2d(be, present(&L->wo) ? &O : &ZM, 0, d, &R, h * d, d * nh, n, d, err));
     }
-    HOOK(il, HP_RESULT, &R, (int)nh);
+    HOOK(il, HP_RESULT, &R);
   }
   if (hk && icl_hook_modifies(hk, il, HP_RESULT)) { /* the (changed) per-head results make the output */
     icl_dt R = view3(&a->result, 0, d, nh, n);
@@ -155,11 +155,11 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   TRY(add_bias(be, &O, &L->bo, err));
   if (present(&L->post_attn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_attn_norm, hp->eps, &O, err));
-    HOOK(il, HP_LN1_POST, &O, 0);
+    HOOK(il, HP_LN1_POST, &O);
   }
-  HOOK(il, HP_ATTN_OUT, &O, 0);
+  HOOK(il, HP_ATTN_OUT, &O);
   TRY(icl_op_add(be, &X, &O, &X, err));
-  HOOK(il, HP_RESID_MID, &X, 0);
+  HOOK(il, HP_RESID_MID, &X);
   return ICL_OK;
 }
 
@@ -178,16 +178,16 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   icl_dt U = view3(&a->up, 0, ff, n, 1);
   icl_dt O = view3(&a->o, 0, d, n, 1);
   if (!present(&L->w_up)) { /* attention-only */
-    HOOK(il, HP_RESID_POST, &X, 0);
+    HOOK(il, HP_RESID_POST, &X);
     return ICL_OK;
   }
 
   TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
-  HOOK(il, HP_LN2, &H, 0);
+  HOOK(il, HP_LN2, &H);
   if (m->feat.gated_ffn) {
     TRY(icl_op_matmul(be, &L->w_gate, &H, &G, err));
     TRY(icl_op_matmul(be, &L->w_up, &H, &U, err));
-    HOOK(il, HP_MLP_PRE, &G, 0);
+    HOOK(il, HP_MLP_PRE, &G);
     if (m->arch->act == ICL_ACT_GELU)
       TRY(icl_op_geglu(be, &G, &U, &G, err));
     else
@@ -195,19 +195,19 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   } else {
     TRY(icl_op_matmul(be, &L->w_up, &H, &G, err));
     TRY(add_bias(be, &G, &L->b_up, err));
-    HOOK(il, HP_MLP_PRE, &G, 0);
+    HOOK(il, HP_MLP_PRE, &G);
     TRY(icl_op_gelu(be, &G, &G, err));
   }
-  HOOK(il, HP_MLP_POST, &G, 0);
+  HOOK(il, HP_MLP_POST, &G);
   TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
   TRY(add_bias(be, &O, &L->b_down, err));
   if (present(&L->post_ffn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_ffn_norm, m->hp.eps, &O, err));
-    HOOK(il, HP_LN2_POST, &O, 0);
+    HOOK(il, HP_LN2_POST, &O);
   }
-  HOOK(il, HP_MLP_OUT, &O, 0);
+  HOOK(il, HP_MLP_OUT, &O);
   TRY(icl_op_add(be, &X, &O, &X, err));
-  HOOK(il, HP_RESID_POST, &X, 0);
+  HOOK(il, HP_RESID_POST, &X);
   return ICL_OK;
 }
 
@@ -282,7 +282,7 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
     TRY(icl_op_get_rows(be, &m->pos_embd, &P, &O, err));
     TRY(icl_op_add(be, &X, &O, &X, err));
   }
-  HOOK(-1, HP_EMBED, &X, 0);
+  HOOK(-1, HP_EMBED, &X);
 
   for (int il = 0; il < m->hp.n_layer; il++) {
     TRY(attention_block(s, il, n, hk, err));
@@ -291,7 +291,7 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
 
   icl_dt H = view3(&a->h, 0, d, n, 1);
   TRY(norm(m, &X, &m->output_norm, &m->output_norm_b, &H, err));
-  HOOK(-1, HP_LN_FINAL, &H, 0);
+  HOOK(-1, HP_LN_FINAL, &H);
   if (m->feat.out == ICL_OUT_CLASSIFIER) TRY(classifier(s, n, err));
   s->n_past += n;
   return ICL_OK;

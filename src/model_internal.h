@@ -111,10 +111,10 @@ typedef enum icl_hp {
 /* Points outside layers use layer -1: HP_EMBED, HP_LN_FINAL */
 enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_COUNT };
 
-/* Called by the forward pass at each hook point with the chunk's view of the point.
- * heads: 0 for [inner, n] points, else the head count for [hd, heads, n] points (checked against the point's
- * layout, so a new architecture cannot announce a view the hooks would misread). Returns an error code. */
-int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, int heads, icl_error *err);
+/* Called by the forward pass at each hook point with the chunk's view of the point: [inner, n], or
+ * [hd, heads, n] per head (the view's shape is checked against the point's layout, so a new architecture cannot
+ * announce a view the hooks would misread). Applies the plan, the callback, the captures. Returns an error code. */
+int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, icl_error *err);
 
 /* 1 if the forward pass must compute point (layer, hp) (only hook_result is optional). */
 int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp);

@@ -1,8 +1,11 @@
 #include "testutil.h"
 
 #include "backend.h"
+#include "testmodel.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 int t_failed = 0, t_passed = 0;
 
@@ -40,4 +43,40 @@ int t_vulkan_built(void) {
   int rc = icl_vk_backend_new(-1, &v, &e);
   if (rc == ICL_OK) v->ops->destroy(v);
   return rc != ICL_EUNSUPPORTED;
+}
+
+icl_tensor *t_run_logits(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts,
+                         icl_run_result *keep, const char *what) {
+  icl_run_opts o = opts ? *opts : (icl_run_opts){0};
+  o.logits = ICL_LOGITS_ALL;
+  icl_run_result r;
+  icl_error e = {0};
+  if (icl_model_run(m, tokens, n, &o, &r, &e)) {
+    fprintf(stderr, "run %s: %s\n", what, e.msg);
+    return NULL;
+  }
+  icl_tensor *l = r.logits;
+  r.logits = NULL;
+  if (keep) *keep = r;
+  else icl_run_result_free(&r);
+  return l;
+}
+
+const icl_tensor *t_find_capture(const icl_run_result *r, const char *name) {
+  for (int i = 0; i < r->n_captures; i++)
+    if (!strcmp(r->names[i], name)) return r->captures[i];
+  return NULL;
+}
+
+icl_model *t_tiny_llama(const char *backend, uint64_t seed, int chunk) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/icl-tiny-%d-%s-%llu.gguf", (int)getpid(), backend, (unsigned long long)seed);
+  icl_tiny_spec sp = {.arch = "llama", .wtype = ICL_TYPE_Q8_0, .seed = seed};
+  icl_error e = {0};
+  CHECKF(icl_write_tiny_model(path, &sp, &e) == 0, "tiny model: %s", e.msg);
+  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 32, .chunk = chunk, .n_threads = 1};
+  icl_model *m = NULL;
+  CHECKF(icl_model_load(path, &lo, &m, &e) == 0, "load on %s: %s", backend, e.msg);
+  unlink(path);
+  return m;
 }

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "icl/model.h"
+
 extern int t_failed, t_passed;
 
 #define CHECK(cond)                                                                   \
@@ -30,6 +32,19 @@ void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
 
 /* 0 in a -DICL_VULKAN=OFF build (a missing device still counts as built: the test then fails, as it should). */
 int t_vulkan_built(void);
+
+/* Runs m on n tokens with opts (NULL: none; logits forced to "all"); returns the logits, or NULL after printing
+ * "run <what>: <message>". The rest of the result goes to *keep (free it with icl_run_result_free), or is freed. */
+icl_tensor *t_run_logits(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts,
+                         icl_run_result *keep, const char *what);
+
+/* A tiny random llama model (Q8_0 weights, src/testmodel.h defaults) with the given seed, loaded on
+ * backend with n_ctx 32, the given chunk and one thread; the file is removed again. NULL (a failed check
+ * counted) if writing or loading fails. */
+icl_model *t_tiny_llama(const char *backend, uint64_t seed, int chunk);
+
+/* The capture named name in r, or NULL. */
+const icl_tensor *t_find_capture(const icl_run_result *r, const char *name);
 
 /* Path under the source tree (ICL_SOURCE_DIR); returns a static buffer. */
 const char *t_src_path(const char *rel);

@@ -4,17 +4,9 @@
 # ICL_THREADS. Each must end in a clean error (exit 2, one message naming the thing), never a hang, a signal or
 # exit 0 with lost output. Env: ICL (the icl binary), ICL_TINY_MODEL (tests/tools/tiny_model.c).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ICL=${ICL:?set ICL to the icl binary}
 TINY=${ICL_TINY_MODEL:?set ICL_TINY_MODEL to the icl_tiny_model tool}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what" >&2; fi
-}
 run() { # run ARGS...: rc, stdout in $TMP/out, stderr in $TMP/err (10 s at most: a hang fails)
   timeout 10 "$ICL" "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
@@ -106,5 +98,4 @@ for v in 0 -3 abc; do
   expect2 "ICL_THREADS=$v" "ICL_THREADS='$v': expected an integer in 1..256"
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

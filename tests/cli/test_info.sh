@@ -2,18 +2,9 @@
 # icl info: a real vocabulary file, a generated model with tensors, malformed and missing files.
 # Env: ICL (the icl binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed".
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ICL=${ICL:?set ICL to the icl binary}
 SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what" >&2; fi
-}
 
 run() { # run ARGS...: sets rc, output in $TMP/out and $TMP/err
   "$ICL" info "$@" >"$TMP/out" 2>"$TMP/err"
@@ -127,5 +118,4 @@ else
   echo "SKIP: $SMOL not present (SmolLM2 checks skipped)"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

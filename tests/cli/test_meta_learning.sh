@@ -2,12 +2,10 @@
 # experiments/meta_learning.lua --quick: trains, measures, writes figures and summary.json; same seed -> same
 # summary; the measuring forward matches the trainer's logits; the metrics are attention fractions.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${ICL_SOURCE_DIR:-.}"
 ICL=${ICL:-build/icl}
-pass=0 fail=0
-check() { local what=$1; shift; if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what"; fi; }
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+d=$TMP # lib.sh made it and removes it
 "$ICL" script experiments/meta_learning.lua --quick --out "$d/a" >"$d/log" 2>&1; rc=$?
 check "quick run exits 0 (log: $(tail -3 "$d/log"))" [ "$rc" -eq 0 ]
 for f in summary.json accuracy.png accuracy.svg metrics.png metrics.svg attention_phase1_layer1.png final.gguf; do
@@ -43,5 +41,4 @@ print("ok")
 LUA
 out=$("$ICL" script "$d/check.lua" "$d/a/summary.json" 2>&1)
 check "summary values ($out)" [ "$out" = "ok" ]
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

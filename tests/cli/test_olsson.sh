@@ -3,12 +3,10 @@
 # --quick (SmolLM2; left out, and said so, when the model is absent): exit 0, figures, summary.json with scores
 # in range, the same bytes for the same seed (phase), the ablation table.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${ICL_SOURCE_DIR:-.}"
 ICL=${ICL:-build/icl}
-pass=0 fail=0
-check() { local what=$1; shift; if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what"; fi; }
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+d=$TMP # lib.sh made it and removes it
 "$ICL" script experiments/induction_phase.lua --quick --out "$d/a" >"$d/log" 2>&1; rc=$?
 check "phase quick run exits 0 (log: $(tail -3 "$d/log"))" [ "$rc" -eq 0 ]
 for f in summary.json per_token_losses.json loss.png loss.svg icl_score.png prefix_matching.png ptl_pca.png \
@@ -73,5 +71,4 @@ LUA
 else
   echo "SKIP (not counted): induction_heads_real --quick needs models/SmolLM2-135M-Instruct-Q4_1.gguf and data/shakespeare"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,16 +3,8 @@
 # 49152 tokens, 30 layers), the same seed gives the same file, and bad usage exits 2 with a message.
 # Env: ICL (the icl binary). Prints "N passed, N failed".
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ICL=${ICL:?set ICL to the icl binary}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what" >&2; fi
-}
 
 "$ICL" testmodel --like smollm2 -o "$TMP/a.gguf" --seed 3 >"$TMP/out" 2>&1
 check "testmodel exits 0: $(head -c 300 "$TMP/out")" [ $? -eq 0 ]
@@ -29,5 +21,4 @@ check "unknown --like exits 2" [ $? -eq 2 ]
 check "the message names it" grep -q "llama70b" "$TMP/err"
 "$ICL" testmodel --like gemma3 2>/dev/null
 check "missing -o exits 2" [ $? -eq 2 ]
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,21 +1,8 @@
 -- Hostile Lua input that needs a model (issue 16), run by tests/lua/test_hostile_model.c with TINY = a tiny random
 -- model: token, capture, knockout and hook lists whose __len lies; a capture name with a NUL; misspelt tokenize
 -- options; patch messages naming the entry with 1-based positions; streamed runs without full logits.
-local passed, failed = 0, 0
-
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-
-local function check_raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, check_raises = tl.check, tl.raises
 
 local function liar(len, value)
   return setmetatable({}, {__len = function() return len end, __index = function() return value end})
@@ -59,6 +46,12 @@ local ok, err = pcall(m.run, m, toks, {patch = {{hook = "blocks.0.hook_resid_pos
   value = icl.tensor.zeros(2, 256)}}})
 check(not ok and err:find("patch[1] (blocks.0.hook_resid_post)", 1, true) and err:find("positions 3..5", 1, true),
   "patch error names patch[1] and positions 3..5: " .. tostring(err))
+check(not ok and err:find("value of shape [2, 256]", 1, true) and err:find("expected [3, 256]", 1, true),
+  "patch error gives the value's shape and the expected one: " .. tostring(err))
+-- a value with the right element count but not the point's shape is refused too (nothing is guessed from a count)
+ok, err = pcall(m.run, m, toks, {add = {{hook = "blocks.0.hook_resid_post", value = icl.tensor.zeros(16, 16)}}})
+check(not ok and err:find("add[1] (blocks.0.hook_resid_post): value of shape [16, 16]", 1, true)
+  and err:find("expected [256] (one row, broadcast)", 1, true), "add of a [16, 16] value: " .. tostring(err))
 
 -- 11: streaming runs hand logits to on_chunk and keep none --------------------------------------------------
 local full = m:run(toks, {logits = "all"})
@@ -78,5 +71,4 @@ local kept = m:run(toks, {logits = "all", stream = false, on_chunk = function() 
 check(kept.logits and kept.logits:shape()[1] == #toks, "stream = false keeps the full logits")
 m:close()
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " hostile model checks failed") end
+tl.done()

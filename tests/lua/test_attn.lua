@@ -3,19 +3,8 @@
 -- The model: d = 4, one head of 4, norm none, no positions, W_q = W_k = 0 (uniform causal attention),
 -- W_v = I, no W_O, classifier with no hidden layer, output = I plus a bias. So with x_i = E[t_i] + inputs_i
 -- (E[-1] = 0): logits_i = x_i + mean_{j <= i} x_j + bias.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-local function raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, raises = tl.check, tl.raises
 
 local D, V = 4, 3 -- width, token rows
 local E = { { 1, 0, 0, 2 }, { 0, -1, 0.5, 0 }, { 0.25, 0.25, -2, 1 } }
@@ -119,5 +108,4 @@ for _, backend in ipairs({ "ref", "cpu" }) do
 end
 os.remove(path)
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then os.exit(1) end
+tl.done()

@@ -1,17 +1,8 @@
 -- The experiment library: icl.experiment (options, --quick, usage, output folder, layer check, checked figure
 -- saves, report), graph.hex_lattice against networkx, metrics.by_range / present / energy_with_null /
 -- energy_curve on hand-computed values, and plot saves in several formats with sanitised titles.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, e = pcall(f)
-  if ok then return false end
-  local found = tostring(e):find(pat, 1, true) ~= nil
-  if not found then print("  error was: " .. tostring(e)) end
-  return found
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, raises = tl.check, tl.raises
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-9) end
 local function exists(p) local f = io.open(p, "rb") if f then f:close() return true end return false end
 local tmp = os.tmpname()
@@ -38,7 +29,7 @@ check(#icl.experiment.WORDS == 30 and icl.experiment.words(10)[10] == "sand", "o
 local M = icl.metrics
 local br = M.by_range({1, 2, 3, 4, 5}, {{0, 2}, {4, 9}, {7, 9}})
 check(#br == 2 and br[1].from == 0 and near(br[1].mean, 1.5) and near(br[2].mean, 4.5), "by_range clips and drops")
-check(errs(function() M.by_range({1}, {{1, "x"}}) end, "ranges[1]"), "by_range names the bad range")
+raises(function() M.by_range({1}, {{1, "x"}}) end, "ranges[1]", "by_range names the bad range")
 local X = icl.tensor.from({{0}, {1}, {2}})
 local path = icl.graph.from_edges({"a", "b", "c"}, {{1, 2}, {2, 3}})
 local en = M.energy_with_null(X, path.edges, 3000, icl.rng.new(5))
@@ -63,19 +54,19 @@ check(e.o.walks == 2 and e.o.out == tmp and e.o.seed == 42 and e.o.model:find("S
 spec.argv = {"--quick", "--walks", "5", "--out", tmp}
 check(X_(spec).o.walks == 5, "--quick keeps sizes given")
 spec.argv = {"--bogus", "1"}
-check(errs(function() X_(spec) end, "unknown option --bogus"), "unknown option")
+raises(function() X_(spec) end, "unknown option --bogus", "unknown option")
 spec.argv = {"--out", "/proc/icl-no/such"}
-check(errs(function() X_(spec) end, "--out /proc/icl-no/such: cannot write there"), "unwritable out before work")
+raises(function() X_(spec) end, "--out /proc/icl-no/such: cannot write there", "unwritable out before work")
 e.m = {n_layers = 30}
 check(e:layer() == 24, "default layer 80% of the depth")
 e.o.layer = 30
-check(errs(function() e:layer() end, "--layer 30: the model has layers 0..29"), "layer range")
+raises(function() e:layer() end, "--layer 30: the model has layers 0..29", "layer range")
 local fig = icl.plot.line{series = {{y = {1, 2, 3}}}, title = "bad \xff\xfe utf-8 \1 title"}
 e:figure(fig, "curve")
 check(exists(tmp .. "/curve.png") and exists(tmp .. "/curve.svg"), "figure writes every format (title sanitised)")
 e.o.out = "/proc/icl-no"
-check(errs(function() e:figure(fig, "curve") end, "saving figure /proc/icl-no/curve"), "failed save raises")
-check(errs(function() fig:save(tmp .. "/x", {"png", "jpg"}) end, "formats[2]"), "bad format")
+raises(function() e:figure(fig, "curve") end, "saving figure /proc/icl-no/curve", "failed save raises")
+raises(function() fig:save(tmp .. "/x", {"png", "jpg"}) end, "formats[2]", "bad format")
 e.o.out = tmp
 e:report({n = 1}, {})
 local j = icl.json.read(tmp .. "/summary.json")
@@ -83,5 +74,4 @@ check(j and j.n == 1 and j.experiment == "t" and j.seed == 42, "report writes su
 for _, f in ipairs({"curve.png", "curve.svg", "summary.json"}) do os.remove(tmp .. "/" .. f) end
 os.remove(tmp)
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

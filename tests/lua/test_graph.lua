@@ -1,15 +1,7 @@
 -- icl.graph: lattices, edges, adjacency, walks, pairs, text and token checks (with a stand-in tokenizer).
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, errs, raises = tl.check, tl.errs, tl.raises
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if type(a[i]) == "table" then
-      if not same(a[i], b[i]) then return false end
-    elseif a[i] ~= b[i] then return false end
-  end
-  return true
-end
+local same = tl.same
 local words16 = { "apple", "bird", "car", "egg", "house", "milk", "plane", "opera",
                   "box", "sand", "sun", "mango", "rock", "math", "code", "phone" }
 

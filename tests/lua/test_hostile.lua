@@ -3,21 +3,8 @@
 -- duplicate names, invalid UTF-8 in json.encode, stale temporary files. Each must be a clean Lua error naming the
 -- argument (or nil, message), never a crash.
 local T = icl.tensor
-local passed, failed = 0, 0
-
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-
-local function check_raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, check_raises = tl.check, tl.raises
 
 local function liar(len, value)
   return setmetatable({}, {__len = function() return len end, __index = function() return value end})
@@ -117,5 +104,4 @@ check(utf8.len(j) ~= nil, "the whole document is valid UTF-8")
 check(icl.json.decode(j).name == "ok\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "decodes to replacement characters")
 
 os.execute("rm -rf " .. dir)
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " hostile-input checks failed") end
+tl.done()

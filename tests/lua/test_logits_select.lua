@@ -8,17 +8,8 @@ if not io.open(PATH, "rb") then
   os.exit(77, true)
 end
 
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else
-    failed = failed + 1
-    io.stderr:write(debug.traceback("FAIL: " .. what, 2), "\n")
-  end
-end
-local function raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  check(not ok and tostring(err):find(pattern, 1, true) ~= nil, what .. " (got: " .. tostring(err) .. ")")
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, raises = tl.check, tl.raises
 
 -- float64 log-sum-exp of row r (1-based) of a [n, V] tensor
 local function lse_of(full, r)
@@ -89,5 +80,4 @@ for _, cfg in ipairs({{chunk = 8, len = 40}, {chunk = 400, len = 360}}) do
   m:close()
 end
 
-print(("%d passed, %d failed"):format(passed, failed))
-if failed > 0 then os.exit(1) end
+tl.done()

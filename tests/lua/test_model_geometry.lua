@@ -1,10 +1,9 @@
 -- The attention geometry on the model object (m.rope_style, m.rope_base, m.window, m.attn_scale, m.layer_kind,
 -- m.layer_rope_base) for SmolLM2 and Gemma 3, against their GGUF metadata and the architecture tables of
 -- docs/hooks.md. Exits 77 (skipped) when neither model file is present.
-local passed, failed, ran = 0, 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check = tl.check
+local ran = 0
 local function present(p) local f = io.open(p, "rb") if f then f:close() return true end return false end
 
 local SMOL, GEMMA = "models/SmolLM2-135M-Instruct-Q4_1.gguf", "models/gemma-3-270m-Q4_K_M.gguf"
@@ -47,5 +46,4 @@ if present(GEMMA) then
   check(ok, "Gemma: every 6th layer (5, 11, 17) global with base 1e6, the others sliding with base 1e4")
 end
 if ran == 0 then print("SKIPPED: no model file present") os.exit(77, true) end
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then error(failed .. " checks failed") end
+tl.done()

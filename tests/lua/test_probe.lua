@@ -1,18 +1,8 @@
 -- icl.linalg.ncm_probe: the nearest-class-mean classifier with stratified k-fold cross-validation, on data whose
 -- folds, means and predictions are worked out by hand, and its errors.
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs = tl.check, tl.errs
+local same = tl.same
 local probe = icl.linalg.ncm_probe
 
 -- rows (first column; the second is constant), labels 1 1 2 2 1 2. With 2 folds the j-th sample of each class
@@ -49,5 +39,4 @@ check(errs(function() probe(X, {1, 1, 2, 2, 1, 0}) end, "labels must be integers
 check(errs(function() probe(X, labels, {folds = 7}) end, "folds must be in [2, rows]"), "too many folds")
 check(errs(function() probe(icl.tensor.from{1, 2}, {1, 2}) end, "expected a 2-d tensor"), "1-d input")
 
-print(("%d passed, %d failed"):format(passed, failed))
-os.exit(failed == 0 and 0 or 1)
+tl.done()

@@ -1,23 +1,9 @@
 -- icl.prompt: template parsing, piecewise tokenization with role positions, the boundary check, label ids and
 -- the label-logit read-out; icl.knockout: edge sets from role positions, random edges, layer ranges.
 local prompt, knockout = require "icl.prompt", require "icl.knockout"
-local passed, failed = 0, 0
-local function check(cond, what)
-  if cond then passed = passed + 1 else failed = failed + 1; print("FAIL: " .. what) end
-end
-local function errs(f, pat)
-  local ok, msg = pcall(f)
-  return not ok and tostring(msg):find(pat, 1, true) ~= nil
-end
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if type(a[i]) == "table" then
-      if not same(a[i], b[i]) then return false end
-    elseif a[i] ~= b[i] then return false end
-  end
-  return true
-end
+local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
+local check, errs = tl.check, tl.errs
+local same = tl.same
 
 -- a word-level tokenizer: " word", "word", single punctuation and "\n" are tokens; ids in order of first use
 local vocab, names = {}, {}
@@ -125,5 +111,4 @@ check(#rg == 4 and rg[1].first == 0 and rg[1].last == 6 and rg[2].first == 7 and
 local rg18 = knockout.ranges(18, 4)
 check(rg18[1].last == 3 and rg18[2].last == 8 and rg18[3].last == 12 and rg18[4].last == 17, "quarters of 18 layers")
 
-print(("%d passed, %d failed"):format(passed, failed))
-os.exit(failed == 0 and 0 or 1)
+tl.done()

@@ -1,11 +1,7 @@
 -- icl.rng: known first values (xoshiro256** seeded through splitmix64), ranges, sampling, tensors, errors.
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, errs, raises = tl.check, tl.errs, tl.raises
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same = tl.same
 local function draws(seed, n, f)
   local r, out = icl.rng.new(seed), {}
   for i = 1, n do out[i] = f(r) end

@@ -3,11 +3,7 @@
 -- reloads to the same outputs, bad calls raise clear errors.
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check = tl.check
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same = tl.same
 
 local V, T, SEG = 16, 16, 4
 local function train(steps, dir)

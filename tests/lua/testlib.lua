@@ -1,7 +1,8 @@
 -- The Lua tests' shared helpers (not a test: ctest runs tests/lua/test_*.lua). Load it with
 --   local t = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 -- check counts a result; errs tells whether a call raises with a message containing a text; raises checks that;
--- done prints the counts and raises if any check failed, so `icl script` exits non-zero.
+-- same compares two lists element by element (nested lists too); done prints the counts and raises if any check
+-- failed, so `icl script` exits non-zero.
 local t = {passed = 0, failed = 0}
 
 function t.check(cond, what)
@@ -22,6 +23,17 @@ end
 function t.raises(fn, pattern, what)
   local ok, msg = t.errs(fn, pattern)
   t.check(ok, what .. " (got: " .. tostring(msg) .. ")")
+end
+
+-- true if lists a and b have the same length and equal elements; elements that are tables compare as lists.
+function t.same(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do
+    if type(a[i]) == "table" and type(b[i]) == "table" then
+      if not t.same(a[i], b[i]) then return false end
+    elseif a[i] ~= b[i] then return false end
+  end
+  return true
 end
 
 function t.done()

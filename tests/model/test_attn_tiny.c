@@ -74,25 +74,8 @@ static icl_model *load(const char *path, const char *backend, int chunk) {
 /* Logits of a run (all positions) with the config's inputs and extra options; keep receives the captures. */
 static icl_tensor *run(icl_model *m, int c, const int32_t *t, const icl_run_opts *base, icl_run_result *keep) {
   icl_run_opts o = base ? *base : (icl_run_opts){0};
-  o.logits = ICL_LOGITS_ALL;
   o.inputs = inputs[c], o.inputs_width = CFGS[c].spec.input_length;
-  icl_run_result r;
-  icl_error e = {0};
-  if (icl_model_run(m, t, NTOK, &o, &r, &e)) {
-    fprintf(stderr, "run %s: %s\n", CFGS[c].name, e.msg);
-    return NULL;
-  }
-  icl_tensor *l = r.logits;
-  r.logits = NULL;
-  if (keep) *keep = r;
-  else icl_run_result_free(&r);
-  return l;
-}
-
-static const icl_tensor *find(const icl_run_result *r, const char *name) {
-  for (int i = 0; i < r->n_captures; i++)
-    if (!strcmp(r->names[i], name)) return r->captures[i];
-  return NULL;
+  return t_run_logits(m, t, NTOK, &o, keep, CFGS[c].name);
 }
 
 static int same(const icl_tensor *a, const icl_tensor *b) {
@@ -155,7 +138,7 @@ static void check_smeared_k(const char *path, int c, const icl_run_result *r, co
   const icl_gguf_tensor *wk = icl_gguf_find_tensor(g, "blk.0.attn_k.weight"),
                         *bk = icl_gguf_find_tensor(g, "blk.0.attn_k.bias"),
                         *al = icl_gguf_find_tensor(g, "blk.0.attn_smear");
-  const icl_tensor *h = find(r, "blocks.0.ln1.hook_normalized"), *k = find(r, "blocks.0.attn.hook_k");
+  const icl_tensor *h = t_find_capture(r, "blocks.0.ln1.hook_normalized"), *k = t_find_capture(r, "blocks.0.attn.hook_k");
   int d = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd;
   float *W = malloc((size_t)(d * qd) * sizeof *W);
   if (wk) icl_ref_dequant(wk->type, wk->data, W, (int64_t)d * qd);
@@ -182,24 +165,24 @@ static void check_smeared_k(const char *path, int c, const icl_run_result *r, co
 static void check_stream(int c, const icl_run_result *r, const icl_hparams *hp) {
   int64_t d = hp->n_embd;
   char a[64], b[64], o[64];
-  CHECK(same(find(r, "hook_embed"), find(r, "blocks.0.hook_resid_pre")));
+  CHECK(same(t_find_capture(r, "hook_embed"), t_find_capture(r, "blocks.0.hook_resid_pre")));
   double worst = 0;
   for (int l = 0; l < hp->n_layer; l++) {
     snprintf(a, sizeof a, "blocks.%d.hook_resid_pre", l), snprintf(b, sizeof b, "blocks.%d.hook_attn_out", l);
     snprintf(o, sizeof o, "blocks.%d.hook_resid_mid", l);
-    const icl_tensor *pre = find(r, a), *ao = find(r, b), *mid = find(r, o);
+    const icl_tensor *pre = t_find_capture(r, a), *ao = t_find_capture(r, b), *mid = t_find_capture(r, o);
     CHECKF(pre && ao && mid, "%s: layer %d stream points missing", CFGS[c].name, l);
     for (int64_t i = 0; pre && ao && mid && i < NTOK * d; i++)
       worst = fmax(worst, fabs(pre->data[i] + ao->data[i] - mid->data[i]));
     if (l + 1 < hp->n_layer) {
       snprintf(a, sizeof a, "blocks.%d.hook_resid_post", l), snprintf(b, sizeof b, "blocks.%d.hook_resid_pre", l + 1);
-      CHECK(same(find(r, a), find(r, b)));
+      CHECK(same(t_find_capture(r, a), t_find_capture(r, b)));
     }
   }
   CHECKF(worst < 1e-5, "%s: resid_pre + attn_out != resid_mid (%g)", CFGS[c].name, worst);
   if (!CFGS[c].spec.no_wo) return;
-  const icl_tensor *z = find(r, "blocks.0.attn.hook_z"), *ao = find(r, "blocks.0.hook_attn_out"),
-                   *res = find(r, "blocks.0.attn.hook_result");
+  const icl_tensor *z = t_find_capture(r, "blocks.0.attn.hook_z"), *ao = t_find_capture(r, "blocks.0.hook_attn_out"),
+                   *res = t_find_capture(r, "blocks.0.attn.hook_result");
   CHECKF(z && ao && z->numel == ao->numel && !memcmp(z->data, ao->data, (size_t)ao->numel * 4),
          "%s: without W_O attn_out is not hook_z", CFGS[c].name);
   int nh = hp->n_head, hd = hp->head_dim, bad = 0;

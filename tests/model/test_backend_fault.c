@@ -3,10 +3,8 @@
  * returning logits (before, a failed knockout-mask upload was read as "no knockout": un-ablated logits). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model_internal.h"
-#include "testmodel.h"
 #include "testutil.h"
 
 #define NTOK 20
@@ -62,15 +60,8 @@ static int run(icl_model *m, const int32_t *toks, icl_run_result *r, icl_error *
 
 static void test_backend(const char *backend, int sticky_) {
   sticky = sticky_;
-  char path[256];
-  snprintf(path, sizeof path, "/tmp/icl-fault-%d-%s.gguf", (int)getpid(), backend);
-  icl_tiny_spec sp = {.arch = "llama", .wtype = ICL_TYPE_Q8_0, .seed = 5};
   icl_error e = {0};
-  CHECK(icl_write_tiny_model(path, &sp, &e) == 0);
-  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 32, .chunk = 8, .n_threads = 1};
-  icl_model *m = NULL;
-  CHECKF(icl_model_load(path, &lo, &m, &e) == 0, "load on %s: %s", backend, e.msg);
-  unlink(path);
+  icl_model *m = t_tiny_llama(backend, 5, 8);
   if (!m) return;
   int32_t toks[NTOK];
   for (int i = 0; i < NTOK; i++) toks[i] = (i * 37 + 11) % 256;

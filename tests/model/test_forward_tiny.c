@@ -25,26 +25,9 @@ static icl_model *load(const char *path, const char *backend) {
 }
 
 static icl_tensor *run_logits(icl_model *m, const int32_t *t, const icl_run_opts *base, icl_run_result *keep) {
-  icl_run_opts o = base ? *base : (icl_run_opts){0};
-  o.logits = ICL_LOGITS_ALL;
-  icl_run_result r;
-  icl_error e = {0};
-  if (icl_model_run(m, t, NTOK, &o, &r, &e)) {
-    fprintf(stderr, "run: %s\n", e.msg);
-    return NULL;
-  }
-  icl_tensor *l = r.logits;
-  r.logits = NULL;
-  if (keep) *keep = r;
-  else icl_run_result_free(&r);
-  return l;
+  return t_run_logits(m, t, NTOK, base, keep, "tiny");
 }
-
-static const icl_tensor *find(const icl_run_result *r, const char *name) {
-  for (int i = 0; i < r->n_captures; i++)
-    if (!strcmp(r->names[i], name)) return r->captures[i];
-  return NULL;
-}
+static const icl_tensor *find(const icl_run_result *r, const char *name) { return t_find_capture(r, name); }
 
 /* Tolerance per backend: float32 arithmetic in another order than the reference's doubles. */
 static double tol(const char *backend) { return !strcmp(backend, "ref") ? 1e-9 : 2e-3; }

@@ -1,0 +1,295 @@
+/* Resolve: every intervention request of a run becomes plan entries (hooks_plan.h), matched on the shape of
+ * the site's tensor and on the shape of the caller's value, so that apply is a loop of fill/copy/add over
+ * spans. A value whose shape fits none of the site's layouts is an error naming the request, the hook, the
+ * given shape and the expected ones; nothing is guessed from an element count. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hooks_plan.h"
+
+/* Where a value row's columns come from, per selected head j. */
+enum { SRC_ROW, SRC_ALL_HEADS, SRC_SEL_HEADS, SRC_ONE_HEAD };
+
+/* A per-position layout a value row may have at a site: its dims and where each selected head's block lies. */
+typedef struct form {
+  int64_t d[2];
+  int nd, src;
+} form;
+
+/* One request at one site while it is resolved. */
+typedef struct req {
+  const icl_intervention *v;
+  char name[192]; /* "patch[1] (blocks.0.hook_z)", or the hook name alone */
+  int layer, hp;
+  icl_hk_geom g;
+  int64_t pb, pe;
+  int *heads, nsel;
+} req;
+
+/* How the value maps onto the request: rows 1 (broadcast) or one per position, and its row layout. */
+typedef struct vmap {
+  int64_t rows;
+  form f;
+} vmap;
+
+/* The row layouts of a site, in matching order: all heads before the chosen ones (as when both could be meant,
+ * e.g. a reordered full head list), one head's block (every chosen head gets it) only when broadcast. */
+static int site_forms(const req *q, form *f) {
+  if (!q->g.heads) {
+    f[0] = (form){{q->g.row, 0}, 1, SRC_ROW};
+    return 1;
+  }
+  int64_t hs = q->g.hsz, nh = q->g.heads, ns = q->nsel;
+  f[0] = (form){{nh, hs}, 2, SRC_ALL_HEADS};
+  f[1] = (form){{nh * hs, 0}, 1, SRC_ALL_HEADS};
+  f[2] = (form){{ns, hs}, 2, SRC_SEL_HEADS};
+  f[3] = (form){{ns * hs, 0}, 1, SRC_SEL_HEADS};
+  f[4] = (form){{hs, 0}, 1, SRC_ONE_HEAD};
+  return 5;
+}
+
+/* 1 if the value's trailing dims (from index lead) are the form's. */
+static int dims_are(const icl_tensor *t, int lead, const form *f) {
+  if (t->ndim != lead + f->nd) return 0;
+  for (int i = 0; i < f->nd; i++)
+    if (t->shape[lead + i] != f->d[i]) return 0;
+  return 1;
+}
+
+static int can_broadcast(const req *q) { return q->v->kind != ICL_IV_PATCH; }
+static int can_per_position(const req *q) { return q->v->kind != ICL_IV_MEAN; }
+
+/* Matches the value's shape: broadcast ([row] or [1, row]) first, then one row per position ([n_pos, row]). */
+static int match_value(const req *q, const icl_tensor *t, vmap *out) {
+  form f[5];
+  int nf = site_forms(q, f);
+  int64_t npos = q->pe - q->pb;
+  for (int i = 0; i < nf && can_broadcast(q); i++)
+    if (dims_are(t, 0, &f[i]) || (t->ndim >= 1 && t->shape[0] == 1 && dims_are(t, 1, &f[i]))) {
+      *out = (vmap){1, f[i]};
+      return 1;
+    }
+  for (int i = 0; i < nf && can_per_position(q); i++)
+    if (f[i].src != SRC_ONE_HEAD && t->ndim >= 1 && t->shape[0] == npos && dims_are(t, 1, &f[i])) {
+      *out = (vmap){npos, f[i]};
+      return 1;
+    }
+  return 0;
+}
+
+static void append(char *buf, size_t cap, const char *s) {
+  size_t l = strlen(buf);
+  if (l < cap) snprintf(buf + l, cap - l, "%s", s);
+}
+
+/* 1 if an earlier form has form i's dims (one head chosen: [hsz] is both the chosen heads and one head). */
+static int same_dims_before(const form *f, int i) {
+  for (int j = 0; j < i; j++)
+    if (f[j].nd == f[i].nd && f[j].d[0] == f[i].d[0] && (f[i].nd == 1 || f[j].d[1] == f[i].d[1])) return 1;
+  return 0;
+}
+
+/* "[3, 576] (one row per position)" and the like: every shape match_value accepts here. */
+static const char *expected_text(const req *q, char *buf, size_t cap) {
+  form f[5];
+  int nf = site_forms(q, f);
+  buf[0] = 0;
+  for (int per = 0; per < 2; per++) {
+    if (per ? !can_per_position(q) : !can_broadcast(q)) continue;
+    if (buf[0]) append(buf, cap, " or ");
+    for (int i = 0, shown = 0; i < nf; i++) {
+      if ((per && f[i].src == SRC_ONE_HEAD) || same_dims_before(f, i)) continue;
+      char s[64];
+      int n = snprintf(s, sizeof s, "%s[", shown++ ? ", " : "");
+      if (per) n += snprintf(s + n, sizeof s - (size_t)n, "%lld, ", (long long)(q->pe - q->pb));
+      n += snprintf(s + n, sizeof s - (size_t)n, "%lld", (long long)f[i].d[0]);
+      if (f[i].nd == 2) snprintf(s + n, sizeof s - (size_t)n, ", %lld]", (long long)f[i].d[1]);
+      else snprintf(s + n, sizeof s - (size_t)n, "]");
+      append(buf, cap, s);
+    }
+    append(buf, cap, per ? " (one row per position)" : " (one row, broadcast)");
+  }
+  return buf;
+}
+
+static const char *shape_text(const icl_tensor *t, char *buf, size_t cap) {
+  snprintf(buf, cap, "[");
+  for (int i = 0; i < t->ndim; i++) {
+    char s[32];
+    snprintf(s, sizeof s, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    append(buf, cap, s);
+  }
+  append(buf, cap, "]");
+  return buf;
+}
+
+static int value_error(const req *q, const icl_tensor *t, icl_error *err) {
+  char got[96], want[512];
+  return icl_error_set(err, ICL_EINVAL,
+                       "%s: value of shape %s fits none of the point's layouts; expected %s (positions "
+                       "%lld..%lld, 1-based: %lld of them)", q->name, shape_text(t, got, sizeof got),
+                       expected_text(q, want, sizeof want), (long long)q->pb + 1, (long long)q->pe,
+                       (long long)(q->pe - q->pb));
+}
+
+/* Column offset in a value row of selected head j's block. */
+static int64_t src_col(const req *q, const form *f, int j) {
+  if (f->src == SRC_ALL_HEADS) return (int64_t)q->heads[j] * q->g.hsz;
+  if (f->src == SRC_SEL_HEADS) return (int64_t)j * q->g.hsz;
+  return 0;
+}
+
+/* Packs the value as rows of the chosen columns (nsel*hsz or row floats), times coef for ADD; a broadcast MEAN
+ * row is repeated for every position so that device copies never need a zero stride. */
+static float *pack_value(const req *q, const icl_tensor *t, const vmap *vm, int64_t rows, int64_t vrow) {
+  float *host = malloc((size_t)(rows * vrow) * sizeof *host);
+  if (!host) return NULL;
+  int64_t src_row = vm->f.nd == 2 ? vm->f.d[0] * vm->f.d[1] : vm->f.d[0];
+  int blocks = q->g.heads ? q->nsel : 1;
+  int64_t width = q->g.heads ? q->g.hsz : q->g.row;
+  float scale = q->v->kind == ICL_IV_ADD ? q->v->coef : 1.0f;
+  for (int64_t r = 0; r < rows; r++)
+    for (int j = 0; j < blocks; j++) {
+      const float *src = t->data + (vm->rows == 1 ? 0 : r) * src_row + src_col(q, &vm->f, j);
+      for (int64_t e = 0; e < width; e++) host[r * vrow + j * width + e] = src[e] * scale;
+    }
+  return host;
+}
+
+static int add_entry(struct icl_hookctx *hk, const icl_plan_entry *e, const char *name, icl_error *err) {
+  icl_plan_entry *p = realloc(hk->plan, (size_t)(hk->nplan + 1) * sizeof *p);
+  if (!p) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory for the plan", name);
+  hk->plan = p;
+  hk->plan[hk->nplan++] = *e;
+  return ICL_OK;
+}
+
+/* Uploads `floats` floats to a new device buffer that the context keeps (and frees). */
+static int upload(struct icl_hookctx *hk, const float *host, int64_t floats, icl_buf **out, const char *name,
+                  icl_error *err) {
+  icl_backend *be = hk->s->m->be;
+  icl_buf **nb = realloc(hk->vbufs, (size_t)(hk->nvbufs + 1) * sizeof *nb);
+  if (!nb) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory", name);
+  hk->vbufs = nb;
+  int rc = be->ops->buf_alloc(be, (size_t)floats * 4, ICL_BUF_ACT, out, err);
+  if (rc) return rc;
+  hk->vbufs[hk->nvbufs++] = *out;
+  return be->ops->write(be, *out, 0, host, (size_t)floats * 4, err);
+}
+
+/* The span entries of a request: one per chosen head of a per-head point (ADD: the whole row), else one. */
+static int span_entries(struct icl_hookctx *hk, const req *q, icl_plan_entry base, icl_error *err) {
+  int per_head = q->g.heads && base.op != ICL_PLAN_ADD;
+  int rc = ICL_OK;
+  for (int j = 0; j < (per_head ? q->nsel : 1) && !rc; j++) {
+    icl_plan_entry e = base;
+    e.col = per_head ? (int64_t)q->heads[j] * q->g.hsz : 0;
+    e.ncol = per_head ? q->g.hsz : q->g.row;
+    e.vcol = per_head && base.op == ICL_PLAN_COPY ? (int64_t)j * q->g.hsz : 0;
+    rc = add_entry(hk, &e, q->name, err);
+  }
+  return rc;
+}
+
+/* MEAN, PATCH, ADD: match, pack and upload the value, then its COPY or ADD entries. */
+static int value_entries(struct icl_hookctx *hk, const req *q, icl_plan_entry base, icl_error *err) {
+  const icl_tensor *t = q->v->value;
+  if (!t) return icl_error_set(err, ICL_EINVAL, "%s: this intervention needs a value tensor", q->name);
+  vmap vm;
+  if (!match_value(q, t, &vm)) return value_error(q, t, err);
+  int64_t npos = q->pe - q->pb, rows = q->v->kind == ICL_IV_MEAN ? npos : vm.rows;
+  int64_t vrow = q->g.heads ? q->nsel * q->g.hsz : q->g.row;
+  float *host = pack_value(q, t, &vm, rows, vrow);
+  if (!host) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory for the value", q->name);
+  int rc = upload(hk, host, rows * vrow, &base.vbuf, q->name, err);
+  free(host);
+  if (rc) return rc;
+  base.op = q->v->kind == ICL_IV_ADD ? ICL_PLAN_ADD : ICL_PLAN_COPY;
+  base.vstride = vrow;
+  base.vrows = rows;
+  return span_entries(hk, q, base, err);
+}
+
+/* Checks what the request may do at this site and fills in its positions and heads. */
+static int check_request(struct icl_hookctx *hk, req *q, icl_error *err) {
+  const icl_intervention *v = q->v;
+  if (q->hp == HP_PATTERN)
+    return icl_error_set(err, ICL_EINVAL, "%s: the pattern is an output; use a knockout to change attention", q->name);
+  int rc = icl_hk_pos_range(v->pos_begin, v->pos_end, hk->n, &q->pb, &q->pe, q->name, err);
+  if (rc) return rc;
+  if (v->heads && !q->g.heads)
+    return icl_error_set(err, ICL_EINVAL, "%s: heads given for a point without heads", q->name);
+  if (v->heads && v->kind == ICL_IV_ADD)
+    return icl_error_set(err, ICL_EINVAL, "%s: add acts on the whole point; heads are not supported", q->name);
+  if (q->g.heads) return icl_hk_head_list(v->heads, v->n_heads, q->g.heads, q->name, &q->heads, &q->nsel, err);
+  return ICL_OK;
+}
+
+static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *point, void *ud, icl_error *err) {
+  req q = {.v = ud, .layer = layer, .hp = hp, .g = icl_hk_geom_of(hk->s->m, hp)};
+  if (q.v->label) snprintf(q.name, sizeof q.name, "%s (%s)", q.v->label, point); /* "patch[1] (blocks.0.hook_z)" */
+  else snprintf(q.name, sizeof q.name, "%s", point);
+  int rc = check_request(hk, &q, err);
+  icl_plan_entry base = {.op = ICL_PLAN_FILL, .layer = layer, .hp = hp, .pb = q.pb, .pe = q.pe, .row = q.g.row};
+  if (!rc && q.v->kind == ICL_IV_ZERO) rc = span_entries(hk, &q, base, err);
+  else if (!rc && (q.v->kind == ICL_IV_MEAN || q.v->kind == ICL_IV_PATCH || q.v->kind == ICL_IV_ADD))
+    rc = value_entries(hk, &q, base, err);
+  else if (!rc) rc = icl_error_set(err, ICL_EINVAL, "%s: intervention kind %d cannot act on a point", q.name, (int)q.v->kind);
+  if (!rc) *icl_hk_want(hk, layer, hp) |= ICL_W_IV;
+  free(q.heads);
+  return rc;
+}
+
+/* KNOCKOUT: one MASK entry per request, its layer, heads and edges checked here. */
+static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, icl_error *err) {
+  const icl_hparams *h = &hk->s->m->hp;
+  if (v->layer < 0 || v->layer >= h->n_layer)
+    return icl_error_set(err, ICL_EINVAL, "knockout: layer %d out of range 0..%d", v->layer, h->n_layer - 1);
+  for (int j = 0; j < v->n_heads; j++)
+    if (v->heads[j] < 0 || v->heads[j] >= h->n_head)
+      return icl_error_set(err, ICL_EINVAL, "knockout: head %d out of range 0..%d", v->heads[j], h->n_head - 1);
+  for (int64_t j = 0; j < v->n_edges; j++) {
+    int64_t q = v->edges[2 * j], kk = v->edges[2 * j + 1];
+    if (q < 0 || q >= hk->n || kk < 0 || kk > q)
+      return icl_error_set(err, ICL_EINVAL, "knockout: edge %lld (q %lld -> k %lld) must have 0 <= k <= q < %lld",
+                           (long long)j, (long long)q, (long long)kk, (long long)hk->n);
+  }
+  icl_plan_entry e = {.op = ICL_PLAN_MASK, .layer = v->layer, .hp = HP_PATTERN, .heads = v->heads,
+                      .n_heads = v->heads ? v->n_heads : 0, .edges = v->edges, .n_edges = v->n_edges};
+  hk->ko_layer[v->layer] = 1;
+  return add_entry(hk, &e, "knockout", err);
+}
+
+/* The knockout mask's host and device memory, sized for the run's longest chunk. */
+static int alloc_mask(struct icl_hookctx *hk, icl_error *err) {
+  icl_model *m = hk->s->m;
+  size_t floats = (size_t)hk->n * (size_t)m->chunk * (size_t)m->hp.n_head;
+  hk->mask_host = malloc(floats * sizeof(float));
+  if (!hk->mask_host) return icl_error_set(err, ICL_ENOMEM, "knockout: no host memory for the mask");
+  return m->be->ops->buf_alloc(m->be, floats * 4, ICL_BUF_ACT, &hk->mask_buf, err);
+}
+
+int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
+  const icl_run_opts *o = hk->o;
+  for (int i = 0; i < o->n_interventions; i++) {
+    const icl_intervention *v = &o->interventions[i];
+    if (v->kind == ICL_IV_KNOCKOUT) continue;
+    if (!v->hook) return icl_error_set(err, ICL_EINVAL, "intervention %d: no hook name", i);
+    int c = icl_hk_for_points(hk, v->hook, resolve_at, (void *)v, err);
+    if (c < 0) return -c;
+  }
+  return ICL_OK;
+}
+
+int icl_hk_resolve_knockouts(struct icl_hookctx *hk, icl_error *err) {
+  int any = 0;
+  for (int i = 0; i < hk->o->n_interventions; i++) {
+    const icl_intervention *v = &hk->o->interventions[i];
+    if (v->kind != ICL_IV_KNOCKOUT) continue;
+    int rc = resolve_knockout(hk, v, err);
+    if (rc) return rc;
+    any = 1;
+  }
+  return any ? alloc_mask(hk, err) : ICL_OK;
+}
