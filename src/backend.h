@@ -129,6 +129,18 @@ static inline int64_t icl_dt_nrows(const icl_dt *t) { return t->ne[1] * t->ne[2]
 /* Creates the CPU backend with n_threads workers (0 = ICL_THREADS or the core count). */
 int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err);
 
+/* This machine's ceilings measured through a CPU backend's own thread pool (src/cpu/cpu_ceilings.c). */
+typedef struct icl_cpu_ceilings {
+  int threads;
+  const char *simd;  /* the kernel level the probes ran at: "generic", "avx2", "avx512" */
+  double fma_gflops; /* f32 multiply-add peak, all threads (2 flops per FMA) */
+  double int8_gops;  /* int8 dot-product peak (VNNI vpdpbusd at avx512; 2 ops per multiply-add) */
+  double read_gbps;  /* streaming read bandwidth over a buffer larger than the last-level cache */
+} icl_cpu_ceilings;
+
+/* Measures the ceilings (quick: fewer rounds, a smaller stream); be must be a CPU backend. */
+int icl_cpu_measure_ceilings(icl_backend *be, int quick, icl_cpu_ceilings *out, icl_error *err);
+
 /* Creates the reference backend (scalar src/ref ops on host memory; slow, for checks). */
 int icl_ref_backend_new(icl_backend **out, icl_error *err);
 

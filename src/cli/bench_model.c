@@ -6,24 +6,28 @@
 #include <string.h>
 
 #include "cli.h"
+#include "bench_roofline.h"
 #include "cli_common.h"
 #include "icl/model.h"
 
 typedef struct bench_opts {
   const char *model, *backend, *once; /* once: "prefill" or "decode" */
   long tokens, reps, layer, decode;
+  int precision; /* default fast: decode timed as `icl run` decodes */
 } bench_opts;
 
 static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
-  *o = (bench_opts){.tokens = 1400, .reps = 3, .layer = -1, .decode = 128};
+  *o = (bench_opts){.tokens = 1400, .reps = 3, .layer = -1, .decode = 128, .precision = ICL_PRECISION_FAST};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: icl bench %s -m MODEL [--backend B] [--tokens N] [--reps R]%s\n", cmd,
+      printf("usage: icl bench %s -m MODEL [--backend B] [--tokens N] [--reps R] [--precision exact|fast]%s\n", cmd,
              strcmp(cmd, "hooks") ? " [--decode D] [--once prefill|decode]" : " [--layer L]");
       if (strcmp(cmd, "hooks"))
         printf("  prefill 128, 512 (those below N) and N tokens (default 1400), decode D steps (default 128),\n"
-               "  an N-token forward with all-position logits; --once: one prefill of N or D decode steps only\n");
+               "  an N-token forward with all-position logits; --once: one prefill of N or D decode steps only;\n"
+               "  --precision: the backend precision (default fast, as `icl run`); on the CPU backend each row is\n"
+               "  followed by a roofline line against the ceilings of `icl bench cpu`\n");
       exit(0);
     }
     if (!v) { fprintf(stderr, "icl bench %s: %s needs a value\n", cmd, a); return 2; }
@@ -34,6 +38,8 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
     else if (!strcmp(a, "--layer")) { if (cli_int("bench", a, v, 0, 4096, &o->layer)) return 2; }
     else if (!strcmp(a, "--decode")) { if (cli_int("bench", a, v, 1, 1 << 20, &o->decode)) return 2; }
     else if (!strcmp(a, "--once") && (!strcmp(v, "prefill") || !strcmp(v, "decode"))) o->once = v;
+    else if (!strcmp(a, "--precision") && !strcmp(v, "exact")) o->precision = ICL_PRECISION_EXACT;
+    else if (!strcmp(a, "--precision") && !strcmp(v, "fast")) o->precision = ICL_PRECISION_FAST;
     else { fprintf(stderr, "icl bench %s: unknown option '%s'\n", cmd, a); return 2; }
     i++;
   }
@@ -42,8 +48,7 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
 }
 
 static icl_model *open_model(const bench_opts *o, long n_ctx) {
-  /* fast precision: decode is timed as `icl run` decodes (prefill of 2+ tokens is the same in both) */
-  icl_load_opts lo = {.backend = o->backend, .device = -1, .n_ctx = (int)n_ctx, .precision = ICL_PRECISION_FAST};
+  icl_load_opts lo = {.backend = o->backend, .device = -1, .n_ctx = (int)n_ctx, .precision = o->precision};
   icl_model *m = NULL;
   icl_error e = {0};
   if (icl_model_load(o->model, &lo, &m, &e)) fprintf(stderr, "icl bench: %s\n", e.msg);
@@ -107,7 +112,7 @@ static int time_session(icl_model *m, const int32_t *t, long n, long steps, long
 
 /* --once: one prefill of n tokens, or an 8-token prompt then `steps` decode steps, and nothing else (no
  * warm-up, no repetition), so an ICL_PROFILE=1 table holds exactly that work. */
-static int run_once(icl_model *m, const int32_t *t, const bench_opts *o) {
+static int run_once(icl_model *m, const int32_t *t, const bench_opts *o, const bench_roof *roof) {
   int decode = !strcmp(o->once, "decode");
   long n = decode ? 8 : o->tokens;
   icl_session *s = NULL;
@@ -122,13 +127,15 @@ static int run_once(icl_model *m, const int32_t *t, const bench_opts *o) {
   if (rc) fprintf(stderr, "icl bench: %s\n", e.msg);
   else if (decode) printf("%-34s %10.3f %12.1f\n", "decode (once, after 8 tokens)", t2 - t1, o->decode / (t2 - t1));
   else printf("prefill %-26ld %10.3f %12.1f\n", n, t1 - t0, n / (t1 - t0));
+  if (!rc && decode) bench_roof_decode(roof, n, o->decode, t2 - t1);
+  else if (!rc) bench_roof_prefill(roof, n, 1, t1 - t0);
   icl_session_free(s);
   free(logits);
   return rc;
 }
 
 /* Prefill 128, 512 (those below n) and n tokens; decode after the first. */
-static int bench_sizes(icl_model *m, const int32_t *t, const bench_opts *o) {
+static int bench_sizes(icl_model *m, const int32_t *t, const bench_opts *o, const bench_roof *roof) {
   long sizes[3] = {128, 512, o->tokens};
   int rc = 0, first = 1;
   for (int i = 0; i < 3 && !rc; i++) {
@@ -137,10 +144,12 @@ static int bench_sizes(icl_model *m, const int32_t *t, const bench_opts *o) {
     rc = time_session(m, t, sizes[i], first ? o->decode : 0, o->reps, &pf, &dec);
     if (rc) break;
     printf("prefill %-26ld %10.3f %12.1f\n", sizes[i], pf, sizes[i] / pf);
+    bench_roof_prefill(roof, sizes[i], 1, pf);
     if (first) {
       char what[48];
       snprintf(what, sizeof what, "decode %ld (after 8 tokens)", o->decode);
       printf("%-34s %10.3f %12.1f\n", what, dec, o->decode / dec);
+      bench_roof_decode(roof, 8, o->decode, dec);
     }
     first = 0;
   }
@@ -154,22 +163,27 @@ int icl_bench_model(int argc, char **argv) {
   icl_model *m = open_model(&o, n + 8);
   if (!m) return 2;
   int32_t *t = make_tokens(m, n + 8);
-  printf("model: %s\nbackend: %s\n", icl_model_hparams(m)->name, icl_model_device(m));
+  printf("model: %s\nbackend: %s\nprecision: %s\n", icl_model_hparams(m)->name, icl_model_device(m),
+         o.precision == ICL_PRECISION_EXACT ? "exact" : "fast");
+  bench_roof roof;
+  bench_roof_init(m, o.precision, &roof);
   printf("%-34s %10s %12s\n", "measure", "seconds", "tokens/s");
   int rc = 0;
   double dt = 1;
   if (o.once) {
-    rc = run_once(m, t, &o);
+    rc = run_once(m, t, &o, &roof);
   } else {
     double warm_p, warm_d; /* warm-up: first dispatches compile pipelines (lavapipe JIT) and fault in pages */
     rc = time_session(m, t, o.tokens < 64 ? o.tokens : 64, 4, 1, &warm_p, &warm_d);
-    if (!rc) rc = bench_sizes(m, t, &o);
+    if (!rc) rc = bench_sizes(m, t, &o, &roof);
     icl_run_opts all = {.logits = ICL_LOGITS_ALL};
     dt = rc ? -1 : time_run(m, t, o.tokens, &all, o.reps);
     char what[48];
     snprintf(what, sizeof what, "forward %ld, all-position logits", o.tokens);
     if (dt > 0) printf("%-34s %10.3f %12.1f\n", what, dt, o.tokens / dt);
+    if (dt > 0) bench_roof_prefill(&roof, o.tokens, o.tokens, dt);
   }
+  bench_roof_free(&roof);
   free(t);
   icl_model_free(m);
   return rc || dt < 0 ? 1 : 0;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "bench_roofline.h"
 #include "cli.h"
 #include "ref/ref.h"
 #include "vk.h"
@@ -231,6 +232,7 @@ static int bench_ops(bench_ctx *b) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: icl bench ops [--quick] [--backend vulkan]\n"
+             "       icl bench cpu [--quick]   this machine's f32 FMA, int8 dot-product and read-bandwidth ceilings\n"
              "       icl bench model -m MODEL [--backend B] [--tokens N] [--decode D] [--once prefill|decode]   prefill 128/512/N, decode D\n"
              "       icl bench hooks -m MODEL [--backend B] [--tokens N] [--layer L]   capture overhead\n"
              "  ops       matmul (Q4_1, Q8_0, Q5_0, F16), attention and rms_norm at SmolLM2-135M and\n"
@@ -246,6 +248,7 @@ int icl_cmd_bench(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "model")) return icl_bench_model(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "hooks")) return icl_bench_hooks(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "train")) return icl_bench_train(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "cpu")) return bench_cpu(argc - 1, argv + 1);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "ops")) ops = 1;
     else if (!strcmp(argv[i], "--quick")) b.quick = 1, b.prefill = 64;

@@ -71,6 +71,12 @@ typedef struct cpu_kernels {
   cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
+  /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8
+   * dot-product chains; a read stream over n floats (64-byte aligned). Each returns the operations
+   * (2 per multiply-add) or bytes done; sink defeats dead-code elimination. */
+  double (*probe_fma)(int64_t iters, float *sink);
+  double (*probe_dot8)(int64_t iters, float *sink);
+  double (*probe_read)(const float *x, int64_t n, float *sink);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,
@@ -81,7 +87,10 @@ void cpu_kernels_generic(cpu_kernels *k);
 #if defined(__x86_64__) || defined(__i386__)
 void cpu_kernels_avx2(cpu_kernels *k);
 void cpu_kernels_avx512(cpu_kernels *k);
+void cpu_probes_avx2(cpu_kernels *k);
+void cpu_probes_avx512(cpu_kernels *k);
 #endif
+void cpu_probes_generic(cpu_kernels *k);
 
 /* Packs nt rows of K floats (ldx apart) interleaved: xp[c*gnt + t], lanes t >= nt zero. */
 static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp) {

@@ -263,6 +263,7 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->exp_sum = exp_sum_c;
   k->f16_to_f32 = f16_to_f32_c;
   k->quantize_q8 = quantize_q8_c;
+  cpu_probes_generic(k);
   k->qdot[ICL_TYPE_Q4_0] = qdot_q4_0_c;
   k->qdot[ICL_TYPE_Q4_1] = qdot_q4_1_c;
   k->qdot[ICL_TYPE_Q5_0] = qdot_q5_0_c;

@@ -233,6 +233,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->exp_sum = exp_sum_avx2;
   k->quantize_q8 = quantize_q8_avx2;
   qd_install_avx2(k);
+  cpu_probes_avx2(k);
 }
 
 /* ================================ AVX-512 ===================================================== */
@@ -383,6 +384,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->scale_max = scale_max_avx512;
   k->exp_sum = exp_sum_avx512;
   qd_install_avx512(k);
+  cpu_probes_avx512(k);
 }
 
 #endif
