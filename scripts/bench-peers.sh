@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bench-peers.sh [--quick] [--no-vulkan]: icl (CPU backend and Vulkan backend) against llama.cpp (CPU, through
-# llama-cpp-python built natively from PyPI) on SmolLM2-135M Q4_1 and Gemma 3 270M, in one run on this machine:
-# prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position logits (tokens/s);
-# prints a table with ratios icl / llama.cpp. docs/performance.md keeps the latest table.
+# bench-peers.sh [--quick] [--no-vulkan]: icl (CPU backend in exact and fast precision, and the Vulkan backend)
+# against llama.cpp (CPU, through llama-cpp-python built natively from PyPI) on SmolLM2-135M Q4_1 and Gemma 3 270M,
+# in one run on this machine: prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position
+# logits (tokens/s); prints a table with ratios icl / llama.cpp and, for the CPU backend, each row's fraction of the
+# ceiling that bounds it (f32 FMA peak for prefill and forward, read bandwidth for decode: see `icl bench cpu`).
+# docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
 # Environment: ICL_BENCH_VENV (default .cache/bench-venv), ICL_THREADS (default: nproc).
@@ -14,7 +16,7 @@ for a in "$@"; do
   case "$a" in
     --quick) reps=1 ;;
     --no-vulkan) vulkan=0 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-peers: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -33,10 +35,11 @@ scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
 
 declare -A R
-run_icl() { # model backend
-  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" |
-    awk '/^prefill 128/{print "prefill_128", $NF} /^prefill 512/{print "prefill_512", $NF}
-         /^decode 128/{print "decode_128", $NF} /^forward 1400/{print "forward_1400_all_logits", $NF}'
+run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
+  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" |
+    awk '/^[a-z]/{k=""} /^prefill 128 /{k="prefill_128"; print k, $NF} /^prefill 512 /{k="prefill_512"; print k, $NF}
+         /^decode 128/{k="decode_128"; print k, $NF} /^forward 1400/{k="forward_1400_all_logits"; print k, $NF}
+         /^  roofline:/ && k != "" {for (i = 1; i <= NF; i++) if ($i == "=") print k "_roof", $(i + 1)}'
 }
 models=("smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-270m-Q4_K_M.gguf")
 for entry in "${models[@]}"; do
@@ -46,23 +49,27 @@ for entry in "${models[@]}"; do
   for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
     R[$name,llama,$k]=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['$k'])" "$json")
   done
-  backends=(cpu)
-  [ "$vulkan" = 1 ] && backends+=(vulkan)
-  for be in "${backends[@]}"; do
-    echo "bench-peers: $name: icl $be" >&2
-    while read -r k v; do R[$name,$be,$k]=$v; done < <(run_icl "$path" "$be")
+  runs=("cpu:exact" "cpu:fast")
+  [ "$vulkan" = 1 ] && runs+=("vulkan:fast")
+  for r in "${runs[@]}"; do
+    be=${r%%:*} prec=${r#*:} col=$be
+    [ "$be" = cpu ] && col=$prec
+    echo "bench-peers: $name: icl $be ($prec precision)" >&2
+    while read -r k v; do R[$name,$col,$k]=$v; done < <(run_icl "$path" "$be" "$prec")
   done
 done
 
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }'; }
 echo
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps"
-printf "%-8s %-34s %12s %12s %8s %12s %8s\n" model measure "llama.cpp" "icl cpu" ratio "icl vulkan" ratio
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "roofline: the CPU row's fraction of its bounding ceiling (f32 FMA peak: prefill, forward; read bandwidth: decode)"
+printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" model measure "llama.cpp" "icl exact" ratio "icl fast" ratio \
+  "roof ex" "roof fa" "icl vulkan" ratio
 for entry in "${models[@]}"; do
   name=${entry%%:*}
   for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
-    l=${R[$name,llama,$k]:-nan} c=${R[$name,cpu,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
-    printf "%-8s %-34s %12s %12s %8s %12s %8s\n" "$name" "$k (tok/s)" "$l" "$c" \
-      "$(awk -v a="$c" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')" "$v" \
-      "$(awk -v a="$v" -v b="$l" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }')"
+    l=${R[$name,llama,$k]:-nan} e=${R[$name,exact,$k]:-nan} f=${R[$name,fast,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
+    printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" "$name" "$k (tok/s)" "$l" "$e" "$(ratio "$e" "$l")" \
+      "$f" "$(ratio "$f" "$l")" "${R[$name,exact,${k}_roof]:--}" "${R[$name,fast,${k}_roof]:--}" "$v" "$(ratio "$v" "$l")"
   done
 done

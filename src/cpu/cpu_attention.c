@@ -2,7 +2,8 @@
  * keys, so static splits would be uneven). Two paths:
  * - few queries (decode): one query row at a time for all query heads of a GQA group, so the
  *   cache is read once per group; float dots against each visible key; items (query, kv head);
- * - many queries (prefill): per (kv head, block of queries) the visible keys are packed
+ * - many queries (prefill; every query in exact precision): per (kv head or single query head when there
+ *   are too few kv heads to keep the threads busy, block of queries) the visible keys are packed
  *   transposed into 32-key tiles and the values into 32-dim tiles, so both q.k^T and p.v run
  *   on the matmul's register-blocked kernel (gemm_tile) for all query heads of the group.
  * Keys outside the causal/window range are skipped where whole tiles allow, masked otherwise. */
@@ -22,6 +23,7 @@ typedef struct attn_ctx {
   const float *q, *kc, *vc, *mask;
   float *out, *pattern;
   int64_t hd, nh, nkvh, nq, nkv;
+  int64_t item_heads; /* blocked path: query heads per item (the whole GQA group, or 1 when that is too few items) */
   icl_attn_params p;
 } attn_ctx;
 
@@ -174,10 +176,11 @@ static void attn_block_rows(const attn_ctx *c, const attn_blk *b, int64_t h, int
   }
 }
 
-/* Item = (block of ATTN_QB queries, kv head): pack once, then every query head of the group. */
+/* Item = (block of ATTN_QB queries, item_heads query heads of one kv head): pack once, then those heads. */
 static void attn_block_item(void *arg, int64_t it, int ith) {
   attn_ctx *c = arg;
-  attn_blk b = {.kvh = it % c->nkvh, .i0 = (it / c->nkvh) * ATTN_QB};
+  int64_t per_q = c->nh / c->item_heads, hg = it % per_q, group = c->nh / c->nkvh;
+  attn_blk b = {.kvh = hg * c->item_heads / group, .i0 = (it / per_q) * ATTN_QB};
   b.i1 = b.i0 + ATTN_QB < c->nq ? b.i0 + ATTN_QB : c->nq;
   int64_t lo, hi, lo_unused;
   attn_range(c, b.i0, &lo, &hi);
@@ -192,8 +195,8 @@ static void attn_block_item(void *arg, int64_t it, int ith) {
   b.qp = b.pp + b.nk_pad * c->k->gemm_nt;
   pack_keys(c, b.kvh, b.j0, b.nk, b.kp);
   pack_values(c, b.kvh, b.j0, b.nk, b.nk_pad, b.vp);
-  int64_t group = c->nh / c->nkvh, gnt = c->k->gemm_nt;
-  for (int64_t h = b.kvh * group; h < (b.kvh + 1) * group; h++)
+  int64_t gnt = c->k->gemm_nt;
+  for (int64_t h = hg * c->item_heads; h < (hg + 1) * c->item_heads; h++)
     for (int64_t t0 = b.i0; t0 < b.i1; t0 += gnt)
       attn_block_rows(c, &b, h, t0, b.i1 - t0 < gnt ? (int)(b.i1 - t0) : (int)gnt);
 }
@@ -219,7 +222,11 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
     if (!cpu_scratch_get(&cb->scratch[i], need))
       return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes of scratch", need);
   if (blocked) {
-    cpu_pool_for(cb->pool, (c.nq + ATTN_QB - 1) / ATTN_QB * c.nkvh, attn_block_item, &c);
+    /* few kv heads (Gemma 3: one) and few query blocks: one head per item so every thread has work; the
+     * per-query arithmetic is the same either way */
+    int64_t nqb = (c.nq + ATTN_QB - 1) / ATTN_QB;
+    c.item_heads = nqb * c.nkvh >= 4 * cb->n_threads ? c.nh / c.nkvh : 1;
+    cpu_pool_for(cb->pool, nqb * (c.nh / c.item_heads), attn_block_item, &c);
     return ICL_OK;
   }
   int64_t n_items = c.nq * c.nkvh;

@@ -3,6 +3,7 @@
  * 2. a forward-pass simulation of SmolLM2-135M (30 layers of distinct random weights, so decode
  *    streams the whole model from memory as a real run does): estimated prefill (512-token
  *    chunk, logits of the last token) and decode (one token, 128 cached) speeds.
+ * BENCH_ONLY=gemma: the matmuls of Gemma 3 270M Q4_K_M (1 and 128 tokens) instead.
  * Usage: bench_cpu [threads] [weight type, default Q4_1] */
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +257,13 @@ int main(int argc, char **argv) {
       for (int64_t n = 1; n <= 512; n *= 512)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
           bench_matmul(types[ti], shapes[si].K, shapes[si].rows, n, shapes[si].label);
+  }
+  if (only && strcmp(only, "gemma") == 0) { /* Gemma 3 270M Q4_K_M's matmuls, 1 and 128 tokens */
+    static const struct { uint32_t type; int64_t K, rows; const char *label; } g[] = {
+        {ICL_TYPE_Q5_0, 640, 1024, "q"}, {ICL_TYPE_Q8_0, 640, 256, "v"}, {ICL_TYPE_Q4_K, 1024, 640, "o"},
+        {ICL_TYPE_Q5_0, 640, 2048, "gate/up"}, {ICL_TYPE_Q6_K, 2048, 640, "down"}, {ICL_TYPE_Q8_0, 640, 262144, "lm_head"}};
+    for (int64_t n = 1; n <= 128; n *= 128)
+      for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) bench_matmul(g[i].type, g[i].K, g[i].rows, n, g[i].label);
   }
   if (!only || strcmp(only, "forward") == 0) bench_forward((uint32_t)wt, ICL_TYPE_Q8_0);
   be->ops->destroy(be);
