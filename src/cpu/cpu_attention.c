@@ -1,7 +1,8 @@
 /* Causal attention on the CPU, threaded over items claimed dynamically (later queries see more
  * keys, so static splits would be uneven). Two paths:
  * - few queries (decode): one query row at a time for all query heads of a GQA group, so the
- *   cache is read once per group; float dots against each visible key; items (query, kv head);
+ *   cache is read once per group; float dots against each visible key; items (query, kv head), or
+ *   (query, head) when that would leave threads idle (one kv head, as Gemma 3);
  * - many queries (prefill; every query in exact precision): per (kv head or single query head when there
  *   are too few kv heads to keep the threads busy, block of queries) the visible keys are packed
  *   transposed into 32-key tiles and the values into 32-dim tiles, so both q.k^T and p.v run
@@ -23,16 +24,16 @@ typedef struct attn_ctx {
   const float *q, *kc, *vc, *mask;
   float *out, *pattern;
   int64_t hd, nh, nkvh, nq, nkv;
-  int64_t item_heads; /* blocked path: query heads per item (the whole GQA group, or 1 when that is too few items) */
+  int64_t item_heads; /* query heads per item: the whole GQA group, or 1 when that makes too few items */
   icl_attn_params p;
 } attn_ctx;
 
-/* Query row i for every query head of kv head kvh (the GQA group): each key and value row is
- * loaded once for the whole group (decode reads the cache once, not once per head); s holds
- * group rows of n_kv scores. */
-static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t i, float *s) {
+/* Query row i for item_heads query heads of kv head kvh from head h0 (the GQA group, or one head when
+ * the groups are too few items): each key and value row is loaded once for those heads (decode reads
+ * the cache once per group, not once per head); s holds item_heads rows of n_kv scores. */
+static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t h0, int64_t i, float *s) {
   const cpu_kernels *k = c->k;
-  int64_t group = c->nh / c->nkvh, h0 = kvh * group, qpos = c->p.n_past + i;
+  int64_t group = c->item_heads, qpos = c->p.n_past + i;
   int64_t j1 = qpos + 1 < c->nkv ? qpos + 1 : c->nkv;
   int64_t j0 = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
   const float *q = c->q + (i * c->nh + h0) * c->hd;
@@ -76,10 +77,11 @@ static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t i, float *s) 
   }
 }
 
-/* Item = (query, kv head) of the row path. */
+/* Item = (query, item_heads heads of one kv head) of the row path. */
 static void attn_item(void *arg, int64_t it, int ith) {
   attn_ctx *c = arg;
-  attn_row_group(c, it % c->nkvh, it / c->nkvh, c->scratch[ith].p);
+  int64_t per_q = c->nh / c->item_heads, h0 = it % per_q * c->item_heads;
+  attn_row_group(c, h0 / (c->nh / c->nkvh), h0, it / per_q, c->scratch[ith].p);
 }
 
 /* ---- blocked path -------------------------------------------------------------------------- */
@@ -229,7 +231,9 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
     cpu_pool_for(cb->pool, nqb * (c.nh / c.item_heads), attn_block_item, &c);
     return ICL_OK;
   }
-  int64_t n_items = c.nq * c.nkvh;
+  /* Gemma 3 decodes with one kv head: one item per query head then, or one thread would do it all */
+  c.item_heads = c.nq * c.nkvh >= 2 * cb->n_threads ? c.nh / c.nkvh : 1;
+  int64_t n_items = c.nq * (c.nh / c.item_heads);
   /* a short cache is too little work to wake the pool for */
   if (c.nq * c.nkv * c.nh * c.hd < 65536)
     for (int64_t i = 0; i < n_items; i++) attn_item(&c, i, 0);

@@ -89,6 +89,9 @@ static const ot_shape ATTENTION[] = {
     {"model", {64, 9, 3, 512, 0, 0}},                      {"model", {256, 4, 1, 7, 600, 512}, 0, AT_PATTERN},
     {"tile", {256, 4, 1, 40, 0, 16}, 0, AT_MASK | AT_PATTERN}, {"odd", {64, 4, 2, 5, 3, 0}, 30, AT_PATTERN},
     {"big", {64, 1, 1, 1400, 0, 0}, 0, AT_PATTERN},
+    /* single-head work items on the CPU (one kv head, or GQA groups too few for the threads) */
+    {"odd", {64, 4, 1, 2, 50, 0}, 0, AT_MASK | AT_PATTERN}, {"tiny", {64, 6, 2, 1, 30, 0}, 0, AT_MASK | AT_PATTERN},
+    {"model", {256, 4, 1, 130, 0, 0}, 0, AT_PATTERN},
     /* the Vulkan suite's cases: scores x4, aligned (vec4 kernels) and unaligned views */
     {"tiny", {64, 9, 3, 1, 6, 0}, 0, AT_SCALE4 | AT_PATTERN}, {"tiny", {64, 9, 3, 1, 6, 0}, 0, AT_SCALE4 | AT_PATTERN | U},
     {"odd", {64, 9, 3, 7, 0, 0}, 0, AT_SCALE4 | AT_PATTERN},  {"odd", {64, 9, 3, 7, 0, 0}, 0, AT_SCALE4 | AT_PATTERN | U},
