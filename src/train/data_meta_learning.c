@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "icl/data_meta.h"
+#include "train/train_rng.h"
 
 struct icl_meta_task {
   icl_meta_config c;
@@ -17,15 +18,8 @@ struct icl_meta_task {
 
 /* ---- random numbers: splitmix64 streams ------------------------------------------------------ */
 
-static uint64_t mix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1) with 53 bits. */
-static double unif(uint64_t *s) { return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double unif(uint64_t *s) { return (double)(tr_splitmix(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 /* Uniform integer in [0, n). */
 static int below(uint64_t *s, int n) { return (int)(unif(s) * n); }
@@ -39,10 +33,10 @@ static double gauss(uint64_t *s) {
 /* A stream keyed by the seed and three more words. */
 static uint64_t stream_key(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   uint64_t s = seed;
-  s = mix(&s) ^ a;
-  s = mix(&s) ^ b;
-  s = mix(&s) ^ c;
-  return mix(&s);
+  s = tr_splitmix(&s) ^ a;
+  s = tr_splitmix(&s) ^ b;
+  s = tr_splitmix(&s) ^ c;
+  return tr_splitmix(&s);
 }
 
 /* ---- the dataset ---------------------------------------------------------------------------- */

@@ -2,22 +2,16 @@
  * by random gaps of fresh random tokens, so neither a fixed relative offset nor a small set of context tokens
  * predicts the next token; only "find the earlier occurrence of this token, copy its successor" does. */
 #include "icl/train.h"
-
-static uint64_t sr_mix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+#include "train/train_rng.h"
 
 static int64_t sr_uniform(uint64_t *s, int64_t lo, int64_t hi) {
-  return lo + (int64_t)(sr_mix(s) % (uint64_t)(hi - lo + 1));
+  return lo + (int64_t)(tr_splitmix(s) % (uint64_t)(hi - lo + 1));
 }
 
 /* One sequence: noise everywhere, then copies of tk[a, a + L) at a + L + g1, then + L + g2, ... (cut at T). */
 static void sr_sequence(uint64_t *s, int64_t T, int vocab, int seg_min, int seg_max, int gap_max, int32_t *tk,
                         int32_t *tg) {
-  for (int64_t t = 0; t < T; t++) tk[t] = (int32_t)(sr_mix(s) % (uint64_t)vocab);
+  for (int64_t t = 0; t < T; t++) tk[t] = (int32_t)(tr_splitmix(s) % (uint64_t)vocab);
   int64_t len = sr_uniform(s, seg_min, seg_max), a = sr_uniform(s, 0, gap_max);
   for (int64_t p = a + len + sr_uniform(s, 0, gap_max); p < T; p += len + sr_uniform(s, 0, gap_max))
     for (int64_t i = 0; i < len && p + i < T; i++) tk[p + i] = tk[a + i];
@@ -31,8 +25,8 @@ void icl_data_spaced_repeats(int64_t B, int64_t T, int vocab, int seg_min, int s
   if (gap_max < 0) gap_max = 0;
   for (int64_t b = 0; b < B; b++) {
     uint64_t s = seed;
-    s = sr_mix(&s) ^ (uint64_t)step;
-    s = sr_mix(&s) ^ (uint64_t)b;
+    s = tr_splitmix(&s) ^ (uint64_t)step;
+    s = tr_splitmix(&s) ^ (uint64_t)b;
     sr_sequence(&s, T, vocab, seg_min, seg_max, gap_max, tokens + b * T, targets + b * T);
   }
 }

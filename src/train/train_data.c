@@ -1,13 +1,7 @@
 /* Synthetic data: repeated random segments, the classic induction-head data (Olsson et al.).
  * Each sequence draws from its own splitmix64 stream keyed by (seed, step, sequence). */
 #include "icl/train.h"
-
-static uint64_t mix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+#include "train/train_rng.h"
 
 void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
                                 uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets) {
@@ -15,11 +9,11 @@ void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, in
   if (seg_max < seg_min) seg_max = seg_min;
   for (int64_t b = 0; b < B; b++) {
     uint64_t s = seed;
-    s = mix(&s) ^ (uint64_t)step;
-    s = mix(&s) ^ (uint64_t)b;
-    int64_t seg_len = seg_min + (int64_t)(mix(&s) % (uint64_t)(seg_max - seg_min + 1));
+    s = tr_splitmix(&s) ^ (uint64_t)step;
+    s = tr_splitmix(&s) ^ (uint64_t)b;
+    int64_t seg_len = seg_min + (int64_t)(tr_splitmix(&s) % (uint64_t)(seg_max - seg_min + 1));
     int32_t *tk = tokens + b * T, *tg = targets + b * T;
-    for (int64_t t = 0; t < T && t < seg_len; t++) tk[t] = (int32_t)(mix(&s) % (uint64_t)vocab);
+    for (int64_t t = 0; t < T && t < seg_len; t++) tk[t] = (int32_t)(tr_splitmix(&s) % (uint64_t)vocab);
     for (int64_t t = seg_len; t < T; t++) tk[t] = tk[t - seg_len];
     for (int64_t t = 0; t < T; t++)
       tg[t] = t + 1 < T && (!repeated_only || t + 1 >= seg_len) ? tk[t + 1] : -1;
@@ -31,9 +25,9 @@ void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T,
   uint64_t span = (uint64_t)(n - T); /* a window needs T + 1 bytes: T inputs, the last target */
   for (int64_t b = 0; b < B; b++) {
     uint64_t s = seed;
-    s = mix(&s) ^ (uint64_t)step;
-    s = mix(&s) ^ (uint64_t)b;
-    const uint8_t *w = text + mix(&s) % span;
+    s = tr_splitmix(&s) ^ (uint64_t)step;
+    s = tr_splitmix(&s) ^ (uint64_t)b;
+    const uint8_t *w = text + tr_splitmix(&s) % span;
     for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
   }
 }

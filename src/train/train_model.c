@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train/train_internal.h"
+#include "train/train_rng.h"
 
 int tr_n_out(const icl_attn_config *c) { return c->output == ICL_OUT_CLASSIFIER ? c->n_classes : c->vocab; }
 
@@ -120,13 +121,6 @@ int tr_layout(icl_trainer *tr, icl_error *err) {
 
 /* ---- initialisation -------------------------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* FNV-1a of a tensor name: each tensor draws from its own stream, so adding an option leaves
  * the other tensors' initial values unchanged. */
 static uint64_t name_hash(const char *s) {
@@ -137,8 +131,8 @@ static uint64_t name_hash(const char *s) {
 
 /* Standard normal by Box-Muller from two uniforms in (0, 1]. */
 static double normal(uint64_t *s) {
-  double u1 = ((splitmix(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
-  double u2 = (splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+  double u1 = ((tr_splitmix(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+  double u2 = (tr_splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
