@@ -10,7 +10,7 @@
 #include "icl/gguf.h"
 #include "ref/ref.h"
 
-static float rnd(uint64_t *s) { /* uniform in [-1, 1) */
+float icl_testmodel_uniform(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -35,7 +35,7 @@ int icl_testmodel_tensor(icl_gguf_writer *w, const char *name, uint32_t type, in
   }
   for (int64_t r0 = 0; r0 < ne1; r0 += rows) {
     int64_t n = (r0 + rows <= ne1 ? rows : ne1 - r0) * ne0;
-    for (int64_t i = 0; i < n; i++) f[i] = center + scale * rnd(s);
+    for (int64_t i = 0; i < n; i++) f[i] = center + scale * icl_testmodel_uniform(s);
     if (type == ICL_TYPE_F32) memcpy(q + (size_t)r0 * row_bytes, f, (size_t)n * sizeof *f);
     else icl_ref_quantize(type, f, q + (size_t)r0 * row_bytes, n);
   }

@@ -16,6 +16,9 @@ typedef struct icl_tiny_spec {
   int n_layer, d, n_head, n_head_kv, head_dim, ff, window;
 } icl_tiny_spec;
 
+/* The test models' one generator: splitmix64 step of *s, mapped to a uniform float in [-1, 1). */
+float icl_testmodel_uniform(uint64_t *s);
+
 /* Writes a tiny random model with a byte-level BPE vocabulary (256 byte tokens, BOS, EOS) to path. */
 int icl_write_tiny_model(const char *path, const icl_tiny_spec *spec, icl_error *err);
 

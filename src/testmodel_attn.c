@@ -9,14 +9,7 @@
 
 #include "icl/gguf.h"
 #include "ref/ref.h"
-
-static float rnd(uint64_t *s) { /* uniform in [-1, 1) (splitmix64) */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (float)((z >> 40) * (2.0 / 16777216.0) - 1.0);
-}
+#include "testmodel.h"
 
 /* The file being written and the type of its matrices (vectors are F32). */
 typedef struct aw {
@@ -34,7 +27,7 @@ static int tensor(aw *w, const char *name, int64_t ne0, int64_t ne1, float cente
   void *q = malloc(bytes ? bytes : 1);
   int rc = !f || !q || !bytes ? icl_error_set(err, ICL_EINVAL, "attn model: cannot make %s as %s", name,
                                               icl_type_name(type)) : ICL_OK;
-  for (int64_t i = 0; !rc && i < n; i++) f[i] = center + scale * rnd(s);
+  for (int64_t i = 0; !rc && i < n; i++) f[i] = center + scale * icl_testmodel_uniform(s);
   if (!rc && type == ICL_TYPE_F32) memcpy(q, f, bytes);
   else if (!rc) icl_ref_quantize(type, f, q, n);
   int64_t ne[2] = {ne0, rows};

@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "testmodel.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,16 @@ float t_rand_f(uint64_t *s, float lo, float hi) {
 void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi) {
   uint64_t s = seed;
   for (int64_t i = 0; i < n; i++) x[i] = t_rand_f(&s, lo, hi);
+}
+
+double t_rel_err(const float *got, const double *want, int64_t n) {
+  double e = 0.0, m = 1e-30;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(got[i] - want[i]);
+    e = d > e || isnan(d) ? d : e;
+    m = fabs(want[i]) > m ? fabs(want[i]) : m;
+  }
+  return e / m;
 }
 
 const char *t_src_path(const char *rel) {

@@ -3,20 +3,13 @@
 # error that leaves the REPL running, Ctrl-C during a runaway loop, history saved across sessions; then the REPL
 # with piped input and `icl script` exit statuses and error format. Prints "N passed, N failed".
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ICL=${ICL:-build/icl}
-pass=0
-fail=0
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what" >&2; fi
-}
-
-tmp=$(mktemp -d)
+tmp=$TMP
 sock="icl-test-$$"
 cleanup() {
   tmux -L "$sock" kill-server 2>/dev/null
-  rm -rf "$tmp"
+  rm -rf "$TMP"
 }
 trap cleanup EXIT
 
@@ -66,8 +59,7 @@ check "script: ... and says interrupted" grep -q 'interrupted' "$tmp/err"
 # ---- the terminal REPL ---------------------------------------------------------------------------------------
 if ! command -v tmux >/dev/null 2>&1; then
   echo "SKIPPED: tmux not installed (terminal REPL checks)"
-  echo "$pass passed, $fail failed"
-  [ "$fail" -eq 0 ] && exit 77 || exit 1
+  finish && exit 77 || exit 1
 fi
 
 T() { tmux -L "$sock" "$@"; }
@@ -156,5 +148,4 @@ check "history: ... and the REPL goes on" wait_for "42"
 T send-keys -t repl C-d
 check "history: ... and exits 0" wait_for "REPL-EXITED 0"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

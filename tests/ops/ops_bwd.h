@@ -67,17 +67,6 @@ static double *ob_dyd(const ob_case *c) {
 
 #include "ops_bwd_defs.h"
 
-/* max |got - want| / max |want|. */
-static double ob_rel(const float *got, const double *want, int64_t n) {
-  double e = 0.0, m = 1e-30;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(got[i] - want[i]);
-    e = d > e || isnan(d) ? d : e;
-    m = fabs(want[i]) > m ? fabs(want[i]) : m;
-  }
-  return e / m;
-}
-
 /* "rms_norm d=12 rows=5 fd" into buf. */
 static const char *ob_case_name(const ob_entry *e, const ob_case *c, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "%s %s", e->op->name, c->s->cls);
@@ -140,7 +129,7 @@ static void ob_run_case(const ob_entry *e, ob_case *c) {
     int rc = e->op->run(cpu_of(ot_targets[t].be), c, got, &err);
     CHECKF(rc == ICL_OK, "%s on %s: %s", what, ot_targets[t].name, err.msg);
     for (int i = 0; rc == ICL_OK && i < c->n_out; i++) {
-      double r = ob_rel(got[i], want[i], c->n_g[i]);
+      double r = t_rel_err(got[i], want[i], c->n_g[i]);
       if (ot_verbose) printf("  %-44s %-8s %-26s rel %.3g\n", what, c->g_name[i], ot_targets[t].name, r);
       CHECKF(r <= e->cpu.v, "%s: %s on %s: rel error %.3g > %.3g vs float64 (%s)", what, c->g_name[i],
              ot_targets[t].name, r, e->cpu.v, e->cpu.why);

@@ -33,16 +33,6 @@ static double *dup_d(const float *x, int64_t n) {
 static double *zeros_d(int64_t n) { return calloc((size_t)n, sizeof(double)); }
 static float *zeros_f(int64_t n) { return calloc((size_t)n, sizeof(float)); }
 
-/* max |got - want| / max |want|. */
-static double rel_f(const float *got, const double *want, int64_t n) {
-  double e = 0.0, m = 1e-30;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(got[i] - want[i]);
-    e = d > e || isnan(d) ? d : e;
-    m = fabs(want[i]) > m ? fabs(want[i]) : m;
-  }
-  return e / m;
-}
 static double rel_d(const double *got, const double *want, int64_t n) {
   double e = 0.0, m = 1e-30;
   for (int64_t i = 0; i < n; i++) {
@@ -127,11 +117,11 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   icl_refd_matmul_bwd(c.W, K, R, c.x, n, rd, gW, gb, gx);
   char what[64];
   snprintf(what, sizeof what, "%lldx%lldx%lld", (long long)K, (long long)R, (long long)n);
-  printf("matmul       %-10s forward cpu-vs-ref %.2e\n", what, rel_f(y, yd, n * R));
-  CHECK(rel_f(y, yd, n * R) < TOL_CPU);
-  report("matmul dW", what, rel_f(dW, gW, R * K), fd ? fd_check(mm_fwd, &c, c.W, R * K, gW, rd, n * R) : -1);
-  report("matmul db", what, rel_f(db, gb, R), fd ? fd_check(mm_fwd, &c, c.b, R, gb, rd, n * R) : -1);
-  report("matmul dx", what, rel_f(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
+  printf("matmul       %-10s forward cpu-vs-ref %.2e\n", what, t_rel_err(y, yd, n * R));
+  CHECK(t_rel_err(y, yd, n * R) < TOL_CPU);
+  report("matmul dW", what, t_rel_err(dW, gW, R * K), fd ? fd_check(mm_fwd, &c, c.W, R * K, gW, rd, n * R) : -1);
+  report("matmul db", what, t_rel_err(db, gb, R), fd ? fd_check(mm_fwd, &c, c.b, R, gb, rd, n * R) : -1);
+  report("matmul dx", what, t_rel_err(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
   free(ws.p);
   free(W), free(b), free(x), free(dy), free(y), free(dW), free(db), free(dx);
   free(c.W), free(c.b), free(c.x), free(yd), free(rd), free(gW), free(gb), free(gx);
@@ -164,18 +154,18 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   else CHECK(icl_op_layer_norm(&g_cb->be, &vx, &vw, &vb, 1e-5f, &vy, &err) == ICL_OK);
   norm_fwd(&c, yd);
   const char *op = rms ? "rms_norm" : "layer_norm";
-  printf("%-12s %-10s forward cpu-vs-ref %.2e\n", op, "", rel_f(y, yd, d * n));
-  CHECK(rel_f(y, yd, d * n) < TOL_CPU);
+  printf("%-12s %-10s forward cpu-vs-ref %.2e\n", op, "", t_rel_err(y, yd, d * n));
+  CHECK(t_rel_err(y, yd, d * n) < TOL_CPU);
   if (rms) {
     tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st);
     icl_refd_rms_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw);
   } else {
     tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st);
     icl_refd_layer_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw, gb);
-    report(op, "db", rel_f(db, gb, d), fd_check(norm_fwd, &c, c.b, d, gb, rd, d * n));
+    report(op, "db", t_rel_err(db, gb, d), fd_check(norm_fwd, &c, c.b, d, gb, rd, d * n));
   }
-  report(op, "dx", rel_f(dx, gx, d * n), fd_check(norm_fwd, &c, c.x, d * n, gx, rd, d * n));
-  report(op, "dw", rel_f(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
+  report(op, "dx", t_rel_err(dx, gx, d * n), fd_check(norm_fwd, &c, c.x, d * n, gx, rd, d * n));
+  report(op, "dw", t_rel_err(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
 }
@@ -221,15 +211,15 @@ static void test_attention(int64_t hd, int64_t nh, int64_t T, int64_t B, int sca
   char what[64];
   snprintf(what, sizeof what, "%lldx%lldx%lldx%lld%s", (long long)hd, (long long)nh, (long long)T, (long long)B,
            scaled ? "" : " s=1");
-  printf("attention    %-10s forward cpu-vs-ref z %.2e pattern %.2e\n", what, rel_f(z, zd, n),
-         rel_f(P, Pd, nh * T * T * B));
-  CHECK(rel_f(z, zd, n) < TOL_CPU && rel_f(P, Pd, nh * T * T * B) < TOL_CPU);
+  printf("attention    %-10s forward cpu-vs-ref z %.2e pattern %.2e\n", what, t_rel_err(z, zd, n),
+         t_rel_err(P, Pd, nh * T * T * B));
+  CHECK(t_rel_err(z, zd, n) < TOL_CPU && t_rel_err(P, Pd, nh * T * T * B) < TOL_CPU);
   icl_error err;
   CHECK(tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, scale, dq, dk, dv, &err) == ICL_OK);
   icl_refd_attention_bwd(c.q, c.k, c.v, hd, nh, T, B, scale, rd, gq, gk, gv);
-  report("attn dq", what, rel_f(dq, gq, n), fd ? fd_check(attn_fwd, &c, c.q, n, gq, rd, n) : -1);
-  report("attn dk", what, rel_f(dk, gk, n), fd ? fd_check(attn_fwd, &c, c.k, n, gk, rd, n) : -1);
-  report("attn dv", what, rel_f(dv, gv, n), fd ? fd_check(attn_fwd, &c, c.v, n, gv, rd, n) : -1);
+  report("attn dq", what, t_rel_err(dq, gq, n), fd ? fd_check(attn_fwd, &c, c.q, n, gq, rd, n) : -1);
+  report("attn dk", what, t_rel_err(dk, gk, n), fd ? fd_check(attn_fwd, &c, c.k, n, gk, rd, n) : -1);
+  report("attn dv", what, t_rel_err(dv, gv, n), fd ? fd_check(attn_fwd, &c, c.v, n, gv, rd, n) : -1);
   free(q), free(k), free(v), free(dz), free(z), free(P), free(dq), free(dk), free(dv);
   free(c.q), free(c.k), free(c.v), free(zd), free(Pd), free(rd), free(gq), free(gk), free(gv);
 }
@@ -254,12 +244,12 @@ static void test_smear(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   double *ksd = zeros_d(n), *rd = dup_d(dks, n), *gk = zeros_d(n), *ga = zeros_d(nh);
   tr_smear_fwd(g_cb, k, al, hd, nh, T, B, ks);
   smear_fwd(&c, ksd);
-  printf("smear        forward cpu-vs-ref %.2e\n", rel_f(ks, ksd, n));
-  CHECK(rel_f(ks, ksd, n) < TOL_CPU);
+  printf("smear        forward cpu-vs-ref %.2e\n", t_rel_err(ks, ksd, n));
+  CHECK(t_rel_err(ks, ksd, n) < TOL_CPU);
   tr_smear_bwd(g_cb, k, al, hd, nh, T, B, dks, dk, da);
   icl_refd_smear_bwd(c.k, c.alpha, hd, nh, T, B, rd, gk, ga);
-  report("smear dk", "", rel_f(dk, gk, n), fd_check(smear_fwd, &c, c.k, n, gk, rd, n));
-  report("smear dalpha", "", rel_f(da, ga, nh), fd_check(smear_fwd, &c, c.alpha, nh, ga, rd, n));
+  report("smear dk", "", t_rel_err(dk, gk, n), fd_check(smear_fwd, &c, c.k, n, gk, rd, n));
+  report("smear dalpha", "", t_rel_err(da, ga, nh), fd_check(smear_fwd, &c, c.alpha, nh, ga, rd, n));
   free(k), free(al), free(dks), free(ks), free(dk), free(da);
   free(c.k), free(c.alpha), free(ksd), free(rd), free(gk), free(ga);
 }
@@ -288,12 +278,12 @@ static void test_rope(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   icl_dt vx = hv(&bx, x, hd, nh, T * B, ICL_TYPE_F32), vp = hv(&bp, pos, T * B, 1, 1, ICL_TYPE_I32);
   icl_error err;
   CHECK(icl_op_rope(&g_cb->be, &vx, &vp, (int)hd, 10000.0f, ICL_ROPE_NEOX, &err) == ICL_OK); /* in place */
-  printf("rope         forward cpu-vs-ref %.2e\n", rel_f(x, yd, n));
-  CHECK(rel_f(x, yd, n) < TOL_CPU);
+  printf("rope         forward cpu-vs-ref %.2e\n", t_rel_err(x, yd, n));
+  CHECK(t_rel_err(x, yd, n) < TOL_CPU);
   memcpy(dx, dy, (size_t)n * sizeof *dx);
   tr_rope_bwd(g_cb, dx, hd, nh, T * B, pos, (int)hd, 10000.0f);
   icl_refd_rope_bwd(rd, hd, nh, T, B, (int)hd, 10000.0, gx);
-  report("rope dx", "", rel_f(dx, gx, n), fd_check(rope_fwd, &c, c.x, n, gx, rd, n));
+  report("rope dx", "", t_rel_err(dx, gx, n), fd_check(rope_fwd, &c, c.x, n, gx, rd, n));
   free(x), free(dy), free(dx), free(pos), free(c.x), free(yd), free(rd), free(gx);
 }
 
@@ -324,12 +314,12 @@ static void test_act(int relu, int64_t n) {
   else CHECK(icl_op_gelu(&g_cb->be, &vx, &vy, &err) == ICL_OK);
   act_fwd(&c, yd);
   const char *op = relu ? "relu" : "gelu";
-  printf("%-12s forward cpu-vs-ref %.2e\n", op, rel_f(y, yd, n));
-  CHECK(rel_f(y, yd, n) < TOL_CPU);
+  printf("%-12s forward cpu-vs-ref %.2e\n", op, t_rel_err(y, yd, n));
+  CHECK(t_rel_err(y, yd, n) < TOL_CPU);
   if (relu) tr_relu_bwd(g_cb, y, dy, n, dx);
   else tr_gelu_bwd(g_cb, x, dy, n, dx);
   (relu ? icl_refd_relu_bwd : icl_refd_gelu_bwd)(c.x, n, rd, gx);
-  report(op, "dx", rel_f(dx, gx, n), fd_check(act_fwd, &c, c.x, n, gx, rd, n));
+  report(op, "dx", t_rel_err(dx, gx, n), fd_check(act_fwd, &c, c.x, n, gx, rd, n));
   free(x), free(dy), free(y), free(dx), free(c.x), free(yd), free(rd), free(gx);
 }
 
@@ -353,10 +343,10 @@ static void test_embed(int64_t d, int64_t rows, int64_t n) {
   double *xd = zeros_d(d * n), *rd = dup_d(dx, d * n), *gE = zeros_d(d * rows);
   tr_embed_fwd(g_cb, E, d, ids, n, x);
   emb_fwd(&c, xd);
-  CHECK(rel_f(x, xd, d * n) == 0.0);
+  CHECK(t_rel_err(x, xd, d * n) == 0.0);
   tr_embed_bwd(g_cb, ids, dx, d, n, dE);
   icl_refd_embed_bwd(ids, rd, d, n, gE);
-  report("embed dE", "", rel_f(dE, gE, d * rows), fd_check(emb_fwd, &c, c.E, d * rows, gE, rd, d * n));
+  report("embed dE", "", t_rel_err(dE, gE, d * rows), fd_check(emb_fwd, &c, c.E, d * rows, gE, rd, d * n));
   free(ids), free(E), free(dx), free(x), free(dE), free(c.E), free(xd), free(rd), free(gE);
 }
 
@@ -384,7 +374,7 @@ static void test_xent(int64_t nv, int64_t n, int weighted) {
   double le = fabs(loss - want) / fabs(want);
   printf("xent         %-10s loss cpu-vs-ref %.2e\n", weighted ? "weighted" : "", le);
   CHECK(le < TOL_CPU);
-  double e = rel_f(g, gd, nv * n), f = 0.0;
+  double e = t_rel_err(g, gd, nv * n), f = 0.0;
   double *fd = zeros_d(nv * n);
   for (int64_t i = 0; i < nv * n; i++) {
     double x0 = c.logits[i];
