@@ -105,10 +105,11 @@ typedef struct icl_backend_ops {
    * log-sum-exp of the whole row (max-shifted; a row of -inf gives -inf). Reduced logits (ICL_LOGITS_SELECT) */
   int (*lse_select)(icl_backend *be, const icl_dt *x, const icl_dt *ids, const icl_dt *out, icl_error *err);
   /* 2-D strided f32 copy for hooks: dst[dst_off + r*dst_stride + c] = src[src_off + r*src_stride + c]
-   * for r < rows, c < cols (offsets and strides in elements, relative to the views' offsets) */
+   * for r < rows, c < cols (offsets and strides in elements, relative to the views' offsets); source rows may
+   * overlap (src_stride 0 repeats one row), destination rows may not (dst_stride >= cols when rows > 1) */
   int (*copy2d)(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                 int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err);
-  /* 2-D strided fill: dst[off + r*stride + c] = value */
+  /* 2-D strided fill: dst[off + r*stride + c] = value (rows may not overlap: stride >= cols when rows > 1) */
   int (*fill2d)(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
                 float value, icl_error *err);
 } icl_backend_ops;

@@ -303,12 +303,24 @@ static int chk_region(const char *op, const char *name, const icl_dt *t, int64_t
   return ICL_OK;
 }
 
+/* Written rows must not overlap: on a GPU two rows writing one element race. */
+static int chk_no_overlap(const char *op, const char *name, int64_t stride, int64_t rows, int64_t cols,
+                          icl_error *err) {
+  if (rows > 1 && cols > 0 && stride < cols)
+    return icl_error_set(err, ICL_EINVAL,
+                         "%s: %s: %" PRId64 " rows of %" PRId64 " columns at stride %" PRId64
+                         " overlap; expected a stride of at least %" PRId64,
+                         op, name, rows, cols, stride, cols);
+  return ICL_OK;
+}
+
 int icl_op_copy2d(icl_backend *be, const icl_dt *src, int64_t src_off, int64_t src_stride, const icl_dt *dst,
                   int64_t dst_off, int64_t dst_stride, int64_t rows, int64_t cols, icl_error *err) {
   TRY(chk_f32("copy2d", "src", src, err));
   TRY(chk_f32("copy2d", "dst", dst, err));
   TRY(chk_region("copy2d", "src", src, src_off, src_stride, rows, cols, err));
   TRY(chk_region("copy2d", "dst", dst, dst_off, dst_stride, rows, cols, err));
+  TRY(chk_no_overlap("copy2d", "dst", dst_stride, rows, cols, err));
   if (rows == 0 || cols == 0) return ICL_OK;
   return be->ops->copy2d(be, src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols, err);
 }
@@ -317,6 +329,7 @@ int icl_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t strid
                   float value, icl_error *err) {
   TRY(chk_f32("fill2d", "dst", dst, err));
   TRY(chk_region("fill2d", "dst", dst, off, stride, rows, cols, err));
+  TRY(chk_no_overlap("fill2d", "dst", stride, rows, cols, err));
   if (rows == 0 || cols == 0) return ICL_OK;
   return be->ops->fill2d(be, dst, off, stride, rows, cols, value, err);
 }

@@ -49,10 +49,10 @@ int vk_op_convert(icl_backend *be, const icl_dt *x, const icl_dt *y, icl_error *
 }
 
 /* Binds the elements [off, off + (rows-1)*stride + cols) of an f32 view; *word gets off's word
- * index inside the binding. */
+ * index inside the binding. Read rows may overlap (stride 0 repeats a row); written rows may not. */
 static int bind_span(vk_ctx *c, const icl_dt *t, int64_t off, int64_t stride, int64_t rows, int64_t cols, int write,
                      vk_binding *b, uint32_t *word, icl_error *err) {
-  if (off < 0 || stride < 0 || (rows > 1 && stride < cols))
+  if (off < 0 || stride < 0 || (write && rows > 1 && stride < cols))
     return icl_error_set(err, ICL_EINVAL, "vulkan: 2-D view with offset %lld, stride %lld, %lld columns",
                          (long long)off, (long long)stride, (long long)cols);
   int64_t span = (rows - 1) * stride + cols;

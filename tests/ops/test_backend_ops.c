@@ -142,7 +142,8 @@ static const ot_shape CONVERT[] = {{"tiny", {1}},     {"odd", {21}},     {"odd",
 /* {rows, cols, src_off, src_stride, dst_off, dst_stride} */
 static const ot_shape COPY2D[] = {{"tiny", {1, 1, 0, 1, 0, 1}},       {"odd", {7, 64, 704, 576, 704, 576}},
                                   {"odd", {1, 64, 0, 0, 4608, 576}},  {"odd", {7, 128, 64, 256, 3, 131}},
-                                  {"odd", {1, 5, 2, 0, 1, 7}},        {"model", {512, 576, 0, 576, 0, 576}}};
+                                  {"odd", {1, 5, 2, 0, 1, 7}},        {"model", {512, 576, 0, 576, 0, 576}},
+                                  {"odd", {9, 576, 576, 0, 0, 576}},  {"odd", {5, 64, 3, 32, 7, 65}}};
 /* {rows, cols, off, stride}, f = value */
 static const ot_shape FILL2D[] = {{"tiny", {1, 1, 5, 1}, -2.5},   {"odd", {2, 5, 3, 576}, -2.5},
                                   {"odd", {7, 64, 128, 256}, 0.0}, {"model", {9, 576, 0, 576}, 0.0},

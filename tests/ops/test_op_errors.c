@@ -43,6 +43,9 @@ static void test_shape_errors(void) {
   expect_error(icl_op_rope(g_be, &q, &i32, 7, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "n_rot");
   expect_error(icl_op_get_rows(g_be, &w, &x, &y, &err), &err, "get_rows", "ids");
   expect_error(icl_op_copy2d(g_be, &y3, 0, 64, &y, 0, 64, 3, 64, &err), &err, "copy2d", "dst");
+  expect_error(icl_op_copy2d(g_be, &y, 0, 64, &y3, 0, 32, 2, 64, &err), &err, "copy2d", "dst"); /* rows overlap */
+  CHECK(strstr(err.msg, "overlap") && strstr(err.msg, "at least 64"));
+  expect_error(icl_op_fill2d(g_be, &y3, 0, 0, 2, 8, 1.0f, &err), &err, "fill2d", "dst");
   expect_error(icl_op_rope(g_be, &q, &y, 64, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "pos");
   expect_error(icl_op_attention(g_be, &q, &x576, &x576, &(icl_attn_params){.scale = 1.0f}, NULL, &q, NULL, &err), &err,
                "attention", "k");
