@@ -53,7 +53,9 @@ static void check_vs_ref(const char *path, const char *backend, const char *what
   icl_model_free(m);
 }
 
-/* quick: each weight type on one architecture (types taken in turn over the three), not all 21 pairs */
+/* quick: each weight type but F32 on one architecture (types taken in turn over the three), 6 of the 21
+ * pairs: F32 matrices are rare in real models and its matmul pipelines are the dearest for lavapipe's LLVM
+ * to compile (about a minute of CPU cold); the full run keeps every pair. */
 static void test_archs(const char *backend, int quick) {
   const char *archs[] = {"llama", "qwen2", "gemma3"};
   uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q8_0, ICL_TYPE_Q4_1, ICL_TYPE_Q5_0, ICL_TYPE_Q4_K,
@@ -61,7 +63,7 @@ static void test_archs(const char *backend, int quick) {
   for (size_t a = 0; a < 3; a++)
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
       if (!strcmp(backend, "ref") && t > 2) continue; /* the ref backend is the oracle's own ops: few cases */
-      if (quick && t % 3 != a) continue;
+      if (quick && (t % 3 != a || types[t] == ICL_TYPE_F32)) continue;
       char path[256], what[96];
       snprintf(path, sizeof path, "/tmp/icl-tiny-%d-%s-%s.gguf", (int)getpid(), archs[a], icl_type_name(types[t]));
       icl_tiny_spec sp = {.arch = archs[a], .wtype = types[t], .seed = a * 10 + t};
@@ -261,7 +263,7 @@ static void test_hooks(const char *backend, const char *arch) {
   unlink(path);
 }
 
-/* test_forward_tiny [BACKEND] [--quick]: every backend, or one; --quick: fewer (arch, type) pairs */
+/* test_forward_tiny [BACKEND] [--quick]: every backend, or one; --quick: 6 (arch, type) pairs, no F32 */
 int main(int argc, char **argv) {
   uint64_t s = 5;
   for (int i = 0; i < NTOK; i++) TOKS[i] = (int32_t)(t_rand_u64(&s) % 258), TOKS_B[i] = (int32_t)(t_rand_u64(&s) % 258);

@@ -45,10 +45,39 @@ static void ot_open_cpu(const char *only) {
   unsetenv("ICL_CPU_SIMD");
 }
 
-/* Both Vulkan kernel families on the default device (ICL_VK_SHAPE decides at device creation). */
+/* Both Vulkan kernel families on the default device (ICL_VK_SHAPE decides at device creation); with
+ * ot_vk_own (--own-family) only the family the device runs by default (vk/device.c: CPU devices the
+ * cpu-shaped kernels, GPUs the gpu-shaped ones; ICL_VK_SHAPE, if set, still decides). */
+static int ot_vk_own;
+
+static void ot_open_vk_own(const char *only) {
+  if (!ot_wanted("vulkan/cpu-shaped", only) && !ot_wanted("vulkan/gpu-shaped", only)) return;
+  icl_error err;
+  icl_backend *be;
+  int rc = icl_vk_backend_new(-1, &be, &err);
+  CHECKF(rc == ICL_OK, "vulkan backend (the device's own kernel family): %s", err.msg);
+  if (rc) return;
+  const icl_device_info *d = icl_vk_backend_device(be);
+  const char *shape = getenv("ICL_VK_SHAPE");
+  int cpu = shape && *shape ? strcmp(shape, "cpu") == 0 : strcmp(d->type, "cpu") == 0;
+  char name[64];
+  snprintf(name, sizeof name, "vulkan/%s-shaped (%.30s)", cpu ? "cpu" : "gpu", d->name);
+  if (!ot_wanted(name, only)) {
+    be->ops->destroy(be);
+    return;
+  }
+  printf("vulkan: the device's own kernel family only (--own-family)\n");
+  ot_add_target(name, be, OT_VK, 0);
+  ot_vk_used = 1;
+}
+
 static void ot_open_vk(const char *only) {
   if (!t_vulkan_built()) {
     printf("vulkan: not built (-DICL_VULKAN=OFF), not tested here\n");
+    return;
+  }
+  if (ot_vk_own) {
+    ot_open_vk_own(only);
     return;
   }
   static const char *shapes[] = {"gpu", "cpu"};

@@ -13,7 +13,9 @@
  * inputs keep theirs); non-finite values must match the reference's exactly.
  * The training backward ops (CPU today) have their own section (ops_bwd.h).
  * Options: --quick or ICL_OPS_QUICK=1 (drops the "big" shape class), --verbose (every measured error), --op NAME,
- * --backend SUBSTRING (targets besides ref), --list (the table's coverage, nothing run).
+ * --backend SUBSTRING (targets besides ref), --list (the table's coverage, nothing run), --own-family (Vulkan:
+ * only the kernel family the device runs by default), --types T1,T2,... (matmul and get_rows on these weight
+ * types only). The last two are for device-check.sh --quick: on lavapipe each pipeline costs LLVM seconds.
  * How to add an entry: docs/testing.md. */
 /* table rows leave their unused trailing fields (f, flags) zero */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -243,14 +245,48 @@ static void check_every_op_listed(void) {
   CHECKF(N_(ops) == sizeof(icl_backend_ops) / sizeof(void *) - 7, "backend.h has ops the table does not know");
 }
 
+/* --types: the weight types matmul and get_rows run on (the other ops' types are not weight choices) */
+static int only_types[ICL_TYPE_COUNT], types_filtered;
+
+static int parse_types(const char *list) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  types_filtered = 1;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int t = icl_type_from_name(tok);
+    if (t < 0 || !icl_type_is_weight((uint32_t)t)) return fprintf(stderr, "--types: '%s' is not a weight type\n", tok), 0;
+    only_types[t] = 1;
+  }
+  return 1;
+}
+
+/* The entry as it runs: with --types, matmul and get_rows keep only the listed types (kept holds
+ * them); 0 when none is left. */
+static int filter_entry(const ot_entry *e, ot_entry *out, uint32_t kept[ICL_TYPE_COUNT + 1]) {
+  *out = *e;
+  if (!types_filtered || (e->op != &OP_MATMUL && e->op != &OP_GET_ROWS)) return 1;
+  int n = 0;
+  for (const uint32_t *t = e->types; *t != ICL_TYPE_COUNT; t++)
+    if (only_types[*t]) kept[n++] = *t;
+  kept[n] = ICL_TYPE_COUNT;
+  out->types = kept;
+  return n > 0;
+}
+
 static int parse_args(int argc, char **argv, const char **only_be, int *list) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) ot_quick = 1;
+    else if (strcmp(argv[i], "--own-family") == 0) ot_vk_own = 1;
+    else if (strcmp(argv[i], "--types") == 0 && i + 1 < argc) {
+      if (!parse_types(argv[++i])) return 0;
+    }
     else if (strcmp(argv[i], "--verbose") == 0) ot_verbose = 1;
     else if (strcmp(argv[i], "--list") == 0) *list = 1;
     else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc) ot_only_op = argv[++i];
     else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) *only_be = argv[++i];
-    else return fprintf(stderr, "usage: %s [--quick] [--verbose] [--list] [--op NAME] [--backend SUBSTR]\n", argv[0]), 0;
+    else
+      return fprintf(stderr, "usage: %s [--quick] [--verbose] [--list] [--op NAME] [--backend SUBSTR] [--own-family] "
+                             "[--types T1,T2,...]\n", argv[0]), 0;
   }
   if (getenv("ICL_TEST_VERBOSE")) ot_verbose = 1;
   if (getenv("ICL_OPS_QUICK")) ot_quick = 1; /* the sanitizer build's ctest sets it (cmake/tests.cmake) */
@@ -266,9 +302,17 @@ int main(int argc, char **argv) {
   if (!ot_open_targets(only_be)) return t_done();
   for (size_t k = 0; k < N_(TABLE); k++) {
     if (ot_only_op && strcmp(ot_only_op, TABLE[k].op->name) != 0) continue;
+    ot_entry e;
+    uint32_t kept[ICL_TYPE_COUNT + 1];
+    if (!filter_entry(&TABLE[k], &e, kept)) {
+      printf("%-11s entry %2zu: none of its types in --types, not run\n", TABLE[k].op->name, k);
+      continue;
+    }
     double t0 = ot_now();
-    long runs = ot_run_entry(&TABLE[k], 100 * (uint64_t)k);
-    printf("%-11s entry %2zu: %5ld runs in %6.2f s\n", TABLE[k].op->name, k, runs, ot_now() - t0);
+    clock_t c0 = clock(); /* the process's CPU time, every thread: on lavapipe its shader compiles too */
+    long runs = ot_run_entry(&e, 100 * (uint64_t)k);
+    printf("%-11s entry %2zu: %5ld runs in %6.2f s (cpu %.2f s)\n", TABLE[k].op->name, k, runs, ot_now() - t0,
+           (double)(clock() - c0) / CLOCKS_PER_SEC);
   }
   ot_bwd_run();
   ot_close_targets();
