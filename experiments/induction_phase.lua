@@ -152,12 +152,12 @@ local function measure(net, path, pr, loss, step)
   local E = net:params()["token_embd.weight"]:reshape(o.vocab, o.d_model)
   local rows = {}
   for i, id in ipairs(copy_ids) do rows[i] = E:slice(1, id + 1, id + 1) end
-  local cp = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
+  local cp, cpx = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
   m:close()
   local pm = ps.prefix_matching
   return {step = step, train_loss = loss, icl_score = pr.icl_score, loss_by_token = pr.curve, test_loss = pr.test_loss,
           max_prefix_matching = pm:max(), prefix_matching = pm, previous_token = ps.previous_token, copying = cp,
-          ptl = pr.ptl}
+          copying_share = cpx.share, copying_top1 = cpx.top1, ptl = pr.ptl}
 end
 
 -- one model: probes every --probe steps, checkpoints every --every steps and wherever a probe moved (the scheme
@@ -263,6 +263,7 @@ for _, r in ipairs(runs) do
         local pm = last.prefix_matching:get(l + 1, h + 1)
         local e = {layer = l, head = h, icl_score = s, change = s - base, induction = pm >= o.induction,
                    prefix_matching = pm, copying = last.copying:get(l + 1, h + 1),
+                   copying_share = last.copying_share:get(l + 1, h + 1), copying_top1 = last.copying_top1:get(l + 1, h + 1),
                    previous_token = last.previous_token:get(l + 1, h + 1)}
         ablation.heads[#ablation.heads + 1] = e
         table.insert(e.induction and ind or other, {layer = l, head = h})
@@ -370,7 +371,8 @@ for _, r in ipairs(runs) do
   for j, c in ipairs(r.checkpoints) do
     cks[j] = {step = c.step, train_loss = c.train_loss, test_loss = c.test_loss, icl_score = c.icl_score,
               max_prefix_matching = c.max_prefix_matching, loss_by_token = c.loss_by_token,
-              prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying}
+              prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying,
+              copying_share = c.copying_share, copying_top1 = c.copying_top1}
   end
   out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,
@@ -381,9 +383,9 @@ end
 if ablation then
   lines[#lines + 1] = ("2L final ICL score %.3f; zeroing one head:"):format(ablation.base)
   for _, h in ipairs(ablation.heads) do
-    lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f, previous token %.3f")
-      :format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score, h.change, h.prefix_matching, h.copying,
-              h.previous_token)
+    lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f (share %.3f, " ..
+      "top-1 %.3f), previous token %.3f"):format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score,
+      h.change, h.prefix_matching, h.copying, h.copying_share, h.copying_top1, h.previous_token)
   end
   for _, g in ipairs(ablation.groups) do
     lines[#lines + 1] = ("  all %d %s zeroed: ICL score %.3f (change %+.3f)"):format(#g.heads, g.name, g.icl_score, g.change)
