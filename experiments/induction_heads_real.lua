@@ -68,6 +68,10 @@ local mean_se = O.mean_se
 local base_score, base_curve, base_raw, base_per = icl_of(nil)
 log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
     base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)
+-- literal in-context copying: the loss on the repeated blocks of the random-token sequences, per sequence
+local function rep_of(abl) return (O.repeat_loss(m, seqs, o.n, abl and {ablate = abl} or nil)) end
+local base_rep, base_first = O.repeat_loss(m, seqs, o.n)
+log("random tokens: loss %.3f on the repeated blocks, %.3f on the first block", mean_se(base_rep), mean_se(base_first))
 
 local ks = {}
 for s in o.ks:gmatch("[^,%s]+") do ks[#ks + 1] = math.tointeger(tonumber(s)) or error("--ks: " .. s, 0) end
@@ -84,6 +88,7 @@ for _, k in ipairs(ks) do
   local top = {}
   for i = 1, k do top[i] = {layer = pm_rank[i].layer, head = pm_rank[i].head} end
   local ts, tc, _, tper = icl_of(O.ablation(top))
+  local trep = rep_of(O.ablation(top))
   if k == kmax then top8_curve = tc end
   local diff = {} -- paired over windows: the change of each window's banded score
   for i = 1, #tper do diff[i] = tper[i] - base_per[i] end
@@ -93,20 +98,25 @@ for _, k in ipairs(ks) do
     local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
     for i, p in ipairs(pick) do set[i] = others[p] end
     local sc, _, _, per = icl_of(O.ablation(set))
-    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per}, sc
+    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per, repeat_loss = rep_of(O.ablation(set))}, sc
   end
   local rmean, rse = mean_se(rs)
   local rsd = rse * math.sqrt(#rs)
   local rw = {}
   for d = 1, #rnd do rw[d] = rnd[d].windows end
   local pa = O.paired_ablation(base_per, tper, rw)
+  local rr = {}
+  for d = 1, #rnd do rr[d] = rnd[d].repeat_loss end
+  local pr = O.paired_ablation(base_rep, trep, rr)
   abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, top_windows = tper, top_change = tchg,
                              top_change_se = tse, random = rnd, random_mean = rmean, random_sd = rsd,
-                             random_se = rse, paired = pa}
+                             random_se = rse, paired = pa, top_repeat_loss = trep, repeat_paired = pr}
   log("k=%d: ICL score top-k ablated %.4f (change %+.4f +- %.4f over windows), random mean %.4f +- sd %.4f (base %.4f)",
       k, ts, tchg, tse, rmean, rsd, base_score)
   log("k=%d: per window: random change %+.4f +- %.4f, top minus random %+.4f +- %.4f, top beats random on %d/%d windows",
       k, pa.random_change, pa.random_se, pa.diff, pa.diff_se, math.floor(pa.beats * pa.n + 0.5), pa.n)
+  log("k=%d: repeated random tokens: loss change top-k %+.4f +- %.4f, random %+.4f, top minus random %+.4f +- %.4f",
+      k, pr.top_change, pr.top_se, pr.random_change, pr.diff, pr.diff_se)
 end
 
 -- figures
@@ -166,7 +176,12 @@ for _, r in ipairs(abl_rows) do
   local pa = r.paired
   lines[#lines + 1] = ("       per window: random change %+.4f (SE %.4f), top minus random %+.4f (SE %.4f), top beats " ..
     "the random mean on %.0f%% of windows"):format(pa.random_change, pa.random_se, pa.diff, pa.diff_se, 100 * pa.beats)
+  local pr = r.repeat_paired
+  lines[#lines + 1] = ("       repeated random tokens (loss %.3f unablated): change top-k %+.4f (SE %.4f), random %+.4f, " ..
+    "top minus random %+.4f (SE %.4f over %d sequences)"):format(mean_se(base_rep), pr.top_change, pr.top_se,
+    pr.random_change, pr.diff, pr.diff_se, pr.n)
 end
 ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
            icl_score_windows = base_per, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
-           copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, top = top_list, prefix_matching_counts = pm_counts, ablation = abl_rows, copy_tokens = ctoks}, lines)
+           copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, top = top_list, prefix_matching_counts = pm_counts,
+           repeat_loss = base_rep, first_block_loss = base_first, ablation = abl_rows, copy_tokens = ctoks}, lines)

@@ -347,14 +347,14 @@ for _, r in ipairs(runs) do
   local before = r.checkpoints[1]
   if w and w.from then for _, c in ipairs(r.checkpoints) do if c.step < w.from then before = c end end end
   local all, fill = {}, {}
-  for k, c in ipairs({before, last}) do
+  for k, c in ipairs({r.checkpoints[1], before, last}) do
     for l = 1, r.layers do
       for h = 1, o.heads do all[#all + 1] = {c.prefix_matching:get(l, h), c.copying:get(l, h)}; fill[#fill + 1] = k end
     end
   end
   ex:figure(plot.scatter{points = all, fill = fill, xlim = {0, 1}, ylim = {-1, 1}, xlabel = "prefix-matching score",
-                         ylabel = "copying score", title = ("%s heads: blue step %d (before the window), orange step %d")
-                         :format(r.name, before.step, last.step)}, "heads_" .. r.name)
+                         ylabel = "copying score", title = ("%s heads: step %d (blue), %d (orange, before the window), %d (green)")
+                         :format(r.name, r.checkpoints[1].step, before.step, last.step)}, "heads_" .. r.name)
 end
 
 local lines, out_runs = {}, {}

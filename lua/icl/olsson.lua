@@ -299,6 +299,27 @@ function O.token_losses(m, tokens, run_opts)
   return losses
 end
 
+-- repeat_loss(m, seqs, n [, run_opts]): per sequence of random_tokens (blocks of n ids after an optional BOS), the
+-- mean loss on the tokens of the repeated blocks (every token after the first block), the in-context copying that
+-- induction heads do, and the mean loss on the first block's tokens after its first (no copy to make there).
+-- Returns two lists (one value per sequence).
+function O.repeat_loss(m, seqs, n, run_opts)
+  local okb, bos = pcall(function() return m.bos end)
+  local rep, first = {}, {}
+  for s, seq in ipairs(seqs) do
+    local b0 = (okb and math.type(bos) == "integer" and bos >= 0 and seq[1] == bos) and 1 or 0
+    if #seq <= b0 + n then error("olsson.repeat_loss: a sequence has no repeated block", 2) end
+    local l = O.token_losses(m, seq, run_opts) -- l[i]: loss on token i + 1
+    local a, c = 0, 0
+    for i = b0 + n + 1, #seq do a, c = a + l[i - 1], c + 1 end
+    rep[s] = a / c
+    a, c = 0, 0
+    for i = b0 + 2, b0 + n do a, c = a + l[i - 1], c + 1 end
+    first[s] = a / c
+  end
+  return rep, first
+end
+
 -- icl_curve(m, seqs, {late = 500, early = 50, run = opts}): the mean loss by token index over the sequences
 -- (list of n - 1 values: entry i is the loss on token i + 1), the ICL score loss(late) - loss(early), the
 -- per-sequence losses and the banded score (band_score with opts.band, default 0).

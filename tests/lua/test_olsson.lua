@@ -166,6 +166,16 @@ for i = 1, #full do worst = math.max(worst, math.abs(full[i] - tl[i])) end
 check(#tl == 23 and worst < 1e-4, ("token losses match (max diff %.2e)"):format(worst))
 local curve, score = O.icl_curve(m, {seqs[1], seqs[1]}, {late = 20, early = 3})
 check(math.abs(score - (tl[19] - tl[2])) < 1e-9 and math.abs(curve[5] - tl[5]) < 1e-9, "icl_curve")
+-- repeat_loss: blocks of 6 without BOS; the repeated blocks are tokens 7..24 (losses tl[6..23]), the first block's
+-- predictable part tokens 2..6 (tl[1..5])
+do
+  local rep, first = O.repeat_loss(m, {seqs[1]}, 6)
+  local a, b = 0, 0
+  for i = 6, 23 do a = a + tl[i] end
+  for i = 1, 5 do b = b + tl[i] end
+  check(#rep == 1 and math.abs(rep[1] - a / 18) < 1e-9 and math.abs(first[1] - b / 5) < 1e-9, "repeat_loss")
+  check(not pcall(O.repeat_loss, m, {{1, 2, 3}}, 3), "repeat_loss: no repeated block")
+end
 local _, zs = O.icl_curve(m, {seqs[1]}, {late = 20, early = 3, run = {ablate = O.ablation({{layer = 1, head = 0}})}})
 check(zs ~= score, "an ablation changes the curve")
 m:close()
