@@ -347,14 +347,19 @@ for _, r in ipairs(runs) do
   local before = r.checkpoints[1]
   if w and w.from then for _, c in ipairs(r.checkpoints) do if c.step < w.from then before = c end end end
   local all, fill = {}, {}
-  for k, c in ipairs({r.checkpoints[1], before, last}) do
+  local sets = before == r.checkpoints[1] and {before, last} or {r.checkpoints[1], before, last}
+  for k, c in ipairs(sets) do
     for l = 1, r.layers do
       for h = 1, o.heads do all[#all + 1] = {c.prefix_matching:get(l, h), c.copying:get(l, h)}; fill[#fill + 1] = k end
     end
   end
   ex:figure(plot.scatter{points = all, fill = fill, xlim = {0, 1}, ylim = {-1, 1}, xlabel = "prefix-matching score",
-                         ylabel = "copying score", title = ("%s heads: step %d (blue), %d (orange, before the window), %d (green)")
-                         :format(r.name, r.checkpoints[1].step, before.step, last.step)}, "heads_" .. r.name)
+                         ylabel = "copying score", title = #sets == 3 and
+                           ("%s heads: step %d (blue), %d (orange, before the window), %d (green)")
+                           :format(r.name, r.checkpoints[1].step, before.step, last.step) or
+                           ("%s heads: step %d (blue, before the window), %d (orange)"):format(r.name, before.step,
+                                                                                              last.step)},
+            "heads_" .. r.name)
 end
 
 local lines, out_runs = {}, {}
