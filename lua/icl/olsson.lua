@@ -91,9 +91,31 @@ function O.pattern_scores(m, seqs)
           previous_token = to_tensor(pt, m.n_layers, m.n_heads)}
 end
 
--- copy_fraction(logits [n, n]): row s holds the logits of the n tokens when attending to token s. Each row is
--- mean-subtracted, passed through a ReLU, and the share of its positive mass on the diagonal taken; the mean
--- share f over rows is rescaled to 2f - 1 (-1..1: 1 = all positive mass on the attended token itself).
+-- The copying measures of one head take its logit block L [n, n]: row s holds the logits of the n scored tokens
+-- when the head attends to token s (copying_scores builds it). Three summaries:
+--
+-- copy_score(L): Olsson's scale. The raise of each attended token's own logit over the mean of its row,
+-- r_s = L[s][s] - mean_u L[s][u], is put through a ReLU and taken as a fraction of the total size,
+-- f = sum_s relu(r_s) / sum_s |r_s|, rescaled to 2f - 1 = sum_s r_s / sum_s |r_s|: +1 when attending to any
+-- token raises that token above the average token, -1 when it always lowers it, 0 in expectation for a head
+-- whose logits do not depend on which token it attends to (whatever n is). 0 for an all-zero block.
+function O.copy_score(logits)
+  local n = logits:shape()[1]
+  local num, den = 0, 0
+  for s = 1, n do
+    local row = logits[s]
+    local r = row[s] - row:mean()
+    num, den = num + r, den + math.abs(r)
+  end
+  return den > 0 and num / den or 0
+end
+
+-- copy_fraction(L): the share of each row's positive mass on the attended token. Each row is mean-subtracted,
+-- passed through a ReLU, and the share of its positive mass on the diagonal taken; the mean share f over rows is
+-- rescaled to 2f - 1. 1 only when every other token of the row lies at or below the row mean; a head whose logits
+-- ignore the attended token puts 1/n of the mass there on average (the n entries are exchangeable), so its level
+-- is 2/n - 1, and a head whose own token tops every row still scores far below 1 when half of the other tokens
+-- lie above the mean (the trained 2L induction heads: -0.44; docs/results.md).
 function O.copy_fraction(logits)
   local n = logits:shape()[1]
   local total = 0
@@ -105,6 +127,21 @@ function O.copy_fraction(logits)
     total = total + (sum > 0 and pos[s] / sum or 0)
   end
   return 2 * total / n - 1
+end
+
+-- copy_top1(L): the fraction of rows whose own token has the strictly largest logit (chance 1/n).
+function O.copy_top1(logits)
+  local n = logits:shape()[1]
+  local hits = 0
+  for s = 1, n do
+    local row, best = logits[s], true
+    local v = row[s]
+    for u = 1, n do
+      if u ~= s and row[u] >= v then best = false; break end
+    end
+    if best then hits = hits + 1 end
+  end
+  return hits / n
 end
 
 local function has_post_norm(m)
@@ -218,7 +255,9 @@ end
 -- position in it), each position attends to itself only, and the head's output (W_O W_V ln1(x); without W_O its
 -- z in its own d_head columns; through the post-attention norm where the model has one) is written into the
 -- final residual stream of another run, so the logits are W_U ln_final(output). The logits of `tokens` only are
--- kept, and copy_fraction turns them into a -1..1 score. Returns a tensor [layers, heads].
+-- kept: one block [n, n] per head (docs/results.md, "Copying score", says it per architecture).
+-- Returns copy_score of every head (tensor [layers, heads]) and {share = copy_fraction, top1 = copy_top1,
+-- blocks = {[layer + 1][head + 1] = logit block}} of every head.
 function O.copying_scores(m, opts)
   local tokens = opts.tokens
   local n = #tokens
@@ -231,12 +270,16 @@ function O.copying_scores(m, opts)
     for h = 1, m.n_heads do list[#list + 1] = {L, h}; rows[#rows + 1] = outs[L][h] end
   end
   local logits = unembed(icl.tensor.cat(rows, 1))
-  local acc = {}
+  local acc, share, top1, blocks = {}, {}, {}, {}
   for j, lh in ipairs(list) do
-    acc[lh[1]] = acc[lh[1]] or {}
-    acc[lh[1]][lh[2]] = O.copy_fraction(logits:slice(1, (j - 1) * n + 1, j * n))
+    local L, h = lh[1], lh[2]
+    acc[L], share[L], top1[L], blocks[L] = acc[L] or {}, share[L] or {}, top1[L] or {}, blocks[L] or {}
+    local b = logits:slice(1, (j - 1) * n + 1, j * n)
+    acc[L][h], share[L][h], top1[L][h], blocks[L][h] = O.copy_score(b), O.copy_fraction(b), O.copy_top1(b), b
   end
-  return to_tensor(acc, m.n_layers, m.n_heads)
+  return to_tensor(acc, m.n_layers, m.n_heads),
+         {share = to_tensor(share, m.n_layers, m.n_heads), top1 = to_tensor(top1, m.n_layers, m.n_heads),
+          blocks = blocks}
 end
 
 -- token_losses(m, tokens [, run_opts]): the n - 1 losses -log p(tokens[i + 1] | tokens[1..i]), from reduced
@@ -254,6 +297,27 @@ function O.token_losses(m, tokens, run_opts)
   local losses = {}
   for i = 1, #tokens - 1 do losses[i] = r.lse[i] - r.logits:get(i, col[tokens[i + 1]]) end
   return losses
+end
+
+-- repeat_loss(m, seqs, n [, run_opts]): per sequence of random_tokens (blocks of n ids after an optional BOS), the
+-- mean loss on the tokens of the repeated blocks (every token after the first block), the in-context copying that
+-- induction heads do, and the mean loss on the first block's tokens after its first (no copy to make there).
+-- Returns two lists (one value per sequence).
+function O.repeat_loss(m, seqs, n, run_opts)
+  local okb, bos = pcall(function() return m.bos end)
+  local rep, first = {}, {}
+  for s, seq in ipairs(seqs) do
+    local b0 = (okb and math.type(bos) == "integer" and bos >= 0 and seq[1] == bos) and 1 or 0
+    if #seq <= b0 + n then error("olsson.repeat_loss: a sequence has no repeated block", 2) end
+    local l = O.token_losses(m, seq, run_opts) -- l[i]: loss on token i + 1
+    local a, c = 0, 0
+    for i = b0 + n + 1, #seq do a, c = a + l[i - 1], c + 1 end
+    rep[s] = a / c
+    a, c = 0, 0
+    for i = b0 + 2, b0 + n do a, c = a + l[i - 1], c + 1 end
+    first[s] = a / c
+  end
+  return rep, first
 end
 
 -- icl_curve(m, seqs, {late = 500, early = 50, run = opts}): the mean loss by token index over the sequences
@@ -300,6 +364,43 @@ function O.text_sequences(m, text, opts)
     end
   end
   return seqs
+end
+
+-- mean_se(v): mean and standard error of the mean of a list (SE 0 for one entry).
+function O.mean_se(v)
+  local s, n = 0, #v
+  for _, x in ipairs(v) do s = s + x end
+  local mu, q = s / n, 0
+  for _, x in ipairs(v) do q = q + (x - mu) ^ 2 end
+  return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
+end
+
+-- paired_ablation(base, top, randoms): the per-window comparison of one top-k ablation with its random draws.
+-- base and top are lists of per-window scores (same windows), randoms a list of such lists (one per draw).
+-- Per window i: top change t_i = top_i - base_i, random change r_i = mean over draws of draw_i - base_i, and
+-- their difference t_i - r_i. Returns {top_change, top_se, random_change, random_se, diff, diff_se (paired over
+-- windows), beats (fraction of windows with t_i > r_i, i.e. the top-k heads raised that window's score more
+-- than the random heads did on average), n (windows)}.
+function O.paired_ablation(base, top, randoms)
+  local n = #base
+  assert(#top == n, "olsson.paired_ablation: top and base differ in length")
+  local t, r, d, beats = {}, {}, {}, 0
+  for i = 1, n do
+    local acc = 0
+    for _, w in ipairs(randoms) do
+      assert(#w == n, "olsson.paired_ablation: a random draw differs in length")
+      acc = acc + w[i]
+    end
+    t[i] = top[i] - base[i]
+    r[i] = #randoms > 0 and acc / #randoms - base[i] or 0 / 0
+    d[i] = t[i] - r[i]
+    if d[i] > 0 then beats = beats + 1 end
+  end
+  local out = {n = n, beats = beats / n}
+  out.top_change, out.top_se = O.mean_se(t)
+  out.random_change, out.random_se = O.mean_se(r)
+  out.diff, out.diff_se = O.mean_se(d)
+  return out
 end
 
 -- ranked(t): the entries of a [layers, heads] tensor best first, NaN last: {{layer =, head =, score =}, ...}.

@@ -64,6 +64,16 @@ for l = 1, 30 do
   end
 end
 assert(s.icl_score < 0, "natural text: later tokens predicted better")
+for l = 1, 30 do
+  for h = 1, 9 do
+    assert(s.copying_share[l][h] >= -1 and s.copying_share[l][h] <= 1, "copying share range")
+    assert(s.copying_top1[l][h] >= 0 and s.copying_top1[l][h] <= 1, "copying top-1 range")
+  end
+end
+assert(#s.repeat_loss == 2 and s.repeat_loss[1] < s.first_block_loss[1], "repeated random blocks predicted better than the first")
+local a = s.ablation[1]
+assert(a.paired.n == 1 and a.repeat_paired.n == 2, "paired statistics over 1 window and 2 random-token sequences")
+assert(math.abs(a.paired.top_change - a.top_change) < 1e-9, "paired top change = the per-window mean change")
 print("ok")
 LUA
   out=$("$ICL" script "$d/check_real.lua" "$d/r/summary.json" 2>&1)

@@ -6,15 +6,31 @@ local testlib = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testl
 local check = testlib.check
 local T = icl.tensor
 
--- copy_fraction: identity logits put all positive mass on the diagonal (score 1); negated identity none (-1)
+-- copy_fraction: identity logits put all positive mass on the diagonal (score 1); negated identity none (-1);
+-- copy_score likewise (more hand examples in test_olsson_copying.lua)
 check(math.abs(O.copy_fraction(T.eye(3)) - 1) < 1e-12, "identity -> 1")
 check(math.abs(O.copy_fraction(-T.eye(3)) + 1) < 1e-12, "-identity -> -1")
+check(math.abs(O.copy_score(-T.eye(3)) + 1) < 1e-12, "-identity: score -1")
 -- rows [3,1,2] (attend to token 1) and [0,0,3]... row 1: centred [1,-1,0] -> frac 1; row 2 [1,2,0] attending
 -- token 2: centred [0,1,-1] -> frac 1; row 3 [2,2,0] attending token 3: centred [2/3,2/3,-4/3] -> 0
 local M = T.new({3, 3}, {3, 1, 2, 1, 2, 0, 2, 2, 0})
 check(math.abs(O.copy_fraction(M) - (2 * (2 / 3) - 1)) < 1e-6, "hand example: 2 * 2/3 - 1")
 check(math.abs(O.band_score({1, 2, 3, 4, 5, 6}, 6, 3, 1) - ((4 + 5 + 6) / 3 - (1 + 2 + 3) / 3)) < 1e-12, "band_score")
 check(O.band_score({1, 2, 3, 4, 5, 6}, 7, 2, 0) == 5, "band 0 = single tokens")
+-- mean_se and paired_ablation by hand: top changes {1, 0, 2, 0}, random means {1, 2, 3.5, 4} -> changes {0, 0, 0.5, 0},
+-- differences {1, 0, 1.5, 0} (mean 0.625, SE sqrt(1.6875 / 3 / 4) = 0.375), top beats random on 2 of 4 windows
+do
+  local mu, se = O.mean_se({1, 0, 2, 0})
+  check(math.abs(mu - 0.75) < 1e-12 and math.abs(se - math.sqrt(2.75 / 12)) < 1e-12, "mean_se")
+  local one, z = O.mean_se({3})
+  check(one == 3 and z == 0, "mean_se of one value: SE 0")
+  local pa = O.paired_ablation({1, 2, 3, 4}, {2, 2, 5, 4}, {{1.5, 2, 3, 4}, {0.5, 2, 4, 4}})
+  check(pa.n == 4 and math.abs(pa.top_change - 0.75) < 1e-12 and math.abs(pa.random_change - 0.125) < 1e-12,
+        "paired_ablation: mean changes")
+  check(math.abs(pa.diff - 0.625) < 1e-12 and math.abs(pa.diff_se - 0.375) < 1e-12 and pa.beats == 0.5,
+        "paired_ablation: difference, its SE, share of windows")
+  check(not pcall(O.paired_ablation, {1, 2}, {1}, {}), "paired_ablation: lengths must match")
+end
 local r = O.ranked(T.new({2, 2}, {0.1, 0 / 0, 0.7, 0.3}))
 check(r[1].layer == 1 and r[1].head == 0 and r[2].layer == 1 and r[2].head == 1 and r[4].score ~= r[4].score, "ranked")
 local a = O.ablation({{layer = 2, head = 3}, {layer = 0, head = 1}, {layer = 2, head = 0}})
@@ -74,7 +90,7 @@ local function ov_reference(net, o, ids)
       local Wo = p["blk.0.attn_output.weight"]:reshape(d, H * dh)
       out = v:matmul(Wo:slice(2, (h - 1) * dh + 1, h * dh):transpose()):matmul(WuS:transpose())
     end
-    scores[h] = O.copy_fraction(out)
+    scores[h] = {O.copy_score(out), O.copy_fraction(out), O.copy_top1(out)}
   end
   return scores, E
 end
@@ -84,11 +100,15 @@ for _, wo in ipairs({true, false}) do
   local net, m = checkpoint(o)
   local ids = {0, 1, 2, 3, 4, 5}
   local want, E = ov_reference(net, o, ids)
-  local got = O.copying_scores(m, {tokens = ids, embed = E})
+  local got, ex = O.copying_scores(m, {tokens = ids, embed = E})
   for h = 1, 2 do
-    print(("w_o=%s head %d: copying %.6f via hooks, %.6f from the weights"):format(tostring(wo), h - 1, got:get(1, h), want[h]))
-    check(math.abs(got:get(1, h) - want[h]) < 1e-4, ("copying score w_o=%s head %d"):format(tostring(wo), h - 1))
-    check(want[h] >= -1 and want[h] <= 1, "score in -1..1")
+    local w = want[h]
+    print(("w_o=%s head %d: copying %.6f / share %.6f / top1 %.3f via hooks, %.6f / %.6f / %.3f from the weights")
+      :format(tostring(wo), h - 1, got:get(1, h), ex.share:get(1, h), ex.top1:get(1, h), w[1], w[2], w[3]))
+    check(math.abs(got:get(1, h) - w[1]) < 1e-4, ("copying score w_o=%s head %d"):format(tostring(wo), h - 1))
+    check(math.abs(ex.share:get(1, h) - w[2]) < 1e-4, ("copying share w_o=%s head %d"):format(tostring(wo), h - 1))
+    check(math.abs(ex.top1:get(1, h) - w[3]) < 1e-6, ("copying top1 w_o=%s head %d"):format(tostring(wo), h - 1))
+    check(w[1] >= -1 and w[1] <= 1 and w[2] >= -1 and w[2] <= 1, "scores in -1..1")
   end
   m:close()
 end
@@ -146,6 +166,16 @@ for i = 1, #full do worst = math.max(worst, math.abs(full[i] - tl[i])) end
 check(#tl == 23 and worst < 1e-4, ("token losses match (max diff %.2e)"):format(worst))
 local curve, score = O.icl_curve(m, {seqs[1], seqs[1]}, {late = 20, early = 3})
 check(math.abs(score - (tl[19] - tl[2])) < 1e-9 and math.abs(curve[5] - tl[5]) < 1e-9, "icl_curve")
+-- repeat_loss: blocks of 6 without BOS; the repeated blocks are tokens 7..24 (losses tl[6..23]), the first block's
+-- predictable part tokens 2..6 (tl[1..5])
+do
+  local rep, first = O.repeat_loss(m, {seqs[1]}, 6)
+  local a, b = 0, 0
+  for i = 6, 23 do a = a + tl[i] end
+  for i = 1, 5 do b = b + tl[i] end
+  check(#rep == 1 and math.abs(rep[1] - a / 18) < 1e-9 and math.abs(first[1] - b / 5) < 1e-9, "repeat_loss")
+  check(not pcall(O.repeat_loss, m, {{1, 2, 3}}, 3), "repeat_loss: no repeated block")
+end
 local _, zs = O.icl_curve(m, {seqs[1]}, {late = 20, early = 3, run = {ablate = O.ablation({{layer = 1, head = 0}})}})
 check(zs ~= score, "an ablation changes the curve")
 m:close()
