@@ -3,15 +3,18 @@
 -- token), forerunner-token and induction head counts per layer with the paper's thresholds, and attention
 -- knockouts of the circuit's edges over quarter-depth layer ranges beside random-edge controls.
 --   icl script experiments/icl_circuit.lua [--model M] [--task sentiment|domain] [--n N] [--n-knockout N]
---                                          [--k K] [--seed S] [--out DIR] [--quick]
+--                                          [--k K] [--seed S] [--out DIR] [--skip probe,heads]
+--                                          [--edges s->y,y->sq] [--quick]
 -- Prompt "sentence: {x} sentiment: {y}\n" x k demonstrations, then the query up to its forerunner ':'; the
 -- prediction is the argmax of the label tokens' logits at the query's forerunner. Data: scripts/fetch-data.sh
 -- (docs/data.md); the sentiment task is a substitute for SST-2 (see there).
 -- Also the zero-shot accuracy (k = 0, the query alone: the paper's Table 1 baseline) and the accuracy a pure copy of
 -- the last demonstration's label would get with true and with random labels (small models copy it, and in a
 -- sample of ~100 prompts that agreement is far enough from 1/2 to decide which of the two scores is higher).
+-- Per-prompt outcomes go to summary.json, and paired differences (true - random labels, knockout - none,
+-- knockout - random-edge control) come with their standard errors over prompts.
 -- Cost: 2 runs per prompt (true and random labels) + 1 short zero-shot run + 1 + 2 x kinds x ranges runs per
--- knockout prompt.
+-- knockout prompt; --skip probe,heads drops the captures (not the runs), --edges the knockout kinds not named.
 local args = require("icl.args")
 local prompt, knockout = require("icl.prompt"), require("icl.knockout")
 local plot, json = icl.plot, icl.json
@@ -29,10 +32,18 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
   --knockout-from F  the first knockout prompt (default 1); shards of one table split the prompts with it,
                      as the random edges of prompt i depend on (seed, i) only
   --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
+  --edges LIST       knockout edge kinds, comma-separated (default all: x->s,xq->sq,s->y,y->sq,s->s); a
+                     subset draws the same random edges as the full set
+  --skip LIST        parts left out, comma-separated: probe (the x captures and the probe), heads (the
+                     attention patterns and head counts), accuracy (with probe,heads: no runs but the
+                     knockouts', e.g. for a knockout shard); what is not named is unchanged
   --times C          head thresholds C / n_t (default 5, the paper's)
   --folds F          cross-validation folds of the probe (default 5)
   --seed S           seed of the sampling, random labels and random edges (default 42)
   --out DIR          output directory (default out/icl_circuit)
+  --recompute        compute every run from its first token (default: a run takes the keys and values of the
+                     positions it shares with the previous run, unchanged by any knockout, from the cache;
+                     the results are the same, bit for bit)
   --backend B        auto, cpu, vulkan
   --threads T        CPU backend threads (default 0: the backend's choice)
   --quick            8 prompts, 1 for knockouts, sentences of at most 16 tokens; options given are kept]]
@@ -40,7 +51,8 @@ local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
 local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
                                   data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
                                   n_knockout = 24, knockout_from = 1, parts = 4, times = 5, folds = 5, seed = 42,
-                                  out = "out/icl_circuit", backend = "auto", threads = 0, quick = false}, USAGE)
+                                  out = "out/icl_circuit", backend = "auto", threads = 0, quick = false,
+                                  edges = "all", skip = "", recompute = false}, USAGE)
 if o.quick then
   for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
 end
@@ -52,6 +64,30 @@ if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.knockout_from <
    o.max_tokens < 1 or o.folds < 2 then
   error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout, --knockout-from >= 1, " ..
         "--knockout-from + --n-knockout - 1 <= --n, --max-tokens >= 1", 0)
+end
+
+-- comma-separated lists of names from a fixed set
+local function name_set(text, allowed, what)
+  local set = {}
+  for w in tostring(text):gmatch("[^,%s]+") do
+    local ok = false
+    for _, a in ipairs(allowed) do ok = ok or a == w end
+    if not ok then error(("--%s: unknown '%s' (use %s)"):format(what, w, table.concat(allowed, ",")), 0) end
+    set[w] = true
+  end
+  return set
+end
+local KINDS = {}
+do
+  local want = o.edges == "all" and {} or name_set(o.edges, knockout.KINDS, "edges")
+  for _, kind in ipairs(knockout.KINDS) do
+    if o.edges == "all" or want[kind] then KINDS[#KINDS + 1] = kind end
+  end
+  if #KINDS == 0 then error("--edges: name at least one kind", 0) end
+end
+local SKIP = name_set(o.skip, {"probe", "heads", "accuracy"}, "skip")
+if SKIP.accuracy and not (SKIP.probe and SKIP.heads) then
+  error("--skip accuracy needs probe,heads too (they share its runs); e.g. --skip accuracy,probe,heads", 0)
 end
 
 -- ---- data ----------------------------------------------------------------------------------------------------
@@ -123,7 +159,7 @@ local function draw(c)
 end
 
 -- prompts: k demonstrations and a query, labels uniform; the random-label twin keeps the sentences
-local cache, prompts, skipped = {}, {}, {}
+local cache, prompts, skipped, lengths = {}, {}, {}, 0
 while #prompts < o.n do
   local items = {}
   for i = 1, o.k + 1 do
@@ -142,6 +178,7 @@ while #prompts < o.n do
   local p0 = pr and prompt.build(m, tpl, {}, {x = q.x}, {cache = cache})
   if p and pr and p0 then
     prompts[#prompts + 1] = {p = p, pr = pr, p0 = p0, items = items, rand = rand}
+    lengths = lengths + p.n
   else
     skipped[#skipped + 1] = err or "random-label or zero-shot twin failed"
   end
@@ -149,25 +186,26 @@ end
 
 -- ---- runs ----------------------------------------------------------------------------------------------------
 local ranges = knockout.ranges(NL, o.parts)
-local KINDS = knockout.KINDS
-local n_runs = 3 * o.n + (1 + 2 * #KINDS * #ranges) * o.n_knockout
+local n_runs = (SKIP.accuracy and 0 or 3 * o.n) + (1 + 2 * #KINDS * #ranges) * o.n_knockout
 local bar = icl.progress.new{total = n_runs, label = "icl circuit"}
 
 local captures = {}
 for l = 0, NL - 1 do
-  captures[#captures + 1] = ("blocks.%d.attn.hook_pattern"):format(l)
-  captures[#captures + 1] = ("blocks.%d.hook_resid_post"):format(l)
+  if not SKIP.heads then captures[#captures + 1] = ("blocks.%d.attn.hook_pattern"):format(l) end
+  if not SKIP.probe then captures[#captures + 1] = ("blocks.%d.hook_resid_post"):format(l) end
 end
 
 local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
 local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
-local right, right_rand, right_zero, lengths = 0, 0, 0, 0
+local right, right_rand, right_zero = 0, 0, 0
 local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS), zero_shot = zeros(#LABELS)}
 -- predictions equal to the last demonstration's label (a recency copy), and how often a pure copy is right
 local follows_last = {true_labels = 0, random_labels = 0}
 local copy_right = {true_labels = 0, random_labels = 0}
+-- per prompt, 1 when right: with true labels, random labels, zero-shot, and a pure copy of each last label
+local per = {true_labels = {}, random_labels = {}, zero_shot = {}, copy_true = {}, copy_random = {}}
 
 -- head counts of one prompt: forerunner (y_i -> s_i above C / y_i, mean over demonstrations), induction
 -- (sum_i attention s_q -> y_i above C / s_q) and correct induction (same-label minus other-label above
@@ -203,58 +241,95 @@ local function x_positions(p)
   return xs
 end
 
+-- reuse: the positions shared with the previous run come from the cache (m:run's reuse; same logits)
+local REUSE = not o.recompute
 local function predict(tokens, ko)
-  local r = assert(m:run(tokens, {logits = "last", knockout = ko}))
+  local r = assert(m:run(tokens, {logits = "last", knockout = ko, reuse = REUSE}))
   bar:update(1)
   return (prompt.predict(r.logits, label_ids))
 end
 
-for _, pr in ipairs(prompts) do
+for _, pr in ipairs(SKIP.accuracy and {} or prompts) do
   local p = pr.p
-  lengths = lengths + p.n
-  local r = assert(m:run(p.tokens, {logits = "last", capture = captures}))
+  local r = assert(m:run(p.tokens, {logits = "last", capture = #captures > 0 and captures or nil}))
   bar:update(1)
   local truth = pr.items[o.k + 1].c
   local guess = prompt.predict(r.logits, label_ids)
+  local pi = #per.true_labels + 1
+  per.true_labels[pi] = guess == truth and 1 or 0
+  per.copy_true[pi] = pr.items[o.k].c == truth and 1 or 0
+  per.copy_random[pi] = pr.rand[o.k] == truth and 1 or 0
   pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
   if guess == pr.items[o.k].c then follows_last.true_labels = follows_last.true_labels + 1 end
   if pr.items[o.k].c == truth then copy_right.true_labels = copy_right.true_labels + 1 end
   if pr.rand[o.k] == truth then copy_right.random_labels = copy_right.random_labels + 1 end
   if guess == truth then right = right + 1 end
-  count_heads(r, pr)
-  local xs = x_positions(p)
-  for l = 0, NL - 1 do
-    table.insert(feats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, xs))
+  if not SKIP.heads then count_heads(r, pr) end
+  if not SKIP.probe then
+    local xs = x_positions(p)
+    for l = 0, NL - 1 do
+      table.insert(feats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, xs))
+    end
+    for i = 1, o.k + 1 do feat_labels[#feat_labels + 1] = pr.items[i].c end
   end
-  for i = 1, o.k + 1 do feat_labels[#feat_labels + 1] = pr.items[i].c end
   r = nil
   local rguess = predict(pr.pr.tokens)
   pred_counts.random_labels[rguess] = pred_counts.random_labels[rguess] + 1
   if rguess == truth then right_rand = right_rand + 1 end
+  per.random_labels[pi] = rguess == truth and 1 or 0
   if rguess == pr.rand[o.k] then follows_last.random_labels = follows_last.random_labels + 1 end
   local zguess = predict(pr.p0.tokens)
   pred_counts.zero_shot[zguess] = pred_counts.zero_shot[zguess] + 1
   if zguess == truth then right_zero = right_zero + 1 end
+  per.zero_shot[pi] = zguess == truth and 1 or 0
   collectgarbage()
 end
 
 -- knockout table: accuracy on prompts knockout_from .. KO_LAST per (range, kind), and with as many random edges
+-- per prompt (1 = right): ko_per.none[j], ko_per.accuracy[kind][range][j], ko_per.random[kind][range][j]
 local ko_none = 0
 local ko_acc, ko_rand, ko_edges = {}, {}, {}
-for _, kind in ipairs(KINDS) do ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0 end
+local ko_per = {none = {}, accuracy = {}, random = {}}
+for _, kind in ipairs(KINDS) do
+  ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0
+  ko_per.accuracy[kind], ko_per.random[kind] = {}, {}
+  for ri = 1, #ranges do ko_per.accuracy[kind][ri], ko_per.random[kind][ri] = {}, {} end
+end
 for i = o.knockout_from, KO_LAST do
   local pr = prompts[i]
   local ko_rng = icl.rng.new(o.seed * 1000003 + i) -- per prompt, so that shards draw what one run would
   local truth = pr.items[o.k + 1].c
-  ko_none = ko_none + (predict(pr.p.tokens) == truth and 1 or 0)
-  for _, kind in ipairs(KINDS) do
+  local right0 = predict(pr.p.tokens) == truth and 1 or 0
+  local j = #ko_per.none + 1
+  ko_none = ko_none + right0
+  ko_per.none[j] = right0
+  -- the random edges of every kind are drawn in the fixed order of knockout.KINDS, so that --edges picks the
+  -- same controls as the full set
+  local sets = {}
+  for _, kind in ipairs(knockout.KINDS) do
     local e = knockout.edges(pr.p, kind)
-    local re = knockout.random_edges(pr.p.n, #e, ko_rng, e)
-    ko_edges[kind] = ko_edges[kind] + #e
-    for ri, rg in ipairs(ranges) do
-      if predict(pr.p.tokens, knockout.spec(e, rg.layers)) == truth then ko_acc[kind][ri] = ko_acc[kind][ri] + 1 end
-      if predict(pr.p.tokens, knockout.spec(re, rg.layers)) == truth then ko_rand[kind][ri] = ko_rand[kind][ri] + 1 end
+    sets[kind] = {e = e, re = knockout.random_edges(pr.p.n, #e, ko_rng, e)}
+  end
+  -- the runs of this prompt, latest first knocked-out query first: each then keeps every position before its
+  -- own earliest knocked-out query from the cache (the previous run left them untouched)
+  local jobs = {}
+  for _, kind in ipairs(KINDS) do
+    ko_edges[kind] = ko_edges[kind] + #sets[kind].e
+    for ri in ipairs(ranges) do
+      for _, which in ipairs({"accuracy", "random"}) do
+        local e = which == "accuracy" and sets[kind].e or sets[kind].re
+        local first = math.huge
+        for _, ed in ipairs(e) do first = math.min(first, ed[1]) end
+        jobs[#jobs + 1] = {kind = kind, ri = ri, which = which, edges = e, first = first, order = #jobs}
+      end
     end
+  end
+  table.sort(jobs, function(a, b) if a.first ~= b.first then return a.first > b.first end return a.order < b.order end)
+  for _, job in ipairs(jobs) do
+    local ok = predict(pr.p.tokens, knockout.spec(job.edges, ranges[job.ri].layers)) == truth and 1 or 0
+    local t = job.which == "accuracy" and ko_acc or ko_rand
+    t[job.kind][job.ri] = t[job.kind][job.ri] + ok
+    ko_per[job.which][job.kind][job.ri][j] = ok
   end
 end
 bar:done()
@@ -289,13 +364,47 @@ local function similarity(X, labels)
 end
 
 local probe, within, between = {}, {}, {}
-for l = 1, NL do
+for l = 1, SKIP.probe and 0 or NL do
   local X = icl.tensor.cat(feats[l], 1)
   probe[l] = icl.linalg.ncm_probe(X, feat_labels, {folds = o.folds})
   within[l], between[l] = similarity(X, feat_labels)
   feats[l] = nil
 end
 collectgarbage()
+
+-- paired difference of two per-prompt lists (a[j] - b[j], or a[j] - b[j] - (c[j] - d[j]) with c and d): mean,
+-- standard error over prompts (sample sd / sqrt(n)) and the normal 95% interval
+local function paired(a, b, c, d)
+  local n, sum, sq = #a, 0, 0
+  if n == 0 then return {n = 0} end
+  local diff = {}
+  for j = 1, n do
+    diff[j] = a[j] - b[j] - (c and (c[j] - d[j]) or 0)
+    sum = sum + diff[j]
+  end
+  local mean = sum / n
+  for j = 1, n do sq = sq + (diff[j] - mean) ^ 2 end
+  local se = n > 1 and math.sqrt(sq / (n - 1) / n) or 0
+  return {n = n, mean = mean, se = se, lo = mean - 1.96 * se, hi = mean + 1.96 * se}
+end
+local diffs = {
+  true_minus_random = paired(per.true_labels, per.random_labels),
+  true_minus_zero_shot = paired(per.true_labels, per.zero_shot),
+  random_minus_zero_shot = paired(per.random_labels, per.zero_shot),
+  copy_true_minus_copy_random = paired(per.copy_true, per.copy_random),
+  -- true - random beyond what a pure copy of the last label would give on the same prompts
+  true_minus_random_beyond_copy = paired(per.true_labels, per.random_labels, per.copy_true, per.copy_random),
+}
+local ko_diffs = {minus_none = {}, minus_control = {}, control_minus_none = {}}
+for _, kind in ipairs(KINDS) do
+  local a, b, c = {}, {}, {}
+  for ri = 1, #ranges do
+    a[ri] = paired(ko_per.accuracy[kind][ri], ko_per.none)
+    b[ri] = paired(ko_per.accuracy[kind][ri], ko_per.random[kind][ri])
+    c[ri] = paired(ko_per.random[kind][ri], ko_per.none)
+  end
+  ko_diffs.minus_none[kind], ko_diffs.minus_control[kind], ko_diffs.control_minus_none[kind] = a, b, c
+end
 
 -- ---- figures and summary -----------------------------------------------------------------------------------------
 local name = m.name or o.model
@@ -315,17 +424,17 @@ local none_y = {}
 for ri = 1, #ranges do none_y[ri] = ko_none / NK end
 ko_series[#ko_series + 1] = {x = range_x, y = none_y, label = "no knockout", color = "black"}
 for _, ext in ipairs({"png", "svg"}) do
-  assert(plot.line{series = {{x = layers, y = probe, label = "NCM probe at x (cross-validated)"},
+  if not SKIP.probe then assert(plot.line{series = {{x = layers, y = probe, label = "NCM probe at x (cross-validated)"},
                              {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
                    ylim = {0, 1}, xlabel = "layer", ylabel = "probe accuracy",
                    title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}
-         :save(("%s/probe.%s"):format(o.out, ext)))
-  assert(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
+         :save(("%s/probe.%s"):format(o.out, ext))) end
+  if not SKIP.heads then assert(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
                              {x = layers, y = heads.induction, label = "induction (s_q -> y)"},
                              {x = layers, y = heads.correct_induction, label = "correct induction"}},
                    xlabel = "layer", ylabel = ("heads above %g / n_t (mean per prompt)"):format(o.times),
                    title = ("Forerunner and induction heads, %s"):format(name)}
-         :save(("%s/heads.%s"):format(o.out, ext)))
+         :save(("%s/heads.%s"):format(o.out, ext))) end
   assert(plot.line{series = ko_series, ylim = {0, 1.05},
                    xlabel = "layer range: " .. table.concat(range_names, ", "), ylabel = "accuracy",
                    title = ("Attention knockouts (%d prompts), %s"):format(o.n_knockout, name)}
@@ -334,24 +443,28 @@ end
 
 local range_list = {}
 for i, rg in ipairs(ranges) do range_list[i] = {first = rg.first, last = rg.last} end
+local function acc(v) return SKIP.accuracy and json.null or v end
 local summary = {
   experiment = "icl_circuit", model = o.model, model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, task = o.task, template = task.template, labels = LABELS, label_ids = label_ids,
   data = o.data, threshold = o.task == "sentiment" and o.threshold or json.null, pool_sizes = pool_sizes,
   max_tokens = o.max_tokens, k = o.k, n = N, n_knockout = o.n_knockout, knockout_from = o.knockout_from,
-  seed = o.seed, times = o.times,
-  folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long, mean_prompt_tokens = lengths / N,
+  seed = o.seed, times = o.times, skip = o.skip, edges = o.edges,
+  folds = o.folds, skipped_prompts = #skipped, too_long_sentences = too_long,
+  mean_prompt_tokens = lengths / N,
   bos = prompts[1].p.tokens[1] == m.bos,
-  accuracy = {true_labels = right / N, random_labels = right_rand / N, zero_shot = right_zero / N,
-              chance = 1 / #LABELS},
-  predicted = pred_counts,
-  follows_last_label = {true_labels = follows_last.true_labels / N, random_labels = follows_last.random_labels / N},
-  copy_last_accuracy = {true_labels = copy_right.true_labels / N, random_labels = copy_right.random_labels / N},
-  probe = {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
+  accuracy = acc({true_labels = right / N, random_labels = right_rand / N, zero_shot = right_zero / N,
+              chance = 1 / #LABELS}),
+  predicted = acc(pred_counts),
+  follows_last_label = acc({true_labels = follows_last.true_labels / N, random_labels = follows_last.random_labels / N}),
+  copy_last_accuracy = acc({true_labels = copy_right.true_labels / N, random_labels = copy_right.random_labels / N}),
+  differences = acc(diffs),
+  per_prompt = acc(per),
+  probe = SKIP.probe and json.null or {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
            samples = #feat_labels},
-  heads = heads,
+  heads = SKIP.heads and json.null or heads,
   knockout = {ranges = range_list, none = ko_none / NK, kinds = KINDS, accuracy = ko_acc, random = ko_rand,
-              mean_edges = ko_edges},
+              mean_edges = ko_edges, differences = ko_diffs, per_prompt = ko_per},
 }
 assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
 
@@ -359,16 +472,25 @@ assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
 local function row(t, fmt) local s = {} for i, v in ipairs(t) do s[i] = (fmt or "%.2f"):format(v) end return table.concat(s, " ") end
 print(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
       o.k, lengths / N, o.seed))
-print(("  accuracy %.3f with true labels, %.3f with random labels, %.3f zero-shot (chance %.3f); predicted labels %s / %s / %s"):format(
-      right / N, right_rand / N, right_zero / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
-      table.concat(pred_counts.random_labels, ":"), table.concat(pred_counts.zero_shot, ":")))
-print(("  predictions equal to the last demonstration's label %.3f / %.3f; a pure copy of it would score %.3f / %.3f"):format(
-      follows_last.true_labels / N, follows_last.random_labels / N, copy_right.true_labels / N,
-      copy_right.random_labels / N))
-print("  probe by layer   " .. row(probe))
-print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
-print("  induction heads  " .. row(heads.induction, "%.1f"))
-print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
+local function pm(d) return ("%+.3f ± %.3f [%+.3f, %+.3f]"):format(d.mean, d.se, d.lo, d.hi) end
+if not SKIP.accuracy then
+  print(("  accuracy %.3f with true labels, %.3f with random labels, %.3f zero-shot (chance %.3f); predicted labels %s / %s / %s"):format(
+        right / N, right_rand / N, right_zero / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
+        table.concat(pred_counts.random_labels, ":"), table.concat(pred_counts.zero_shot, ":")))
+  print(("  predictions equal to the last demonstration's label %.3f / %.3f; a pure copy of it would score %.3f / %.3f"):format(
+        follows_last.true_labels / N, follows_last.random_labels / N, copy_right.true_labels / N,
+        copy_right.random_labels / N))
+  print(("  paired differences (± SE, 95%% interval): true - random %s; true - zero-shot %s;"):format(
+        pm(diffs.true_minus_random), pm(diffs.true_minus_zero_shot)))
+  print(("    copy of the last label, true - random %s; true - random beyond the copy's %s"):format(
+        pm(diffs.copy_true_minus_copy_random), pm(diffs.true_minus_random_beyond_copy)))
+end
+if not SKIP.probe then print("  probe by layer   " .. row(probe)) end
+if not SKIP.heads then
+  print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
+  print("  induction heads  " .. row(heads.induction, "%.1f"))
+  print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
+end
 if o.n_knockout > 0 then
   print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
         o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
@@ -377,5 +499,14 @@ for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
   print(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
         row(ko_rand[kind], "%.3f")))
 end
-print(("  wrote %s/{summary.json,probe,heads,knockout}.{png,svg} in %d s (%.0f s of CPU)"):format(o.out,
+if o.n_knockout > 0 then print("  paired differences per range, mean ± SE: knockout - none | knockout - control") end
+for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
+  local a, b = {}, {}
+  for ri = 1, #ranges do
+    local x, y = ko_diffs.minus_none[kind][ri], ko_diffs.minus_control[kind][ri]
+    a[ri], b[ri] = ("%+.3f±%.3f"):format(x.mean, x.se), ("%+.3f±%.3f"):format(y.mean, y.se)
+  end
+  print(("    %-7s %s | %s"):format(kind, table.concat(a, " "), table.concat(b, " ")))
+end
+print(("  wrote %s/summary.json and figures in %d s (%.0f s of CPU)"):format(o.out,
       os.time() - wall0, os.clock() - t0))

@@ -602,7 +602,7 @@ static void parse_lists(run_spec *s) {
 typedef struct run_ctx {
   lua_State *L;
   int hook_fn, chunk_fn; /* stack indices of the Lua functions (0: none) */
-  int stream, logits_all;
+  int stream, logits_all, reuse;
   icl_run_result res; /* freed by the guard's __gc */
 } run_ctx;
 
@@ -700,7 +700,7 @@ static int guard_gc(lua_State *L) {
 }
 
 static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "hook",
-                                       "on_chunk", "stream", "inputs", NULL};
+                                       "on_chunk", "stream", "inputs", "reuse", NULL};
 
 /* inputs = tensor [n, input_length]: continuous per-position inputs (icl-attn); kept alive by the anchor. */
 static void inputs_opt(run_spec *s, icl_run_opts *o) {
@@ -803,6 +803,10 @@ static void push_results(lua_State *L, run_ctx *c) {
     b->t = r->lse, r->lse = NULL;
     lua_setfield(L, -2, "lse");
   }
+  if (c->reuse) {
+    lua_pushinteger(L, (lua_Integer)r->reused);
+    lua_setfield(L, -2, "reused");
+  }
   for (int i = 0; !c->stream && i < r->n_captures; i++) {
     if (!r->captures[i]) continue;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
@@ -827,6 +831,7 @@ static run_ctx *prepare_run(lua_State *L, run_spec *s, icl_run_opts *o) {
     field_error(s, "on_chunk", ": expected a function");
   c->chunk_fn = lua_isnil(L, -1) ? 0 : lua_gettop(L);
   c->stream = opt_bool_field(L, s->arg, "stream", c->chunk_fn != 0);
+  o->reuse = c->reuse = opt_bool_field(L, s->arg, "reuse", 0);
   o->captures = s->caps, o->n_captures = s->ncaps;
   o->interventions = s->ivs, o->n_interventions = s->nivs;
   o->hook_points = s->points, o->n_hook_points = s->npoints;

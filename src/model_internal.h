@@ -46,6 +46,8 @@ struct icl_model {
   size_t weight_bytes;
   int n_ctx, chunk;
   icl_session *run_session; /* reused by icl_model_run */
+  int32_t *run_tokens;      /* [n_ctx]: the tokens of the last successful icl_model_run */
+  int64_t run_clean;        /* its leading positions that no intervention reached (0 after a failure) */
 };
 
 /* Uploads host bytes as a weight buffer of the model (freed with it), described by *out. */

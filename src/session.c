@@ -197,6 +197,31 @@ static int set_inputs(icl_session *s, const icl_run_opts *o, int64_t n, icl_erro
   return ICL_OK;
 }
 
+/* The leading positions of a run that no intervention reaches: with knockouts only, those before the earliest
+ * knocked-out query; none with any other intervention, a hook callback or continuous inputs. */
+static int64_t clean_prefix(const icl_run_opts *o, int64_t n) {
+  if (o->inputs || o->hook || o->n_hook_points > 0) return 0;
+  int64_t clean = n;
+  for (int i = 0; i < o->n_interventions; i++) {
+    const icl_intervention *v = &o->interventions[i];
+    if (v->kind != ICL_IV_KNOCKOUT) return 0;
+    for (int64_t j = 0; j < v->n_edges; j++)
+      if (v->edges[2 * j] < clean) clean = v->edges[2 * j] < 0 ? 0 : v->edges[2 * j];
+  }
+  return clean;
+}
+
+/* Positions of this run whose keys and values the previous run left valid in the cache (opts.reuse). */
+static int64_t reusable(const icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *o, int64_t clean) {
+  if (!o->reuse || !m->run_tokens || o->n_captures > 0 || o->on_chunk ||
+      (o->logits != ICL_LOGITS_LAST && o->logits != ICL_LOGITS_NONE))
+    return 0;
+  int64_t lim = m->run_clean < clean ? m->run_clean : clean, k = 0;
+  if (lim > n - 1) lim = n - 1; /* at least the last position is computed */
+  while (k < lim && tokens[k] == m->run_tokens[k]) k++;
+  return k;
+}
+
 int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
                   icl_error *err) {
   memset(res, 0, sizeof *res);
@@ -210,6 +235,10 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   icl_session_reset(s);
   icl_run_opts none = {0};
   if (!opts) opts = &none;
+  if (!m->run_tokens && !(m->run_tokens = malloc((size_t)m->n_ctx * sizeof *m->run_tokens)))
+    return icl_error_set(err, ICL_ENOMEM, "run: out of host memory");
+  int64_t clean = clean_prefix(opts, n), start = reusable(m, tokens, n, opts, clean);
+  m->run_clean = 0; /* the cache is being overwritten: valid again only if this run succeeds */
   if ((rc = set_inputs(s, opts, n, err))) return rc;
   struct icl_hookctx *hk = NULL;
   if ((rc = icl_hooks_begin(s, n, opts, res, &hk, err))) {
@@ -224,7 +253,8 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   }
   int64_t V = m->hp.n_vocab;
   int64_t per = m->chunk;
-  for (int64_t c = 0; c < n && !rc; c += per) {
+  s->n_past = start, res->reused = start; /* chunks from the first position not kept */
+  for (int64_t c = start; c < n && !rc; c += per) {
     int64_t nc = n - c < per ? n - c : per;
     if (opts->interrupt && *opts->interrupt) {
       rc = icl_error_set(err, ICL_EINTR, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
@@ -251,6 +281,11 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   }
   icl_hooks_end(hk);
   s->inputs = NULL, s->inputs_n = 0;
-  if (rc) icl_run_result_free(res);
+  if (rc) {
+    icl_run_result_free(res);
+  } else {
+    memcpy(m->run_tokens, tokens, (size_t)n * sizeof *tokens);
+    m->run_clean = clean;
+  }
   return rc;
 }

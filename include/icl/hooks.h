@@ -64,6 +64,11 @@ typedef struct icl_run_opts {
                                                 input_length; NULL = zeros */
   const int32_t *logit_ids; int n_logit_ids; /* SELECT: token ids whose logits are kept, in this order */
   int logit_lse;                             /* SELECT: also the log-sum-exp over the vocabulary */
+  int reuse;  /* nonzero: the leading positions this run shares with the previous icl_model_run (same tokens, and
+               * no intervention reaching them in either run: knockouts reach positions from their earliest query
+               * on, any other intervention, hook callback or continuous input all of them) keep the keys and
+               * values that run left in the cache, and only the rest is computed. Only with logits LAST or NONE,
+               * no captures and no on_chunk; otherwise ignored. res.reused says how many positions were kept */
 } icl_run_opts;
 
 /* Results: logits [n_pos, n_vocab] (or [1, n_vocab] for LAST, [n_pos, n_logit_ids] for SELECT) and named
@@ -74,6 +79,7 @@ typedef struct icl_run_result {
   char **names;
   icl_tensor **captures;
   icl_tensor *lse;
+  int64_t reused; /* positions whose keys and values came from the previous run (opts.reuse) */
 } icl_run_result;
 
 /* Frees what a run put into res and zeroes it. */

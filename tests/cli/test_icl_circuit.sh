@@ -85,6 +85,15 @@ for _, k in ipairs(ko.kinds) do
     (j.n_knockout == 0 or ko.mean_edges[k] >= 1))
 end
 t("5 edge kinds", #ko.kinds == 5)
+local d = j.differences.true_minus_random
+t("paired difference true - random: mean of the per-prompt outcomes, SE, 95% interval",
+  #j.per_prompt.true_labels == j.n and d.n == j.n and
+  math.abs(d.mean - (j.accuracy.true_labels - j.accuracy.random_labels)) < 1e-9 and d.se >= 0 and
+  math.abs(d.hi - d.mean - 1.96 * d.se) < 1e-9)
+local kd = ko.differences.minus_none[ko.kinds[1]][1]
+t("knockout differences per kind and range, over the knockout prompts", j.n_knockout == 0 or
+  (kd.n == j.n_knockout and #ko.per_prompt.none == j.n_knockout and
+   math.abs(kd.mean - (ko.accuracy[ko.kinds[1]][1] - ko.none)) < 1e-9))
 LUA
 
 out=$TMP/sentiment
@@ -104,6 +113,14 @@ if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" -
     if [ "$status" = PASS ]; then ok; else bad "$rest"; fi
   done <"$TMP/check2.txt"
   check "same seed, byte-identical summary.json" cmp -s "$TMP/domain1/summary.json" "$TMP/domain2/summary.json"
+fi
+# a knockout shard of two edge kinds, without the accuracy runs; computing every run from its first token
+# (--recompute) gives the same summary, byte for byte, as reusing the cached prefix
+shard=(--n 2 --knockout-from 2 --n-knockout 1 --edges 's->y,y->sq' --skip accuracy,probe,heads)
+if run "$TMP/shard1" "${shard[@]}" && run "$TMP/shard2" "${shard[@]}" --recompute; then
+  check "--recompute: byte-identical summary.json" cmp -s "$TMP/shard1/summary.json" "$TMP/shard2/summary.json"
+  check "the shard has no accuracy runs" grep -q '"accuracy": null' "$TMP/shard1/summary.json"
+  check "the shard has the two kinds asked for" grep -qF '"kinds": ["s->y", "y->sq"]' "$TMP/shard1/summary.json"
 fi
 # a knockout shard past the last prompt is refused before the model loads
 msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \

@@ -110,6 +110,29 @@ raises(function() m:run(toks, {hook = {points = {"blocks.0.hook_resid_post"}, fn
 raises(function() m:run(toks, {hook = {points = {"blocks.0.hook_resid_post"}, fn = function() m:run(toks) end}}) end,
        "already running", "a run inside a hook is refused")
 
+-- reuse: positions a run shares with the previous one, untouched by interventions, come from the KV cache ------
+local ko_last, ko_mid = {{layer = 2, edges = {{n, 3}, {n, 5}}}}, {{layer = 5, edges = {{6, 2}}}}
+local ref_last, ref_mid = m:run(toks, {knockout = ko_last}), m:run(toks, {knockout = ko_mid})
+local base = m:run(toks)
+local r1 = m:run(toks, {knockout = ko_last, reuse = true})
+check(r1.reused == n - 1 and maxdiff(r1.logits, ref_last.logits) == 0,
+      "a knockout of the last query keeps n - 1 positions; logits the same bit for bit")
+local r2 = m:run(toks, {knockout = ko_mid, reuse = true})
+check(r2.reused == 5 and maxdiff(r2.logits, ref_mid.logits) == 0,
+      "positions before the earliest knocked-out query are kept (the rest crosses a chunk border)")
+local r3 = m:run(toks, {reuse = true})
+check(r3.reused == 5 and maxdiff(r3.logits, base.logits) == 0, "after a knockout run only its untouched prefix is kept")
+local other = table.move(toks, 1, n, 1, {})
+other[4] = other[4] == 1 and 2 or 1
+check(m:run(other, {reuse = true}).reused == 3, "a different token ends the shared prefix")
+m:run(toks, {ablate = {{layer = 1, head = 0}}})
+local r5 = m:run(toks, {reuse = true})
+check(r5.reused == 0 and maxdiff(r5.logits, base.logits) == 0, "nothing is kept after a run with another intervention")
+check(m:run(toks, {reuse = true, capture = "blocks.0.hook_resid_post"}).reused == 0, "captures compute every position")
+check(m:run(toks, {reuse = true, logits = "all"}).reused == 0, "all logits compute every position")
+check(m:run(toks).reused == nil, "reused is reported only when reuse is asked for")
+raises(function() m:run(toks, {reuse = 1}) end, "reuse: expected a boolean", "reuse must be a boolean")
+
 -- argument errors --------------------------------------------------------------------------------------------
 raises(function() m:run(toks, {ablate = {{layer = 1, head = 0}, {layer = 2, head = 12}}}) end,
        "ablate[2].head: 12 out of range 0..8", "head out of range names the field")
