@@ -372,21 +372,7 @@ for l = 1, SKIP.probe and 0 or NL do
 end
 collectgarbage()
 
--- paired difference of two per-prompt lists (a[j] - b[j], or a[j] - b[j] - (c[j] - d[j]) with c and d): mean,
--- standard error over prompts (sample sd / sqrt(n)) and the normal 95% interval
-local function paired(a, b, c, d)
-  local n, sum, sq = #a, 0, 0
-  if n == 0 then return {n = 0} end
-  local diff = {}
-  for j = 1, n do
-    diff[j] = a[j] - b[j] - (c and (c[j] - d[j]) or 0)
-    sum = sum + diff[j]
-  end
-  local mean = sum / n
-  for j = 1, n do sq = sq + (diff[j] - mean) ^ 2 end
-  local se = n > 1 and math.sqrt(sq / (n - 1) / n) or 0
-  return {n = n, mean = mean, se = se, lo = mean - 1.96 * se, hi = mean + 1.96 * se}
-end
+local paired = icl.metrics.paired -- a - b (- (c - d)) per prompt: mean, SE over prompts, 95% interval
 local diffs = {
   true_minus_random = paired(per.true_labels, per.random_labels),
   true_minus_zero_shot = paired(per.true_labels, per.zero_shot),

@@ -64,7 +64,7 @@ local function icl_of(abl)
   for i, c in ipairs(all) do per[i] = O.band_score(c, o.late, o.early, o.band) end
   return banded, curve, raw, per
 end
-local mean_se = O.mean_se
+local mean_se = icl.metrics.mean_se
 local base_score, base_curve, base_raw, base_per = icl_of(nil)
 log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
     base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)

@@ -301,4 +301,29 @@ function metrics.mean(xs, from, to)
   return s / (to - from + 1)
 end
 
+-- mean_se(xs): the mean of a list and the standard error of that mean (sample sd / sqrt(n); 0 for one value).
+function metrics.mean_se(xs)
+  local v = to_list(xs)
+  local n = #v
+  if n == 0 then error("metrics.mean_se: expected a non-empty list", 2) end
+  local s = 0
+  for i = 1, n do s = s + v[i] end
+  local mu, q = s / n, 0
+  for i = 1, n do q = q + (v[i] - mu) ^ 2 end
+  return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
+end
+
+-- paired(a, b [, c, d]): the paired difference of equal-length lists, a[j] - b[j] (minus c[j] - d[j] when c and
+-- d are given): {n, mean, se, lo, hi} with the standard error over j and the normal 95% interval; {n = 0} when
+-- the lists are empty.
+function metrics.paired(a, b, c, d)
+  local n = #a
+  if n == 0 then return {n = 0} end
+  if #b ~= n or (c and (#c ~= n or #d ~= n)) then error("metrics.paired: lists of different lengths", 2) end
+  local diff = {}
+  for j = 1, n do diff[j] = a[j] - b[j] - (c and (c[j] - d[j]) or 0) end
+  local mean, se = metrics.mean_se(diff)
+  return {n = n, mean = mean, se = se, lo = mean - 1.96 * se, hi = mean + 1.96 * se}
+end
+
 return metrics

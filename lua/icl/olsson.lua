@@ -8,6 +8,7 @@
 --   icl_curve(...)             mean loss by token index over sequences, the ICL score
 -- Scores are tensors [n_layers, n_heads] (row layer + 1, column head + 1); layers and heads are 0-based in names.
 local heads = require("icl.heads")
+local metrics = require("icl.metrics")
 
 local O = {}
 
@@ -366,15 +367,6 @@ function O.text_sequences(m, text, opts)
   return seqs
 end
 
--- mean_se(v): mean and standard error of the mean of a list (SE 0 for one entry).
-function O.mean_se(v)
-  local s, n = 0, #v
-  for _, x in ipairs(v) do s = s + x end
-  local mu, q = s / n, 0
-  for _, x in ipairs(v) do q = q + (x - mu) ^ 2 end
-  return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
-end
-
 -- paired_ablation(base, top, randoms): the per-window comparison of one top-k ablation with its random draws.
 -- base and top are lists of per-window scores (same windows), randoms a list of such lists (one per draw).
 -- Per window i: top change t_i = top_i - base_i, random change r_i = mean over draws of draw_i - base_i, and
@@ -397,9 +389,9 @@ function O.paired_ablation(base, top, randoms)
     if d[i] > 0 then beats = beats + 1 end
   end
   local out = {n = n, beats = beats / n}
-  out.top_change, out.top_se = O.mean_se(t)
-  out.random_change, out.random_se = O.mean_se(r)
-  out.diff, out.diff_se = O.mean_se(d)
+  out.top_change, out.top_se = metrics.mean_se(t)
+  out.random_change, out.random_se = metrics.mean_se(r)
+  out.diff, out.diff_se = metrics.mean_se(d)
   return out
 end
 

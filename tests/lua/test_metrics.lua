@@ -86,4 +86,20 @@ local mean, std = M.mean_std({ { 1, 2 }, { 3, 6 } })
 check(near_list(mean, { 2, 4 }) and near_list(std, { 1, 2 }), "mean_std")
 check(near(M.mean({ 1, 2, 3, 4 }, 2, 3), 2.5) and near(M.mean({ 2, 4 }), 3), "mean")
 
+-- mean_se and paired by hand: {1, 0, 2, 0}: mean 0.75, SE sqrt(2.75 / 3 / 4)
+do
+  local mu, se = M.mean_se({1, 0, 2, 0})
+  check(near(mu, 0.75, 1e-12) and near(se, math.sqrt(2.75 / 12), 1e-12), "mean_se")
+  local one, z = M.mean_se({3})
+  check(one == 3 and z == 0, "mean_se of one value: SE 0")
+  raises(function() M.mean_se({}) end, "non-empty list", "mean_se of nothing")
+  local p = M.paired({2, 1, 5, 3}, {1, 1, 3, 3})                 -- differences {1, 0, 2, 0}
+  check(p.n == 4 and near(p.mean, 0.75, 1e-12) and near(p.se, math.sqrt(2.75 / 12), 1e-12), "paired: mean and SE")
+  check(near(p.lo, 0.75 - 1.96 * p.se, 1e-12) and near(p.hi, 0.75 + 1.96 * p.se, 1e-12), "paired: 95% interval")
+  local q = M.paired({2, 1, 5, 3}, {1, 1, 3, 3}, {1, 1, 1, 1}, {0, 1, 1, 1}) -- minus {1, 0, 0, 0}
+  check(near(q.mean, 0.5, 1e-12), "paired: beyond a second difference")
+  check(M.paired({}, {}).n == 0, "paired: empty lists")
+  raises(function() M.paired({1, 2}, {1}) end, "different lengths", "paired: lengths must match")
+end
+
 tl.done()

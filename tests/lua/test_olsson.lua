@@ -20,9 +20,9 @@ check(O.band_score({1, 2, 3, 4, 5, 6}, 7, 2, 0) == 5, "band 0 = single tokens")
 -- mean_se and paired_ablation by hand: top changes {1, 0, 2, 0}, random means {1, 2, 3.5, 4} -> changes {0, 0, 0.5, 0},
 -- differences {1, 0, 1.5, 0} (mean 0.625, SE sqrt(1.6875 / 3 / 4) = 0.375), top beats random on 2 of 4 windows
 do
-  local mu, se = O.mean_se({1, 0, 2, 0})
+  local mu, se = icl.metrics.mean_se({1, 0, 2, 0})
   check(math.abs(mu - 0.75) < 1e-12 and math.abs(se - math.sqrt(2.75 / 12)) < 1e-12, "mean_se")
-  local one, z = O.mean_se({3})
+  local one, z = icl.metrics.mean_se({3})
   check(one == 3 and z == 0, "mean_se of one value: SE 0")
   local pa = O.paired_ablation({1, 2, 3, 4}, {2, 2, 5, 4}, {{1.5, 2, 3, 4}, {0.5, 2, 4, 4}})
   check(pa.n == 4 and math.abs(pa.top_change - 0.75) < 1e-12 and math.abs(pa.random_change - 0.125) < 1e-12,
