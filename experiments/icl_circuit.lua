@@ -199,11 +199,9 @@ local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
 local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
-local right, right_rand, right_zero = 0, 0, 0
 local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS), zero_shot = zeros(#LABELS)}
--- predictions equal to the last demonstration's label (a recency copy), and how often a pure copy is right
+-- predictions equal to the last demonstration's label (a recency copy)
 local follows_last = {true_labels = 0, random_labels = 0}
-local copy_right = {true_labels = 0, random_labels = 0}
 -- per prompt, 1 when right: with true labels, random labels, zero-shot, and a pure copy of each last label
 local per = {true_labels = {}, random_labels = {}, zero_shot = {}, copy_true = {}, copy_random = {}}
 
@@ -261,9 +259,6 @@ for _, pr in ipairs(SKIP.accuracy and {} or prompts) do
   per.copy_random[pi] = pr.rand[o.k] == truth and 1 or 0
   pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
   if guess == pr.items[o.k].c then follows_last.true_labels = follows_last.true_labels + 1 end
-  if pr.items[o.k].c == truth then copy_right.true_labels = copy_right.true_labels + 1 end
-  if pr.rand[o.k] == truth then copy_right.random_labels = copy_right.random_labels + 1 end
-  if guess == truth then right = right + 1 end
   if not SKIP.heads then count_heads(r, pr) end
   if not SKIP.probe then
     local xs = x_positions(p)
@@ -275,23 +270,20 @@ for _, pr in ipairs(SKIP.accuracy and {} or prompts) do
   r = nil
   local rguess = predict(pr.pr.tokens)
   pred_counts.random_labels[rguess] = pred_counts.random_labels[rguess] + 1
-  if rguess == truth then right_rand = right_rand + 1 end
   per.random_labels[pi] = rguess == truth and 1 or 0
   if rguess == pr.rand[o.k] then follows_last.random_labels = follows_last.random_labels + 1 end
   local zguess = predict(pr.p0.tokens)
   pred_counts.zero_shot[zguess] = pred_counts.zero_shot[zguess] + 1
-  if zguess == truth then right_zero = right_zero + 1 end
   per.zero_shot[pi] = zguess == truth and 1 or 0
   collectgarbage()
 end
 
 -- knockout table: accuracy on prompts knockout_from .. KO_LAST per (range, kind), and with as many random edges
 -- per prompt (1 = right): ko_per.none[j], ko_per.accuracy[kind][range][j], ko_per.random[kind][range][j]
-local ko_none = 0
-local ko_acc, ko_rand, ko_edges = {}, {}, {}
+local ko_edges = {}
 local ko_per = {none = {}, accuracy = {}, random = {}}
 for _, kind in ipairs(KINDS) do
-  ko_acc[kind], ko_rand[kind], ko_edges[kind] = zeros(#ranges), zeros(#ranges), 0
+  ko_edges[kind] = 0
   ko_per.accuracy[kind], ko_per.random[kind] = {}, {}
   for ri = 1, #ranges do ko_per.accuracy[kind][ri], ko_per.random[kind][ri] = {}, {} end
 end
@@ -301,7 +293,6 @@ for i = o.knockout_from, KO_LAST do
   local truth = pr.items[o.k + 1].c
   local right0 = predict(pr.p.tokens) == truth and 1 or 0
   local j = #ko_per.none + 1
-  ko_none = ko_none + right0
   ko_per.none[j] = right0
   -- the random edges of every kind are drawn in the fixed order of knockout.KINDS, so that --edges picks the
   -- same controls as the full set
@@ -327,8 +318,6 @@ for i = o.knockout_from, KO_LAST do
   table.sort(jobs, function(a, b) if a.first ~= b.first then return a.first > b.first end return a.order < b.order end)
   for _, job in ipairs(jobs) do
     local ok = predict(pr.p.tokens, knockout.spec(job.edges, ranges[job.ri].layers)) == truth and 1 or 0
-    local t = job.which == "accuracy" and ko_acc or ko_rand
-    t[job.kind][job.ri] = t[job.kind][job.ri] + ok
     ko_per[job.which][job.kind][job.ri][j] = ok
   end
 end
@@ -336,12 +325,19 @@ bar:done()
 
 -- ---- statistics ------------------------------------------------------------------------------------------------
 local N, NK = #prompts, math.max(o.n_knockout, 1)
+-- counts of right answers, from the per-prompt outcomes
+local function total(list) local s = 0 for _, v in ipairs(list) do s = s + v end return s end
+local right, right_rand, right_zero = total(per.true_labels), total(per.random_labels), total(per.zero_shot)
+local copy_right = {true_labels = total(per.copy_true), random_labels = total(per.copy_random)}
+local ko_none, ko_acc, ko_rand = total(ko_per.none), {}, {}
 for _, key in ipairs({"forerunner", "induction", "correct_induction"}) do
   for l = 1, NL do heads[key][l] = heads[key][l] / N end
 end
 for _, kind in ipairs(KINDS) do
+  ko_acc[kind], ko_rand[kind] = {}, {}
   for ri = 1, #ranges do
-    ko_acc[kind][ri], ko_rand[kind][ri] = ko_acc[kind][ri] / NK, ko_rand[kind][ri] / NK
+    ko_acc[kind][ri] = total(ko_per.accuracy[kind][ri]) / NK
+    ko_rand[kind][ri] = total(ko_per.random[kind][ri]) / NK
   end
   ko_edges[kind] = ko_edges[kind] / NK
 end

@@ -32,6 +32,8 @@ void t_rand_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
 
 /* max |got - want| / max |want| (a NaN in got makes it NaN): float results against a float64 reference. */
 double t_rel_err(const float *got, const double *want, int64_t n);
+/* The same for float64 results (finite differences against an analytic gradient). */
+double t_rel_err_d(const double *got, const double *want, int64_t n);
 
 /* 0 in a -DICL_VULKAN=OFF build (a missing device still counts as built: the test then fails, as it should). */
 int t_vulkan_built(void);

@@ -33,16 +33,6 @@ static double *dup_d(const float *x, int64_t n) {
 static double *zeros_d(int64_t n) { return calloc((size_t)n, sizeof(double)); }
 static float *zeros_f(int64_t n) { return calloc((size_t)n, sizeof(float)); }
 
-static double rel_d(const double *got, const double *want, int64_t n) {
-  double e = 0.0, m = 1e-30;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(got[i] - want[i]);
-    e = d > e || isnan(d) ? d : e;
-    m = fabs(want[i]) > m ? fabs(want[i]) : m;
-  }
-  return e / m;
-}
-
 /* fd < 0: the case is too large for finite differences (the small case of the op ran them). */
 static void report(const char *op, const char *what, double cpu, double fd) {
   if (fd < 0) printf("%-12s %-10s cpu-vs-ref %.2e   (finite differences on the small case)\n", op, what, cpu);
@@ -74,7 +64,7 @@ static double fd_check(fwd_fn f, void *ctx, double *x, int64_t n, const double *
     x[i] = x0;
     fd[i] = (lp - lm) / (2.0 * FD_H);
   }
-  double e = rel_d(fd, g, n);
+  double e = t_rel_err_d(fd, g, n);
   free(y);
   free(fd);
   return e;
@@ -385,7 +375,7 @@ static void test_xent(int64_t nv, int64_t n, int weighted) {
     c.logits[i] = x0;
     fd[i] = (lp - lm) / (2 * FD_H);
   }
-  f = rel_d(fd, gd, nv * n);
+  f = t_rel_err_d(fd, gd, nv * n);
   report("xent dlogit", weighted ? "weighted" : "", e, f);
   free(t), free(lg), free(w), free(pr), free(g), free(c.logits), free(c.w), free(gd), free(fd);
 }
