@@ -90,9 +90,6 @@ for _, k in ipairs(ks) do
   local ts, tc, _, tper = icl_of(O.ablation(top))
   local trep = rep_of(O.ablation(top))
   if k == kmax then top8_curve = tc end
-  local diff = {} -- paired over windows: the change of each window's banded score
-  for i = 1, #tper do diff[i] = tper[i] - base_per[i] end
-  local tchg, tse = mean_se(diff)
   local rnd, rs = {}, {}
   for d = 1, o.draws do
     local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
@@ -104,7 +101,8 @@ for _, k in ipairs(ks) do
   local rsd = rse * math.sqrt(#rs)
   local rw = {}
   for d = 1, #rnd do rw[d] = rnd[d].windows end
-  local pa = O.paired_ablation(base_per, tper, rw)
+  local pa = O.paired_ablation(base_per, tper, rw) -- paired over windows
+  local tchg, tse = pa.top_change, pa.top_se
   local rr = {}
   for d = 1, #rnd do rr[d] = rnd[d].repeat_loss end
   local pr = O.paired_ablation(base_rep, trep, rr)
