@@ -50,23 +50,31 @@ static void ot_open_cpu(const char *only) {
  * cpu-shaped kernels, GPUs the gpu-shaped ones; ICL_VK_SHAPE, if set, still decides). */
 static int ot_vk_own;
 
-static void ot_open_vk_own(const char *only) {
-  if (!ot_wanted("vulkan/cpu-shaped", only) && !ot_wanted("vulkan/gpu-shaped", only)) return;
+/* Opens one Vulkan target: the kernel family `shape` ("gpu" or "cpu"), or NULL for the one the device runs by
+ * default, named after the family and the device; nothing when the name does not match only. */
+static void ot_open_vk_shape(const char *shape, const char *only) {
+  char name[64];
+  snprintf(name, sizeof name, "vulkan/%s-shaped", shape ? shape : "");
+  if (shape ? !ot_wanted(name, only) : !ot_wanted("vulkan/cpu-shaped", only) && !ot_wanted("vulkan/gpu-shaped", only))
+    return;
+  if (shape) setenv("ICL_VK_SHAPE", shape, 1);
   icl_error err;
   icl_backend *be;
   int rc = icl_vk_backend_new(-1, &be, &err);
-  CHECKF(rc == ICL_OK, "vulkan backend (the device's own kernel family): %s", err.msg);
+  if (shape) CHECKF(rc == ICL_OK, "vulkan backend (%s-shaped kernels): %s", shape, err.msg);
+  else CHECKF(rc == ICL_OK, "vulkan backend (the device's own kernel family): %s", err.msg);
+  if (shape) unsetenv("ICL_VK_SHAPE");
   if (rc) return;
   const icl_device_info *d = icl_vk_backend_device(be);
-  const char *shape = getenv("ICL_VK_SHAPE");
-  int cpu = shape && *shape ? strcmp(shape, "cpu") == 0 : strcmp(d->type, "cpu") == 0;
-  char name[64];
-  snprintf(name, sizeof name, "vulkan/%s-shaped (%.30s)", cpu ? "cpu" : "gpu", d->name);
+  if (!shape) { /* the family vk/device.c chose */
+    const char *env = getenv("ICL_VK_SHAPE");
+    shape = (env && *env ? strcmp(env, "cpu") == 0 : strcmp(d->type, "cpu") == 0) ? "cpu" : "gpu";
+  }
+  snprintf(name, sizeof name, "vulkan/%s-shaped (%.30s)", shape, d->name);
   if (!ot_wanted(name, only)) {
     be->ops->destroy(be);
     return;
   }
-  printf("vulkan: the device's own kernel family only (--own-family)\n");
   ot_add_target(name, be, OT_VK, 0);
   ot_vk_used = 1;
 }
@@ -77,26 +85,12 @@ static void ot_open_vk(const char *only) {
     return;
   }
   if (ot_vk_own) {
-    ot_open_vk_own(only);
+    printf("vulkan: the device's own kernel family only (--own-family)\n");
+    ot_open_vk_shape(NULL, only);
     return;
   }
-  static const char *shapes[] = {"gpu", "cpu"};
-  for (int i = 0; i < 2; i++) {
-    char name[64];
-    snprintf(name, sizeof name, "vulkan/%s-shaped", shapes[i]);
-    if (!ot_wanted(name, only)) continue;
-    setenv("ICL_VK_SHAPE", shapes[i], 1);
-    icl_error err;
-    icl_backend *be;
-    int rc = icl_vk_backend_new(-1, &be, &err);
-    CHECKF(rc == ICL_OK, "vulkan backend (%s-shaped kernels): %s", shapes[i], err.msg);
-    if (rc) continue;
-    const icl_device_info *d = icl_vk_backend_device(be);
-    snprintf(name, sizeof name, "vulkan/%s-shaped (%.30s)", shapes[i], d->name);
-    ot_add_target(name, be, OT_VK, 0);
-    ot_vk_used = 1;
-  }
-  unsetenv("ICL_VK_SHAPE");
+  ot_open_vk_shape("gpu", only);
+  ot_open_vk_shape("cpu", only);
 }
 
 /* Opens ref and every target matching only (NULL = all); 0 when ref cannot be opened. */
