@@ -63,9 +63,17 @@ if(ICL_FUZZ)
   endforeach()
 endif()
 
+# The same fixtures in FAST precision (int8 activations), against that mode's stated error.
+if(TEST model.test_fixtures)
+  add_test(NAME model.test_fixtures_fast COMMAND test_fixtures)
+  set_tests_properties(model.test_fixtures_fast PROPERTIES LABELS model SKIP_RETURN_CODE 77
+    ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_FIXTURE_PRECISION=fast"
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+endif()
+
 # Real-model tests are heavy (minutes at -O0): the sanitizer run skips them with -LE heavy; the release run
 # covers them, and the tiny-model tests exercise the same code under the sanitizers.
-foreach(t model.test_fixtures cli.test_perplexity cli.test_experiments model.test_testmodel_like cli.test_icl_circuit lua.test_logits_select)
+foreach(t model.test_fixtures model.test_fixtures_fast cli.test_perplexity cli.test_experiments model.test_testmodel_like cli.test_icl_circuit lua.test_logits_select)
   if(TEST ${t})
     get_test_property(${t} LABELS labels)
     set_tests_properties(${t} PROPERTIES LABELS "${labels};heavy")

@@ -175,6 +175,10 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
    * everywhere; 32 = the speed crossover). */
   const char *tm = getenv("ICL_CPU_TILE_MIN");
   cb->tile_min_tokens = tm && atoi(tm) > 0 ? atoi(tm) : 2;
+  /* FAST only: the int8 gemm (repacked weight tiles) from this many tokens; ICL_CPU_QGEMM_MIN overrides it
+   * (a large value keeps FAST prefill on the f32 tiles) */
+  const char *qm = getenv("ICL_CPU_QGEMM_MIN");
+  cb->qgemm_min_tokens = qm && atoi(qm) > 0 ? atoi(qm) : 2;
   cb->pool = cpu_pool_new(cb->n_threads);
   if (cb->pool) cb->n_threads = cpu_pool_threads(cb->pool);
   cb->scratch = cb->pool ? calloc((size_t)cb->n_threads, sizeof *cb->scratch) : NULL;

@@ -45,6 +45,11 @@ typedef struct cpu_q8 {
 /* Tokens one gemm kernel call handles at most (each kernel states its own gemm_nt <= this). */
 #define CPU_TILE_TOKS 8
 
+/* The int8 gemm's weight tile (FAST precision, cpu_qgemm_x86.h): rows per tile, and bytes per
+ * 32-column group (codes [8][16][4], then multipliers and offsets [2 halves][16 rows] each). */
+#define CPU_QTILE_ROWS 16
+#define CPU_QGROUP_BYTES 768
+
 /* Dot of nb 32-blocks of one quantized weight row with nt (1..4) activation rows, each nb
  * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
 typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int nt, int64_t xstride, float *out);
@@ -69,6 +74,16 @@ typedef struct cpu_kernels {
   /* quantizes n floats (a multiple of 32) into n/32 cpu_q8 blocks */
   void (*quantize_q8)(const float *x, cpu_q8 *q, int64_t n);
   cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
+  /* FAST int8 gemm (NULL where absent): qpack repacks nr <= CPU_QTILE_ROWS rows (wrb bytes apart) of K
+   * columns into a tile of K/32 groups; qgemm computes y[t*ldy + r] for r < nr, t < nt (<= qgemm_nt)
+   * from a tile and nt tokens of cpu_q8 blocks xs blocks apart */
+  int qgemm_nt;
+  void (*qpack[ICL_TYPE_COUNT])(const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile);
+  void (*qgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs, int nt, float *y,
+                                int64_t ldy, int nr);
+  /* wp[c*32 + r] = src[r*K + c] for r < 32, c < K: a weight tile, dequantized row-major, to the
+   * gemm_tile layout */
+  void (*pack_tile)(const float *src, int64_t K, float *wp);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8
@@ -116,7 +131,8 @@ typedef struct cpu_backend {
   cpu_pool *pool;
   int n_threads;
   cpu_kernels k;
-  int tile_min_tokens;  /* matmuls with this many tokens or more use the packed-tile path */
+  int tile_min_tokens;  /* FAST matmuls with this many tokens or more use a packed-tile path */
+  int qgemm_min_tokens; /* FAST matmuls with this many tokens or more use the int8 gemm where it exists */
   cpu_scratch *scratch; /* [n_threads] */
   cpu_scratch shared;   /* quantized or packed activations, shared by all threads of one op */
   cpu_scratch panel;    /* matmul: a panel of packed weight tiles */

@@ -25,6 +25,15 @@ static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, flo
   }
 }
 
+/* In 8-column strips so the strided writes stay within a few cache lines. */
+static void pack_tile_c(const float *src, int64_t K, float *wp) {
+  for (int64_t c0 = 0; c0 < K; c0 += 8) {
+    int64_t cw = K - c0 < 8 ? K - c0 : 8;
+    for (int r = 0; r < CPU_TILE_ROWS; r++)
+      for (int64_t j = 0; j < cw; j++) wp[(c0 + j) * CPU_TILE_ROWS + r] = src[r * K + c0 + j];
+  }
+}
+
 static float dot_c(const float *a, const float *b, int64_t n) {
   float acc[8] = {0};
   int64_t i = 0;
@@ -256,6 +265,7 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->name = "generic";
   k->gemm_nt = GENERIC_NT;
   k->gemm_tile = gemm_tile_c;
+  k->pack_tile = pack_tile_c;
   k->dot = dot_c;
   k->axpy = axpy_c;
   k->vexp = vexp_c;

@@ -215,7 +215,14 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
 #define QD_TARGET AVX2
 #define QD_SFX avx2
 #define QD_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+#define QD_DOTACC(acc, u, s) _mm256_add_epi32(acc, QD_DOT(u, s))
+#define QG_NT 3
+#define QG_Q8_0 0 /* maddubs saturates on Q8_0's 0..255 codes */
 #include "cpu/cpu_qdot_x86.h"
+#include "cpu/cpu_qgemm_x86.h"
+#undef QG_NT
+#undef QG_Q8_0
+#undef QD_DOTACC
 #undef QD_TARGET
 #undef QD_SFX
 #undef QD_DOT
@@ -233,6 +240,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->exp_sum = exp_sum_avx2;
   k->quantize_q8 = quantize_q8_avx2;
   qd_install_avx2(k);
+  qg_install_avx2(k);
   cpu_probes_avx2(k);
 }
 
@@ -274,6 +282,43 @@ __attribute__((target(AVX512))) static void gemm_tile_avx512(const float *wp, in
   case 7: gemm32_avx512(wp, K, xp, 7, y, ldy, nr); break;
   default: gemm32_avx512(wp, K, xp, 8, y, ldy, nr); break;
   }
+}
+
+/* 16 rows of 16 floats (ld apart) to 16 columns (ldd apart): 32-bit, 64-bit, then two 128-bit-lane
+ * interleaving stages. */
+static AI __attribute__((target(AVX512))) void transpose16_avx512(const float *src, int64_t ld, float *dst,
+                                                                  int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  /* s[4G + j]: lane L holds rows 4G..4G+3 of column 4L + j */
+  for (int G = 0; G < 4; G++) {
+    __m512d a = _mm512_castps_pd(t[4 * G]), b = _mm512_castps_pd(t[4 * G + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * G + 2]), d = _mm512_castps_pd(t[4 * G + 3]);
+    r[4 * G] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * G + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * G + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * G + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int j = 0; j < 4; j++) { /* the 4x4 matrix of 128-bit lanes r[4G + j], transposed */
+    __m512 x0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), x1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+    __m512 x2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44), x3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+    _mm512_storeu_ps(dst + (0 + j) * ldd, _mm512_shuffle_f32x4(x0, x2, 0x88));
+    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(x0, x2, 0xDD));
+    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(x1, x3, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(x1, x3, 0xDD));
+  }
+}
+
+__attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, int64_t K, float *wp) {
+  int64_t c0 = 0;
+  for (; c0 + 16 <= K; c0 += 16)
+    for (int h = 0; h < 2; h++) transpose16_avx512(src + 16 * h * K + c0, K, wp + c0 * CPU_TILE_ROWS + 16 * h, CPU_TILE_ROWS);
+  for (; c0 < K; c0++)
+    for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c0 * CPU_TILE_ROWS + r] = src[r * K + c0];
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {
@@ -368,7 +413,14 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #define QD_TARGET AVX512
 #define QD_SFX avx512
 #define QD_DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define QD_DOTACC(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define QG_NT 6
+#define QG_Q8_0 1
 #include "cpu/cpu_qdot_x86.h"
+#include "cpu/cpu_qgemm_x86.h"
+#undef QG_NT
+#undef QG_Q8_0
+#undef QD_DOTACC
 #undef QD_TARGET
 #undef QD_SFX
 #undef QD_DOT
@@ -384,6 +436,8 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->scale_max = scale_max_avx512;
   k->exp_sum = exp_sum_avx512;
   qd_install_avx512(k);
+  qg_install_avx512(k);
+  k->pack_tile = pack_tile_avx512;
   cpu_probes_avx512(k);
 }
 

@@ -1,12 +1,15 @@
 /* Matrix multiplication y[rows, n] = x[cols, n] . w[cols, rows]^T and the embedding lookup.
  *
- * Two strategies, picked by the number of tokens n:
- * - few tokens (decode): the activations are quantized to int8 blocks (cpu_q8) and each weight
- *   row is dotted with them using integer SIMD (32-block types); other types dequantize one row
- *   at a time and use a float dot. Memory traffic is the weights read once.
- * - many tokens (prefill): 32 weight rows at a time are dequantized into a packed f32 tile
- *   [cols][32] and a register-blocked kernel computes 32 rows x up to 8 tokens per pass, so
- *   each dequantized weight is reused for every token. */
+ * Strategies, picked by the precision and the number of tokens n:
+ * - EXACT (any n): 32 weight rows at a time are dequantized into a packed f32 tile [cols][32] and
+ *   a register-blocked kernel computes 32 rows x up to 8 tokens per pass, so each dequantized
+ *   weight is reused for every token, and a row's result does not depend on n.
+ * - FAST, one token (decode): the activations are quantized to int8 blocks (cpu_q8) and each
+ *   weight row is dotted with them using integer SIMD; other types dequantize one row at a time
+ *   and use a float dot. Memory traffic is the weights read once.
+ * - FAST, many tokens (prefill): the same int8 activations against weight tiles repacked once
+ *   into int8 codes (cpu_qgemm_x86.h), 16 rows x up to 6 tokens per kernel call; levels or types
+ *   without that kernel take the f32 tiles. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +32,10 @@ typedef struct mm_ctx {
   float *y;       /* [n][rows] */
   const cpu_q8 *xq; /* [n][K/32], integer path only */
   int64_t n_items, item_rows; /* row-wise paths */
-  float *panel;                 /* tile path: packed tiles [n_ptiles][K][32] */
+  void *panel;                  /* tile path: n_ptiles packed tiles of tbytes */
+  int q;                        /* tile path: int8 tiles (FAST) */
+  int trows;                    /* rows per tile */
+  size_t tbytes;                /* bytes per packed tile */
   int64_t tile0, n_ptiles, tblock;
 } mm_ctx;
 
@@ -90,20 +96,13 @@ static void mm_rows_item(void *arg, int64_t it, int ith) {
 /* ---- packed-tile path (many tokens) ------------------------------------------------------- */
 
 /* Dequantizes rows [r0, r0+nr) into wp[c*32 + r] (rows past nr zeroed so the kernel reads
- * defined values). The rows go first to tmp [32][K], row-major, and are then transposed in
- * 8-column strips so the strided writes stay within a few cache lines. */
+ * defined values), through tmp [32][K] row-major. */
 static void mm_pack_tile(const mm_ctx *c, int64_t r0, int nr, float *wp, float *tmp) {
   const cpu_kernels *k = &c->cb->k;
   const int64_t K = c->K;
   for (int r = 0; r < nr; r++) cpu_dequant_row(k, c->type, c->w + (size_t)(r0 + r) * c->wrb, tmp + r * K, K);
   if (nr < CPU_TILE_ROWS) memset(tmp + nr * K, 0, (size_t)((CPU_TILE_ROWS - nr) * K) * sizeof(float));
-  for (int64_t c0 = 0; c0 < K; c0 += 8) {
-    int64_t cw = K - c0 < 8 ? K - c0 : 8;
-    for (int r = 0; r < CPU_TILE_ROWS; r++) {
-      const float *src = tmp + r * K + c0;
-      for (int64_t j = 0; j < cw; j++) wp[(c0 + j) * CPU_TILE_ROWS + r] = src[j];
-    }
-  }
+  k->pack_tile(tmp, K, wp);
 }
 
 static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {
@@ -113,12 +112,38 @@ static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {
   return ICL_OK;
 }
 
-/* Phase 1 of a panel: item = one tile, dequantized and packed into the panel. */
+/* Packs tile ti (rows from ti * trows) into dst: f32 tiles through per-thread scratch tmp, int8
+ * tiles directly. */
+static void mm_pack_one(const mm_ctx *c, int64_t ti, void *dst, float *tmp) {
+  int64_t r0 = ti * c->trows;
+  int nr = c->rows - r0 < c->trows ? (int)(c->rows - r0) : c->trows;
+  if (c->q) c->cb->k.qpack[c->type](c->w + (size_t)r0 * c->wrb, c->wrb, nr, c->K, dst);
+  else mm_pack_tile(c, r0, nr, dst, tmp);
+}
+
+/* Tokens [t0, t1) times packed tile ti. */
+static void mm_gemm_one(const mm_ctx *c, int64_t ti, const void *tile, int64_t t0, int64_t t1) {
+  const cpu_kernels *k = &c->cb->k;
+  int64_t r0 = ti * c->trows;
+  int nr = c->rows - r0 < c->trows ? (int)(c->rows - r0) : c->trows;
+  if (c->q) {
+    int64_t nb = c->K / 32;
+    for (int64_t t = t0; t < t1; t += k->qgemm_nt) {
+      int nt = t1 - t < k->qgemm_nt ? (int)(t1 - t) : k->qgemm_nt;
+      k->qgemm[c->type](tile, nb, c->xq + t * nb, nb, nt, c->y + t * c->rows + r0, c->rows, nr);
+    }
+    return;
+  }
+  for (int64_t t = t0; t < t1; t += k->gemm_nt) {
+    int nt = t1 - t < k->gemm_nt ? (int)(t1 - t) : k->gemm_nt;
+    k->gemm_tile(tile, c->K, c->xp + t * c->K, nt, c->y + t * c->rows + r0, c->rows, nr);
+  }
+}
+
+/* Phase 1 of a panel: item = one tile, packed into the panel. */
 static void mm_pack_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
-  int64_t r0 = (c->tile0 + it) * CPU_TILE_ROWS;
-  int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
-  mm_pack_tile(c, r0, nr, c->panel + it * c->K * CPU_TILE_ROWS, c->cb->scratch[ith].p);
+  mm_pack_one(c, c->tile0 + it, (uint8_t *)c->panel + it * c->tbytes, c->cb->scratch[ith].p);
 }
 
 /* Phase 2: item = (token block, tile of the panel), token-block-major so the threads share one
@@ -126,41 +151,70 @@ static void mm_pack_item(void *arg, int64_t it, int ith) {
 static void mm_gemm_item(void *arg, int64_t it, int ith) {
   (void)ith;
   mm_ctx *c = arg;
-  const cpu_kernels *k = &c->cb->k;
   int64_t tb = it / c->n_ptiles, pt = it % c->n_ptiles;
-  int64_t r0 = (c->tile0 + pt) * CPU_TILE_ROWS;
-  int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
-  const float *wp = c->panel + pt * c->K * CPU_TILE_ROWS;
   int64_t t0 = tb * c->tblock, t1 = t0 + c->tblock < c->n ? t0 + c->tblock : c->n;
-  for (int64_t t = t0; t < t1; t += k->gemm_nt) {
-    int nt = t1 - t < k->gemm_nt ? (int)(t1 - t) : k->gemm_nt;
-    k->gemm_tile(wp, c->K, c->xp + t * c->K, nt, c->y + t * c->rows + r0, c->rows, nr);
-  }
+  mm_gemm_one(c, c->tile0 + pt, (const uint8_t *)c->panel + pt * c->tbytes, t0, t1);
 }
 
-/* The tile path: panels of packed weight tiles (at most MM_PANEL_BYTES, so a panel stays in
- * L3) swept by blocks of about MM_TOK_BLOCK tokens, whose packed activations and output strip
- * stay in L2. Without this blocking, outputs larger than L2 halved the kernel's speed. */
+/* Quantizes tokens [lo, hi) of x into cpu_q8 blocks (the int8 paths' activations). */
+static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  mm_ctx *c = arg;
+  int64_t nb = c->K / 32;
+  for (int64_t t = lo; t < hi; t++) c->cb->k.quantize_q8(c->x + t * c->K, (cpu_q8 *)c->xq + t * nb, c->K);
+}
+
+/* Few tokens (one token block): item = one tile, packed into the thread's scratch (after the f32
+ * path's row-major staging area) and used at once, so no panel round trip through L3. */
+static void mm_fused_item(void *arg, int64_t it, int ith) {
+  mm_ctx *c = arg;
+  uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q ? tmp : tmp + c->tbytes;
+  mm_pack_one(c, it, tile, (float *)tmp);
+  mm_gemm_one(c, it, tile, 0, c->n);
+}
+
+/* The tile paths: panels of packed weight tiles (at most MM_PANEL_BYTES, so a panel stays in L3)
+ * swept by blocks of about MM_TOK_BLOCK tokens, whose activations and output strip stay in L2.
+ * Without this blocking, outputs larger than L2 halved the kernel's speed. c->q: int8 tiles and
+ * cpu_q8 activations (FAST), else f32 tiles and packed f32 activations. */
 static int mm_tiles(mm_ctx *c, icl_error *err) {
   cpu_backend *cb = c->cb;
-  int gnt = cb->k.gemm_nt;
-  size_t tile_bytes = (size_t)c->K * CPU_TILE_ROWS * sizeof(float);
-  int64_t n_tiles = (c->rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
-  int64_t per_panel = MM_PANEL_BYTES / tile_bytes > 0 ? (int64_t)(MM_PANEL_BYTES / tile_bytes) : 1;
-  if (per_panel > n_tiles) per_panel = n_tiles;
-  int64_t groups = (c->n + gnt - 1) / gnt;
-  int rc = mm_reserve(cb, tile_bytes, err);
-  if (rc) return rc;
-  c->panel = cpu_scratch_get(&cb->panel, (size_t)per_panel * tile_bytes);
-  float *xp = cpu_scratch_get(&cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
-  if (!c->panel || !xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
-  /* activations interleaved per token group: the kernel then reads one sequential stream */
-  for (int64_t g = 0; g < groups; g++) {
-    int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
-    cpu_pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
-  }
-  c->xp = xp;
+  const cpu_kernels *k = &cb->k;
+  int gnt = c->q ? k->qgemm_nt : k->gemm_nt;
+  c->trows = c->q ? CPU_QTILE_ROWS : CPU_TILE_ROWS;
+  c->tbytes = c->q ? (size_t)(c->K / 32) * CPU_QGROUP_BYTES : (size_t)c->K * CPU_TILE_ROWS * sizeof(float);
+  int64_t n_tiles = (c->rows + c->trows - 1) / c->trows;
   c->tblock = (MM_TOK_BLOCK + gnt - 1) / gnt * gnt;
+  int fused = c->n <= c->tblock;
+  /* f32 tiles stage through tbytes of scratch; the fused path keeps its tile there too */
+  size_t per_thread = (c->q ? 0 : c->tbytes) + (fused ? c->tbytes : 0);
+  int rc = per_thread ? mm_reserve(cb, per_thread, err) : ICL_OK;
+  if (rc) return rc;
+  if (c->q) {
+    int64_t nb = c->K / 32;
+    cpu_q8 *xq = cpu_scratch_get(&cb->shared, (size_t)(c->n * nb) * sizeof(cpu_q8));
+    if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+    c->xq = xq;
+    cpu_pool_range(cb->pool, c->n, 8192 / c->K + 1, mm_quantize_range, c);
+  } else {
+    /* activations interleaved per token group: the kernel then reads one sequential stream */
+    int64_t groups = (c->n + gnt - 1) / gnt;
+    float *xp = cpu_scratch_get(&cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
+    if (!xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+    for (int64_t g = 0; g < groups; g++) {
+      int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
+      cpu_pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
+    }
+    c->xp = xp;
+  }
+  if (fused) {
+    cpu_pool_for(cb->pool, n_tiles, mm_fused_item, c);
+    return ICL_OK;
+  }
+  int64_t per_panel = MM_PANEL_BYTES / c->tbytes > 0 ? (int64_t)(MM_PANEL_BYTES / c->tbytes) : 1;
+  if (per_panel > n_tiles) per_panel = n_tiles;
+  c->panel = cpu_scratch_get(&cb->panel, (size_t)per_panel * c->tbytes);
+  if (!c->panel) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
   int64_t n_tblocks = (c->n + c->tblock - 1) / c->tblock;
   for (c->tile0 = 0; c->tile0 < n_tiles; c->tile0 += per_panel) {
     c->n_ptiles = n_tiles - c->tile0 < per_panel ? n_tiles - c->tile0 : per_panel;
@@ -186,8 +240,14 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1],
               .n = icl_dt_nrows(x), .x = cpu_f32(x), .y = cpu_f32(y)};
   c.wrb = icl_type_row_bytes(w->type, c.K);
-  /* exact precision: every row through the tile kernel, whose per-row arithmetic is the same for any n */
-  if (c.n >= cb->tile_min_tokens || be->precision == ICL_PRECISION_EXACT) return mm_tiles(&c, err);
+  /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
+   * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
+  if (be->precision == ICL_PRECISION_EXACT) return mm_tiles(&c, err);
+  if (c.n >= cb->qgemm_min_tokens && cb->k.qgemm[c.type]) {
+    c.q = 1;
+    return mm_tiles(&c, err);
+  }
+  if (c.n >= cb->tile_min_tokens) return mm_tiles(&c, err);
   c.item_rows = mm_item_rows(c.rows, nth);
   c.n_items = (c.rows + c.item_rows - 1) / c.item_rows;
   cpu_item_fn task = mm_rows_item;

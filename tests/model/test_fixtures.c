@@ -2,6 +2,8 @@
  * logits are compared with two references: the exact float64 forward (tests/fixtures/<model>/exact/, the
  * criterion: top-1 agreement >= 99% over all positions) and llama.cpp (tests/fixtures/<model>/, reported: it
  * quantizes activations and the KV cache itself, which flips near-tied top-1s). Tokenization must match exactly.
+ * With ICL_FIXTURE_PRECISION=fast the model runs in FAST precision (int8 activations on the CPU) and the bounds
+ * are that mode's stated error (docs/cpu-backend.md).
  * Usage: test_fixtures [smollm2|gemma3] [backend]; ICL_FIXTURE_DEBUG=1 prints every top-1 disagreement. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -119,7 +121,13 @@ out:
   cJSON_Delete(je);
 }
 
+/* FAST precision's stated error against the float64 reference (docs/cpu-backend.md): measured 87.7% top-1 and
+ * mean KL 0.0064 on SmolLM2, 97.2% and 0.0015 on Gemma 3; llama.cpp's own agreement with it is 89.5% / 94.7% */
+#define FAST_MIN_AGREE 0.85
+#define FAST_MAX_KL 0.02
+
 static int models_run = 0;
+static int fast = 0; /* ICL_FIXTURE_PRECISION=fast */
 
 static void check_model(const char *name, const char *file, const char *backend) {
   char path[1024];
@@ -128,12 +136,13 @@ static void check_model(const char *name, const char *file, const char *backend)
     printf("SKIPPED: %s not present (run scripts/fetch-models.sh all)\n", file);
     return;
   }
-  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 2048};
+  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 2048,
+                      .precision = fast ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT};
   icl_model *m = NULL;
   icl_error e = {0};
   CHECKF(icl_model_load(path, &lo, &m, &e) == 0, "load %s: %s", path, e.msg);
   if (!m) return;
-  printf("%s on %s\n", name, icl_model_device(m));
+  printf("%s on %s, %s precision\n", name, icl_model_device(m), fast ? "fast" : "exact");
   models_run++;
   const char *prompts[] = {"chat", "code", "multilingual", "paragraph", "grid_walk"};
   stats exact = {0}, llama = {0};
@@ -141,8 +150,11 @@ static void check_model(const char *name, const char *file, const char *backend)
   summary(name, "exact float64", &exact);
   summary(name, "llama.cpp", &llama);
   double agree = exact.positions ? (double)exact.agree / exact.positions : 0;
-  CHECKF(agree >= 0.99, "%s: top-1 agreement with the exact reference %.4f < 0.99", name, agree);
-  CHECKF(exact.kl_sum / exact.positions < 1e-3, "%s: mean KL vs exact %.6f >= 1e-3", name, exact.kl_sum / exact.positions);
+  /* FAST: int8 activations per 32-block, like llama.cpp's own; its bounds are the ones docs/cpu-backend.md states */
+  double min_agree = fast ? FAST_MIN_AGREE : 0.99, max_kl = fast ? FAST_MAX_KL : 1e-3;
+  CHECKF(agree >= min_agree, "%s: top-1 agreement with the exact reference %.4f < %.2f", name, agree, min_agree);
+  CHECKF(exact.kl_sum / exact.positions < max_kl, "%s: mean KL vs exact %.6f >= %g", name,
+         exact.kl_sum / exact.positions, max_kl);
   /* against llama.cpp: same model up to its own quantization noise (mean NLL within 1%) */
   double rel = fabs(llama.nll_sum - llama.ref_nll_sum) / llama.ref_nll_sum;
   CHECKF(rel < 0.01, "%s: total NLL differs from llama.cpp's by %.2f%%", name, 100 * rel);
@@ -150,6 +162,8 @@ static void check_model(const char *name, const char *file, const char *backend)
 }
 
 int main(int argc, char **argv) {
+  const char *prec = getenv("ICL_FIXTURE_PRECISION");
+  fast = prec && !strcmp(prec, "fast");
   const char *only = argc > 1 ? argv[1] : NULL, *backend = argc > 2 ? argv[2] : NULL;
   if (!only || !strcmp(only, "smollm2")) check_model("smollm2", "models/SmolLM2-135M-Instruct-Q4_1.gguf", backend);
   if (!only || !strcmp(only, "gemma3")) check_model("gemma3", "models/gemma-3-270m-Q4_K_M.gguf", backend);

@@ -247,8 +247,11 @@ int main(int argc, char **argv) {
   const char *only = getenv("BENCH_ONLY"); /* "matmul" or "forward" */
   icl_error err;
   die(icl_cpu_backend_new(threads, &be, &err), &err);
+  /* BENCH_PRECISION=fast: the backend's FAST precision (int8 activations) */
+  const char *prec = getenv("BENCH_PRECISION");
+  be->precision = prec && strcmp(prec, "fast") == 0 ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT;
   char desc[64];
-  printf("%s\n", icl_cpu_backend_describe(be, desc, sizeof desc));
+  printf("%s, %s precision\n", icl_cpu_backend_describe(be, desc, sizeof desc), be->precision ? "fast" : "exact");
   if (!only || strcmp(only, "matmul") == 0) {
     static const uint32_t types[] = {ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q5_0, ICL_TYPE_F16};
     static const struct { int64_t K, rows; const char *label; } shapes[] = {
@@ -262,8 +265,9 @@ int main(int argc, char **argv) {
     static const struct { uint32_t type; int64_t K, rows; const char *label; } g[] = {
         {ICL_TYPE_Q5_0, 640, 1024, "q"}, {ICL_TYPE_Q8_0, 640, 256, "v"}, {ICL_TYPE_Q4_K, 1024, 640, "o"},
         {ICL_TYPE_Q5_0, 640, 2048, "gate/up"}, {ICL_TYPE_Q6_K, 2048, 640, "down"}, {ICL_TYPE_Q8_0, 640, 262144, "lm_head"}};
-    for (int64_t n = 1; n <= 128; n *= 128)
-      for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) bench_matmul(g[i].type, g[i].K, g[i].rows, n, g[i].label);
+    static const int64_t ns[] = {1, 128, 512};
+    for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+      for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) bench_matmul(g[i].type, g[i].K, g[i].rows, ns[j], g[i].label);
   }
   if (!only || strcmp(only, "forward") == 0) bench_forward((uint32_t)wt, ICL_TYPE_Q8_0);
   be->ops->destroy(be);

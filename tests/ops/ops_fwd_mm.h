@@ -32,7 +32,8 @@ static void o_matmul(const ot_case *c, double *out[]) {
     }
   free(w);
 }
-static const ot_op OP_MATMUL = {"matmul", "K,rows,tokens", "", g_matmul, r_matmul, o_matmul, {OT_NMSE}, -1};
+/* FAST: int8 decode below tile_min_tokens, the int8 gemm above it (levels with one): another path for every n */
+static const ot_op OP_MATMUL = {"matmul", "K,rows,tokens", "", g_matmul, r_matmul, o_matmul, {OT_NMSE}, INT64_MAX};
 
 /* ---- get_rows: n = {K, rows, ids}; ids include row 0 and the last row -------------------- */
 

@@ -1,0 +1,182 @@
+/* The int8 gemm of FAST precision (many tokens): weight tiles of CPU_QTILE_ROWS rows are repacked
+ * once into unsigned codes with a multiplier and an offset per row and 16-element half
+ * (w = a*u + c, the decoding of cpu_qdot_x86.h), laid out so one 256-bit load holds four
+ * consecutive codes of eight rows; each load meets a four-byte broadcast of one token's cpu_q8
+ * codes. Integer sums over a 32-group (or a 16-half for types with 16-element scales) are then
+ * scaled into f32 accumulators. Included by cpu_kernels_x86.c after cpu_qdot_x86.h with the same
+ * QD_TARGET/QD_SFX and
+ *   QD_DOTACC(acc, u, s) -> acc + the 8 int32 sums of u8 u times int8 s over 4-byte groups
+ *   QG_NT                   tokens per kernel call (what the register file holds)
+ * Tile layout per 32-group (CPU_QGROUP_BYTES): codes [8 quads][16 rows][4 bytes], then floats
+ * a[2 halves][16 rows] and c[2 halves][16 rows]. */
+
+#define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
+
+/* Stores the codes u of row r, group tg, with the multipliers a0, a1 and offsets c0, c1 of its halves. */
+QD_ATTR void QD_FN(qg_put_)(uint8_t *tg, int r, __m256i u, float a0, float a1, float c0, float c1) {
+  uint32_t q[8];
+  _mm256_storeu_si256((__m256i *)q, u);
+  for (int j = 0; j < 8; j++) memcpy(tg + j * 64 + r * 4, &q[j], 4);
+  float *fa = (float *)(tg + 512);
+  fa[r] = a0;
+  fa[16 + r] = a1;
+  fa[32 + r] = c0;
+  fa[48 + r] = c1;
+}
+
+/* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile; rows past nr are zero. The
+ * decoding is cpu_qdot_x86.h's (w = a*u + c). */
+QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
+  const int64_t G = K / 32;
+  if (nr < CPU_QTILE_ROWS) memset(tile, 0, (size_t)G * CPU_QGROUP_BYTES);
+  for (int r = 0; r < nr; r++) {
+    const uint8_t *row = w + (size_t)r * wrb;
+    if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
+      const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+      for (int64_t g = 0; g < G; g++) {
+        const uint8_t *blk = row + (size_t)g * bb;
+        float d = QD_FN(qd_f16_)(blk), off;
+        __m256i u;
+        switch (T) {
+        case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); off = -8.0f * d; break;
+        case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); off = QD_FN(qd_f16_)(blk + 2); break;
+        case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); off = -16.0f * d; break;
+        case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); off = QD_FN(qd_f16_)(blk + 2); break;
+        default: /* Q8_0: signed codes shifted by 128 (only where the dot does not saturate, QG_Q8_0) */
+          u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+          off = -128.0f * d;
+          break;
+        }
+        QD_FN(qg_put_)(tile + (size_t)g * CPU_QGROUP_BYTES, r, u, d, d, off, off);
+      }
+    } else {
+      const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+      for (int64_t sb = 0; sb < G / 8; sb++) {
+        const uint8_t *blk = row + (size_t)sb * bb;
+        float a[16], b[16];
+        QD_FN(qk_scales_)(T, blk, a, b);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++)
+          QD_FN(qg_put_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r, QD_FN(qk_codes_)(T, blk, g), a[2 * g],
+                         a[2 * g + 1], -b[2 * g], -b[2 * g + 1]);
+      }
+    }
+  }
+}
+
+/* Quads [J0, J0 + NJ) of group tg into zeroed integer sums s, then scaled by half h's multipliers
+ * into f (constant J0, NJ, h: fully unrolled, so s and f stay in registers). */
+QD_ATTR void QD_FN(qg_span_)(const uint8_t *tg, const cpu_q8 *xg, int64_t xs, const int NT, const int J0, const int NJ,
+                             const int h, const int HALVES, __m256 f[QG_NT][2]) {
+  __m256i s[QG_NT][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int j = J0; j < J0 + NJ; j++) {
+    __m256i w0 = _mm256_load_si256((const __m256i *)(tg + j * 64));
+    __m256i w1 = _mm256_load_si256((const __m256i *)(tg + j * 64 + 32));
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      int32_t q4;
+      memcpy(&q4, xg[t * xs].q + 4 * j, 4);
+      __m256i xb = _mm256_set1_epi32(q4);
+      s[t][0] = QD_DOTACC(s[t][0], w0, xb);
+      s[t][1] = QD_DOTACC(s[t][1], w1, xb);
+    }
+  }
+  const float *fa = (const float *)(tg + 512);
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; v++) {
+    __m256 av = _mm256_load_ps(fa + 16 * h + 8 * v), cv = _mm256_load_ps(fa + 32 + 16 * h + 8 * v);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      const cpu_q8 *xb = xg + t * xs;
+      f[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][v]), _mm256_mul_ps(av, _mm256_set1_ps(xb->d)), f[t][v]);
+      f[t][v] = _mm256_fmadd_ps(cv, _mm256_set1_ps(HALVES ? xb->h[h] : xb->s), f[t][v]);
+    }
+  }
+}
+
+/* One tile times NT tokens. HALVES: the multiplier changes every 16 elements (Q2_K, Q3_K, Q6_K),
+ * so the integer sums are scaled per half; otherwise once per 32-group. */
+QD_ATTR void QD_FN(qg_body_)(const int HALVES, const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs,
+                             const int NT, float *y, int64_t ldy, int nr) {
+  __m256 f[QG_NT][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) f[t][0] = f[t][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; g++) {
+    const uint8_t *tg = tile + (size_t)g * CPU_QGROUP_BYTES;
+    if (HALVES) {
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 4, 0, 1, f);
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 4, 4, 1, 1, f);
+    } else {
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 8, 0, 0, f);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) {
+    float *yt = y + t * ldy;
+    if (nr >= 16) {
+      _mm256_storeu_ps(yt, f[t][0]);
+      _mm256_storeu_ps(yt + 8, f[t][1]);
+    } else {
+      float tmp[16];
+      _mm256_storeu_ps(tmp, f[t][0]);
+      _mm256_storeu_ps(tmp + 8, f[t][1]);
+      memcpy(yt, tmp, (size_t)nr * sizeof(float));
+    }
+  }
+}
+
+#define QG_DEFINE(tname, T, HALVES)                                                                            \
+  __attribute__((target(QD_TARGET))) static void QD_FN(qg_pack_##tname##_)(const uint8_t *w, size_t wrb,       \
+                                                                            int nr, int64_t K, uint8_t *tile) { \
+    QD_FN(qg_pack_body_)(T, w, wrb, nr, K, tile);                                                              \
+  }                                                                                                            \
+  __attribute__((target(QD_TARGET))) static void QD_FN(qgemm_##tname##_)(const uint8_t *tile, int64_t G,       \
+                                                                          const cpu_q8 *x, int64_t xs, int nt, \
+                                                                          float *y, int64_t ldy, int nr) {     \
+    switch (nt) {                                                                                              \
+    case 1: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 1, y, ldy, nr); break;                                     \
+    case 2: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 2, y, ldy, nr); break;                                     \
+    case 3: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 3, y, ldy, nr); break;                                     \
+    case 4: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT < 4 ? QG_NT : 4, y, ldy, nr); break;                 \
+    case 5: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT < 5 ? QG_NT : 5, y, ldy, nr); break;                 \
+    default: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT, y, ldy, nr); break;                                \
+    }                                                                                                          \
+  }
+
+QG_DEFINE(q4_0, ICL_TYPE_Q4_0, 0)
+QG_DEFINE(q4_1, ICL_TYPE_Q4_1, 0)
+QG_DEFINE(q5_0, ICL_TYPE_Q5_0, 0)
+QG_DEFINE(q5_1, ICL_TYPE_Q5_1, 0)
+QG_DEFINE(q8_0, ICL_TYPE_Q8_0, 0)
+QG_DEFINE(q2_k, ICL_TYPE_Q2_K, 1)
+QG_DEFINE(q3_k, ICL_TYPE_Q3_K, 1)
+QG_DEFINE(q4_k, ICL_TYPE_Q4_K, 0)
+QG_DEFINE(q5_k, ICL_TYPE_Q5_K, 0)
+QG_DEFINE(q6_k, ICL_TYPE_Q6_K, 1)
+#undef QG_DEFINE
+
+/* Installs the int8 gemm; Q8_0 only where the dot does not saturate (QG_Q8_0). */
+static void QD_FN(qg_install_)(cpu_kernels *k) {
+  k->qgemm_nt = QG_NT;
+#define QG_SET(tname, T)                                                                                       \
+  k->qpack[T] = QD_FN(qg_pack_##tname##_);                                                                     \
+  k->qgemm[T] = QD_FN(qgemm_##tname##_);
+  QG_SET(q4_0, ICL_TYPE_Q4_0)
+  QG_SET(q4_1, ICL_TYPE_Q4_1)
+  QG_SET(q5_0, ICL_TYPE_Q5_0)
+  QG_SET(q5_1, ICL_TYPE_Q5_1)
+  QG_SET(q2_k, ICL_TYPE_Q2_K)
+  QG_SET(q3_k, ICL_TYPE_Q3_K)
+  QG_SET(q4_k, ICL_TYPE_Q4_K)
+  QG_SET(q5_k, ICL_TYPE_Q5_K)
+  QG_SET(q6_k, ICL_TYPE_Q6_K)
+  if (QG_Q8_0) {
+    QG_SET(q8_0, ICL_TYPE_Q8_0)
+  }
+#undef QG_SET
+}
+
+#undef QD_ATTR
