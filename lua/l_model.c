@@ -56,9 +56,9 @@ static lua_Integer opt_int(lua_State *L, int idx, const char *key, lua_Integer d
   return v;
 }
 
-static const char *const LOAD_KEYS[] = {"backend", "device", "threads", "n_ctx", "chunk", NULL};
+static const char *const LOAD_KEYS[] = {"backend", "device", "threads", "n_ctx", "chunk", "precision", NULL};
 
-/* icl.load(path [, {backend=, device=, threads=, n_ctx=, chunk=}]) -> model, or nil + message. */
+/* icl.load(path [, {backend=, device=, threads=, n_ctx=, chunk=, precision=}]) -> model, or nil + message. */
 static int l_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   icl_load_opts o = {.device = -1};
@@ -72,6 +72,14 @@ static int l_load(lua_State *L) {
     o.n_threads = (int)opt_int(L, 2, "threads", 0, 0, 4096);
     o.n_ctx = (int)opt_int(L, 2, "n_ctx", 0, 0, 1 << 24);
     o.chunk = (int)opt_int(L, 2, "chunk", 0, 0, 1 << 16);
+    if (lua_getfield(L, 2, "precision") != LUA_TNIL) {
+      const char *p = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+      if (strcmp(p, "exact") && strcmp(p, "fast"))
+        luaL_argerror(L, 2, lua_pushfstring(L, "precision: expected 'exact' or 'fast', got '%s'",
+                                            lua_isstring(L, -1) ? p : luaL_typename(L, -1)));
+      o.precision = strcmp(p, "fast") ? ICL_PRECISION_EXACT : ICL_PRECISION_FAST;
+    }
+    lua_pop(L, 1);
   }
   mbox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->m = NULL, b->busy = 0;

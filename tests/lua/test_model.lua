@@ -148,6 +148,19 @@ raises(function() m:run({1, m.n_vocab}) end, "tokens[2]: 49152 out of range 0..4
 raises(function() m:run({}) end, "no tokens", "no tokens")
 raises(function() m:run(toks, {capture = {"blocks.99.hook_resid_post"}}) end, "matches nothing", "unknown hook point")
 
+-- precision = "fast": int8 activations in the CPU matmuls; the last-position logits stay close to exact ones
+raises(function() icl.load(PATH, {precision = "fst"}) end, "precision: expected 'exact' or 'fast', got 'fst'",
+       "unknown precision")
+if m.backend == "cpu" then
+  local mf = assert(icl.load(PATH, {n_ctx = 64, precision = "fast"}))
+  local le = m:run(toks, {logits = "last"}).logits
+  local lf = mf:run(toks, {logits = "last"}).logits
+  local d = maxdiff(le, lf)
+  check(d > 0 and d < 1.0, "fast precision differs from exact by a little (max |dlogit| " .. d .. ")")
+  check(le[1]:argmax() == lf[1]:argmax(), "fast precision keeps the top-1 token here")
+  mf:close()
+end
+
 m:close()
 raises(function() m:run(toks) end, "model is closed", "run after close")
 check(tostring(m) == "icl.model (closed)", "closed model prints as closed")
