@@ -12,53 +12,85 @@
 
 #define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
 
-/* Stores the codes u of row r, group tg, with the multipliers a0, a1 and offsets c0, c1 of its halves. */
-QD_ATTR void QD_FN(qg_put_)(uint8_t *tg, int r, __m256i u, float a0, float a1, float c0, float c1) {
-  uint32_t q[8];
-  _mm256_storeu_si256((__m256i *)q, u);
-  for (int j = 0; j < 8; j++) memcpy(tg + j * 64 + r * 4, &q[j], 4);
-  float *fa = (float *)(tg + 512);
-  fa[r] = a0;
-  fa[16 + r] = a1;
-  fa[32 + r] = c0;
-  fa[48 + r] = c1;
+/* u[r] (8 dwords of row r) to u[j] (dword j of rows 0..7): unpack 32- and 64-bit, then swap 128-bit lanes. */
+QD_ATTR void QD_FN(qg_t8_)(__m256i u[8]) {
+  __m256i t[8], v[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_epi32(u[2 * i], u[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(u[2 * i], u[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; h++) { /* v[4h + j]: per lane L, rows 4h..4h+3 of column 4L + j */
+    v[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    v[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    v[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    v[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int j = 0; j < 4; j++) {
+    u[j] = _mm256_permute2x128_si256(v[j], v[4 + j], 0x20);
+    u[4 + j] = _mm256_permute2x128_si256(v[j], v[4 + j], 0x31);
+  }
 }
 
-/* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile; rows past nr are zero. The
- * decoding is cpu_qdot_x86.h's (w = a*u + c). */
+/* Stores the codes u[r] of rows r0..r0+7 of group tg (transposed to [quad][row]) with the multipliers
+ * a0, a1 and offsets c0, c1 of their halves. */
+QD_ATTR void QD_FN(qg_put8_)(uint8_t *tg, int r0, __m256i u[8], const float *a0, const float *a1, const float *c0,
+                             const float *c1) {
+  QD_FN(qg_t8_)(u);
+  for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)(tg + j * 64 + r0 * 4), u[j]);
+  float *fa = (float *)(tg + 512);
+  _mm256_store_ps(fa + r0, _mm256_loadu_ps(a0));
+  _mm256_store_ps(fa + 16 + r0, _mm256_loadu_ps(a1));
+  _mm256_store_ps(fa + 32 + r0, _mm256_loadu_ps(c0));
+  _mm256_store_ps(fa + 48 + r0, _mm256_loadu_ps(c1));
+}
+
+/* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile, eight rows at a time; rows past
+ * nr are zero. The decoding is cpu_qdot_x86.h's (w = a*u + c). */
 QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
   const int64_t G = K / 32;
-  if (nr < CPU_QTILE_ROWS) memset(tile, 0, (size_t)G * CPU_QGROUP_BYTES);
-  for (int r = 0; r < nr; r++) {
-    const uint8_t *row = w + (size_t)r * wrb;
+  for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
+    int n8 = nr - r0 < 0 ? 0 : nr - r0 > 8 ? 8 : nr - r0;
     if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
       const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
       for (int64_t g = 0; g < G; g++) {
-        const uint8_t *blk = row + (size_t)g * bb;
-        float d = QD_FN(qd_f16_)(blk), off;
-        __m256i u;
-        switch (T) {
-        case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); off = -8.0f * d; break;
-        case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); off = QD_FN(qd_f16_)(blk + 2); break;
-        case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); off = -16.0f * d; break;
-        case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); off = QD_FN(qd_f16_)(blk + 2); break;
-        default: /* Q8_0: signed codes shifted by 128 (only where the dot does not saturate, QG_Q8_0) */
-          u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-          off = -128.0f * d;
-          break;
+        __m256i u[8];
+        float a[8] = {0}, c[8] = {0};
+        for (int r = 0; r < 8; r++) {
+          u[r] = _mm256_setzero_si256();
+          if (r >= n8) continue;
+          const uint8_t *blk = w + (size_t)(r0 + r) * wrb + (size_t)g * bb;
+          float d = QD_FN(qd_f16_)(blk);
+          switch (T) {
+          case ICL_TYPE_Q4_0: u[r] = QD_FN(qd_nibbles_)(blk + 2); c[r] = -8.0f * d; break;
+          case ICL_TYPE_Q4_1: u[r] = QD_FN(qd_nibbles_)(blk + 4); c[r] = QD_FN(qd_f16_)(blk + 2); break;
+          case ICL_TYPE_Q5_0: u[r] = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); c[r] = -16.0f * d; break;
+          case ICL_TYPE_Q5_1: u[r] = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); c[r] = QD_FN(qd_f16_)(blk + 2); break;
+          default: /* Q8_0: signed codes shifted by 128 (only where the dot does not saturate, QG_Q8_0) */
+            u[r] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+            c[r] = -128.0f * d;
+            break;
+          }
+          a[r] = d;
         }
-        QD_FN(qg_put_)(tile + (size_t)g * CPU_QGROUP_BYTES, r, u, d, d, off, off);
+        QD_FN(qg_put8_)(tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
       }
     } else {
       const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
       for (int64_t sb = 0; sb < G / 8; sb++) {
-        const uint8_t *blk = row + (size_t)sb * bb;
-        float a[16], b[16];
-        QD_FN(qk_scales_)(T, blk, a, b);
+        float a[16][8] = {{0}}, b[16][8] = {{0}};
+        for (int r = 0; r < n8; r++) {
+          float as[16], bs[16];
+          QD_FN(qk_scales_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, as, bs);
+          for (int j = 0; j < 16; j++) a[j][r] = as[j], b[j][r] = -bs[j];
+        }
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++)
-          QD_FN(qg_put_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r, QD_FN(qk_codes_)(T, blk, g), a[2 * g],
-                         a[2 * g + 1], -b[2 * g], -b[2 * g + 1]);
+        for (int g = 0; g < 8; g++) {
+          __m256i u[8];
+          for (int r = 0; r < 8; r++)
+            u[r] = r < n8 ? QD_FN(qk_codes_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, g) : _mm256_setzero_si256();
+          QD_FN(qg_put8_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r0, u, a[2 * g], a[2 * g + 1], b[2 * g],
+                          b[2 * g + 1]);
+        }
       }
     }
   }
