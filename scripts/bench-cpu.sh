@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds and runs the CPU backend micro-benchmark (tests/ops/bench_cpu.c) with the compiler
 # directly, independent of the CMake build. Arguments go to the benchmark: [threads] [type].
-# BENCH_ONLY=matmul|forward|gemma limits it to one part; BENCH_PRECISION=fast runs FAST precision.
+# BENCH_ONLY=matmul|forward|gemma limits it to one part; BENCH_PRECISION=fast runs FAST precision; BENCH_N=1|128|512 one token count of the gemma part.
 set -e
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${TMPDIR:-/tmp}/icl-bench-cpu

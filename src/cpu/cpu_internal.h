@@ -42,6 +42,8 @@ typedef struct cpu_q8 {
 
 /* Rows of the packed weight tile the gemm kernels work on. */
 #define CPU_TILE_ROWS 32
+/* Tokens gemm_rowtile handles at most (it pays a transpose per call, so only few-token matmuls use it). */
+#define CPU_ROWTILE_TOKS 4
 /* Tokens one gemm kernel call handles at most (each kernel states its own gemm_nt <= this). */
 #define CPU_TILE_TOKS 8
 
@@ -84,6 +86,9 @@ typedef struct cpu_kernels {
   /* wp[c*32 + r] = src[r*K + c] for r < 32, c < K: a weight tile, dequantized row-major, to the
    * gemm_tile layout */
   void (*pack_tile)(const float *src, int64_t K, float *wp);
+  /* gemm_tile on the row-major tile src (pack_tile's input) for nt <= CPU_ROWTILE_TOKS, bit-identical to
+   * pack_tile + gemm_tile; NULL where the level has none */
+  void (*gemm_rowtile)(const float *src, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8

@@ -289,12 +289,15 @@ __attribute__((target(AVX512))) static void gemm_tile_avx512(const float *wp, in
 static AI __attribute__((target(AVX512))) void transpose16_avx512(const float *src, int64_t ld, float *dst,
                                                                   int64_t ldd) {
   __m512 r[16], t[16];
+#pragma GCC unroll 16
   for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld);
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
   /* s[4G + j]: lane L holds rows 4G..4G+3 of column 4L + j */
+#pragma GCC unroll 4
   for (int G = 0; G < 4; G++) {
     __m512d a = _mm512_castps_pd(t[4 * G]), b = _mm512_castps_pd(t[4 * G + 1]);
     __m512d c = _mm512_castps_pd(t[4 * G + 2]), d = _mm512_castps_pd(t[4 * G + 3]);
@@ -303,6 +306,7 @@ static AI __attribute__((target(AVX512))) void transpose16_avx512(const float *s
     r[4 * G + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
     r[4 * G + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
+#pragma GCC unroll 4
   for (int j = 0; j < 4; j++) { /* the 4x4 matrix of 128-bit lanes r[4G + j], transposed */
     __m512 x0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), x1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
     __m512 x2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44), x3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
@@ -319,6 +323,58 @@ __attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, i
     for (int h = 0; h < 2; h++) transpose16_avx512(src + 16 * h * K + c0, K, wp + c0 * CPU_TILE_ROWS + 16 * h, CPU_TILE_ROWS);
   for (; c0 < K; c0++)
     for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c0 * CPU_TILE_ROWS + r] = src[r * K + c0];
+}
+
+/* gemm_tile on an unpacked tile: 16x16 blocks of the row-major tile are transposed in registers and
+ * used at once, column by column, with the same fma sequence per (row, token) as gemm32_avx512, so
+ * the results are bit-identical without writing and re-reading a packed tile (few tokens). */
+static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src, int64_t K, const float *xp,
+                                                                const int NT, float *y, int64_t ldy, int nr) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  float col[16 * 16] __attribute__((aligned(64)));
+  int64_t c0 = 0;
+  for (; c0 + 16 <= K; c0 += 16) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      transpose16_avx512(src + 16 * h * K + c0, K, col, 16);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; j++) {
+        __m512 w = _mm512_load_ps(col + 16 * j);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[t][h] = _mm512_fmadd_ps(w, _mm512_set1_ps(xp[(c0 + j) * 8 + t]), acc[t][h]);
+      }
+    }
+  }
+  for (; c0 < K; c0++) { /* columns past the last whole 16 */
+    float w[32] __attribute__((aligned(64)));
+    for (int r = 0; r < 32; r++) w[r] = src[r * K + c0];
+    __m512 w0 = _mm512_load_ps(w), w1 = _mm512_load_ps(w + 16);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      __m512 b = _mm512_set1_ps(xp[c0 * 8 + t]);
+      acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) {
+    _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
+    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
+  }
+}
+
+__attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src, int64_t K, const float *xp, int nt,
+                                                                float *y, int64_t ldy, int nr) {
+  switch (nt) {
+  case 1: rowtile32_avx512(src, K, xp, 1, y, ldy, nr); break;
+  case 2: rowtile32_avx512(src, K, xp, 2, y, ldy, nr); break;
+  case 3: rowtile32_avx512(src, K, xp, 3, y, ldy, nr); break;
+  default: rowtile32_avx512(src, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */
+  }
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {
@@ -438,6 +494,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   qd_install_avx512(k);
   qg_install_avx512(k);
   k->pack_tile = pack_tile_avx512;
+  k->gemm_rowtile = gemm_rowtile_avx512;
   cpu_probes_avx512(k);
 }
 

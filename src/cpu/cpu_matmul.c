@@ -95,14 +95,19 @@ static void mm_rows_item(void *arg, int64_t it, int ith) {
 
 /* ---- packed-tile path (many tokens) ------------------------------------------------------- */
 
-/* Dequantizes rows [r0, r0+nr) into wp[c*32 + r] (rows past nr zeroed so the kernel reads
- * defined values), through tmp [32][K] row-major. */
-static void mm_pack_tile(const mm_ctx *c, int64_t r0, int nr, float *wp, float *tmp) {
+/* Dequantizes rows [r0, r0+nr) into tmp [32][K] row-major (rows past nr zeroed so the kernels read
+ * defined values). */
+static void mm_dequant_tile(const mm_ctx *c, int64_t r0, int nr, float *tmp) {
   const cpu_kernels *k = &c->cb->k;
   const int64_t K = c->K;
   for (int r = 0; r < nr; r++) cpu_dequant_row(k, c->type, c->w + (size_t)(r0 + r) * c->wrb, tmp + r * K, K);
   if (nr < CPU_TILE_ROWS) memset(tmp + nr * K, 0, (size_t)((CPU_TILE_ROWS - nr) * K) * sizeof(float));
-  k->pack_tile(tmp, K, wp);
+}
+
+/* Dequantizes rows [r0, r0+nr) into wp[c*32 + r], through tmp. */
+static void mm_pack_tile(const mm_ctx *c, int64_t r0, int nr, float *wp, float *tmp) {
+  mm_dequant_tile(c, r0, nr, tmp);
+  c->cb->k.pack_tile(tmp, c->K, wp);
 }
 
 static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {
@@ -169,6 +174,14 @@ static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
 static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
   uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q ? tmp : tmp + c->tbytes;
+  const cpu_kernels *k = &c->cb->k;
+  if (!c->q && k->gemm_rowtile && c->n <= CPU_ROWTILE_TOKS) { /* no packed tile at all */
+    int64_t r0 = it * CPU_TILE_ROWS;
+    int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
+    mm_dequant_tile(c, r0, nr, (float *)tmp);
+    k->gemm_rowtile((const float *)tmp, c->K, c->xp, (int)c->n, c->y + r0, c->rows, nr);
+    return;
+  }
   mm_pack_one(c, it, tile, (float *)tmp);
   mm_gemm_one(c, it, tile, 0, c->n);
 }

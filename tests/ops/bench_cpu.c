@@ -266,8 +266,10 @@ int main(int argc, char **argv) {
         {ICL_TYPE_Q5_0, 640, 1024, "q"}, {ICL_TYPE_Q8_0, 640, 256, "v"}, {ICL_TYPE_Q4_K, 1024, 640, "o"},
         {ICL_TYPE_Q5_0, 640, 2048, "gate/up"}, {ICL_TYPE_Q6_K, 2048, 640, "down"}, {ICL_TYPE_Q8_0, 640, 262144, "lm_head"}};
     static const int64_t ns[] = {1, 128, 512};
+    const char *bn = getenv("BENCH_N"); /* one token count only */
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
-      for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) bench_matmul(g[i].type, g[i].K, g[i].rows, ns[j], g[i].label);
+      for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (!bn || atoll(bn) == ns[j]) bench_matmul(g[i].type, g[i].K, g[i].rows, ns[j], g[i].label);
   }
   if (!only || strcmp(only, "forward") == 0) bench_forward((uint32_t)wt, ICL_TYPE_Q8_0);
   be->ops->destroy(be);

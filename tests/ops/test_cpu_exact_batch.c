@@ -1,0 +1,82 @@
+/* EXACT precision's contract on the CPU matmul, op by op: a token's output row is bit-identical whether the
+ * token is multiplied alone or among n others, on every SIMD level and across the kernels the token count picks
+ * (the row-major few-token kernel, the fused one-block path, the panel path), for whole and ragged K, row
+ * counts that leave partial tiles, and float and quantized weight types. (tests/model/test_batch_invariance.c
+ * checks the same on whole models with the real shapes.) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "ops.h"
+#include "ref/ref.h"
+#include "testutil.h"
+
+static icl_backend *be;
+
+static icl_dt tensor(uint32_t type, int64_t n0, int64_t n1, const void *host) {
+  icl_dt t = {.type = type, .ne = {n0, n1, 1, 1}};
+  size_t bytes = icl_type_row_bytes(type, n0) * (size_t)n1;
+  icl_error err;
+  CHECKF(be->ops->buf_alloc(be, bytes, ICL_BUF_WEIGHT, &t.buf, &err) == ICL_OK, "alloc: %s", err.msg);
+  if (host) CHECKF(be->ops->write(be, t.buf, 0, host, bytes, &err) == ICL_OK, "write: %s", err.msg);
+  return t;
+}
+
+static void release(icl_dt *t) { be->ops->buf_free(be, t->buf); }
+
+/* y of all n tokens at once against each token alone. */
+static void check_case(uint32_t type, int64_t K, int64_t rows, int64_t n, const char *level) {
+  if (K % icl_type_block_elems(type)) return;
+  size_t wbytes = icl_type_row_bytes(type, K) * (size_t)rows;
+  void *wh = malloc(wbytes);
+  float *xh = malloc((size_t)(K * n) * sizeof(float)), *ya = malloc((size_t)(rows * n) * sizeof(float));
+  float *y1 = malloc((size_t)rows * sizeof(float));
+  if (type == ICL_TYPE_F32) t_rand_fill(wh, K * rows, 7, -1.0f, 1.0f);
+  else icl_ref_random_weights(type, wh, K * rows, 7);
+  t_rand_fill(xh, K * n, 11, -1.0f, 1.0f);
+  icl_dt w = tensor(type, K, rows, wh), x = tensor(ICL_TYPE_F32, K, n, xh), y = tensor(ICL_TYPE_F32, rows, n, NULL);
+  icl_error err;
+  CHECKF(icl_op_matmul(be, &w, &x, &y, &err) == ICL_OK, "matmul: %s", err.msg);
+  CHECKF(be->ops->read(be, y.buf, 0, ya, (size_t)(rows * n) * sizeof(float), &err) == ICL_OK, "read: %s", err.msg);
+  int bad = -1;
+  for (int64_t t = 0; t < n && bad < 0; t++) {
+    icl_dt x1 = tensor(ICL_TYPE_F32, K, 1, xh + t * K), y1d = tensor(ICL_TYPE_F32, rows, 1, NULL);
+    CHECKF(icl_op_matmul(be, &w, &x1, &y1d, &err) == ICL_OK, "matmul: %s", err.msg);
+    CHECKF(be->ops->read(be, y1d.buf, 0, y1, (size_t)rows * sizeof(float), &err) == ICL_OK, "read: %s", err.msg);
+    if (memcmp(y1, ya + t * rows, (size_t)rows * sizeof(float))) bad = (int)t;
+    release(&x1);
+    release(&y1d);
+  }
+  CHECKF(bad < 0, "%s %s K=%lld rows=%lld n=%lld: token %d alone differs from the batch", level, icl_type_name(type),
+         (long long)K, (long long)rows, (long long)n, bad);
+  release(&w);
+  release(&x);
+  release(&y);
+  free(wh), free(xh), free(ya), free(y1);
+}
+
+int main(void) {
+  static const char *levels[] = {"generic", "avx2", "avx512"};
+  static const uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
+  static const int64_t shapes[][2] = {{7, 5}, {33, 40}, {96, 33}, {256, 70}, {640, 33}};
+  static const int64_t ns[] = {2, 3, 4, 5, 9, 67};
+  for (int l = 0; l < 3; l++) {
+    setenv("ICL_CPU_SIMD", levels[l], 1);
+    icl_error err;
+    CHECKF(icl_cpu_backend_new(2, &be, &err) == ICL_OK, "cpu backend: %s", err.msg);
+    if (strcmp(cpu_of(be)->k.name, levels[l])) {
+      printf("cpu level %s: this CPU lacks it, not tested here\n", levels[l]);
+      be->ops->destroy(be);
+      continue;
+    }
+    be->precision = ICL_PRECISION_EXACT;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+      for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+          check_case(types[ti], shapes[si][0], shapes[si][1], ns[ni], levels[l]);
+    printf("%s: every token alone equals its row of the batch\n", levels[l]);
+    be->ops->destroy(be);
+  }
+  unsetenv("ICL_CPU_SIMD");
+  return t_done();
+}
