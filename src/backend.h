@@ -120,6 +120,9 @@ struct icl_backend {
   int is_cpu_device; /* 1 for the CPU backend and for a Vulkan CPU device (lavapipe) */
   int precision;     /* ICL_PRECISION_EXACT (0) or ICL_PRECISION_FAST, see above */
   int exact_batch;   /* 1 if the backend honours ICL_PRECISION_EXACT's batch-independence (ref, cpu) */
+  /* bytes of logits one LM-head matmul may write (0 = 64 MiB, under Vulkan's binding limits); the CPU backend
+   * allows more so each dequantized or repacked LM-head tile serves more positions */
+  size_t logits_chunk_bytes;
 };
 
 /* Element count of a view. */

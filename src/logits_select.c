@@ -1,4 +1,4 @@
-/* Reduced logits: the LM head runs in sub-chunks of logit_rows rows (<= 64 MiB); the lse_select op reduces each
+/* Reduced logits: the LM head runs in sub-chunks of logit_rows rows (<= 64 MiB, or the backend's logits_chunk_bytes); the lse_select op reduces each
  * sub-chunk on the device to the selected ids and a log-sum-exp per row, and only those k + 1 floats per row are
  * read back, so a run never holds [n, vocab] on the host. */
 #include <stdlib.h>

@@ -26,7 +26,8 @@ static int alloc_acts(icl_session *s, icl_error *err) {
   const icl_hparams *hp = &s->m->hp;
   icl_acts *a = &s->a;
   int64_t C = s->m->chunk, d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, ff = hp->n_ff > 0 ? hp->n_ff : 1;
-  int64_t rows = (64 << 20) / ((int64_t)hp->n_vocab * 4); /* logits in sub-chunks of <= 64 MiB */
+  size_t budget = s->m->be->logits_chunk_bytes ? s->m->be->logits_chunk_bytes : (size_t)64 << 20;
+  int64_t rows = (int64_t)(budget / ((size_t)hp->n_vocab * 4)); /* logits in sub-chunks of <= budget bytes */
   a->logit_rows = (int)(rows < 1 ? 1 : rows > C ? C : rows);
   struct { int64_t n0, n1; uint32_t type; icl_dt *v; } spec[A_COUNT] = {
       {d, C, ICL_TYPE_F32, &a->x},      {d, C, ICL_TYPE_F32, &a->h},     {qd, C, ICL_TYPE_F32, &a->q},

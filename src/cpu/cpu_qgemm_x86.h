@@ -48,6 +48,8 @@ QD_ATTR void QD_FN(qg_put8_)(uint8_t *tg, int r0, __m256i u[8], const float *a0,
  * nr are zero. The decoding is cpu_qdot_x86.h's (w = a*u + c). */
 QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
   const int64_t G = K / 32;
+  /* the decode below jumps a row's length between rows: without this the loads wait on memory one at a time */
+  for (size_t o = 0; o < (size_t)nr * wrb; o += 64) _mm_prefetch((const char *)w + o, _MM_HINT_T0);
   for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
     int n8 = nr - r0 < 0 ? 0 : nr - r0 > 8 ? 8 : nr - r0;
     if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
