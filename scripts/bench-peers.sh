@@ -3,7 +3,8 @@
 # against llama.cpp (CPU, through llama-cpp-python built natively from PyPI) on SmolLM2-135M Q4_1 and Gemma 3 270M,
 # in one run on this machine: prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position
 # logits (tokens/s); prints a table with ratios icl / llama.cpp and, for the CPU backend, each row's fraction of the
-# ceiling that bounds it (f32 FMA peak for prefill and forward, read bandwidth for decode: see `icl bench cpu`).
+# ceiling that bounds it (prefill and forward: the f32 FMA peak in exact precision, the int8-dot peak for the
+# matmuls in fast; decode: the read bandwidth; see `icl bench cpu`).
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
@@ -62,7 +63,7 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }'; }
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "roofline: the CPU row's fraction of its bounding ceiling (f32 FMA peak: prefill, forward; read bandwidth: decode)"
+echo "roofline: the CPU row's fraction of its bounding ceiling (prefill, forward: f32 FMA peak (exact), int8-dot peak for matmuls (fast); decode: read bandwidth)"
 printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" model measure "llama.cpp" "icl exact" ratio "icl fast" ratio \
   "roof ex" "roof fa" "icl vulkan" ratio
 for entry in "${models[@]}"; do

@@ -64,10 +64,16 @@ void bench_roof_prefill(const bench_roof *r, long n, long head_rows, double sec)
   if (!r->have || sec <= 0) return;
   double mm = 2 * (r->layer_macs * (double)n + r->head_macs * (double)head_rows), at = attn_flops(r, 0, n);
   double gf = (mm + at) / sec * 1e-9;
-  /* fast precision runs matmuls of one row on int8 products; prefill matmuls stay f32 */
-  double peak = r->ceil.fma_gflops;
+  /* fast precision: the matmuls run on int8 products (the int8 gemm; not on the generic level), attention in
+   * f32, so the bound is the sum of their times at the two peaks */
+  if (r->int8 && strcmp(r->ceil.simd, "generic") != 0) {
+    double bound = mm / (r->ceil.int8_gops * 1e9) + at / (r->ceil.fma_gflops * 1e9);
+    printf("  roofline: %.1f GOP/s (%.0f%% matmul) = %.1f%% of the int8-dot peak for the matmuls and the f32 FMA peak "
+           "for attention\n", gf, 100 * mm / (mm + at), 100 * bound / sec);
+    return;
+  }
   printf("  roofline: %.1f GFLOP/s (%.0f%% matmul) = %.1f%% of the f32 FMA peak\n", gf, 100 * mm / (mm + at),
-         100 * gf / peak);
+         100 * gf / r->ceil.fma_gflops);
 }
 
 void bench_roof_decode(const bench_roof *r, long past, long steps, double sec) {
