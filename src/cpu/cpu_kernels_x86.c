@@ -246,21 +246,21 @@ void cpu_kernels_avx2(cpu_kernels *k) {
 
 /* ================================ AVX-512 ===================================================== */
 
-/* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. */
-static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t K, const float *xp,
-                                                             const int NT, float *y, int64_t ldy, int nr) {
-  __m512 acc[8][2];
+/* One column of a 32-row tile (w0, w1) times NT tokens' activations xc[t]: the fma step every f32 tile
+ * kernel shares, so their chains per (row, token) are the same. */
+static AI __attribute__((target(AVX512))) void col32_avx512(__m512 w0, __m512 w1, const float *xc, const int NT,
+                                                            __m512 acc[8][2]) {
 #pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < K; c++) {
-    __m512 w0 = _mm512_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm512_load_ps(wp + c * CPU_TILE_ROWS + 16);
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) {
-      __m512 b = _mm512_set1_ps(xp[c * 8 + t]);
-      acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
-    }
+  for (int t = 0; t < NT; t++) {
+    __m512 b = _mm512_set1_ps(xc[t]);
+    acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
+    acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
   }
+}
+
+/* Stores rows [0, nr) of NT tokens' accumulators to y[t*ldy + r]. */
+static AI __attribute__((target(AVX512))) void store32_avx512(__m512 acc[8][2], const int NT, float *y, int64_t ldy,
+                                                              int nr) {
   __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
   __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
 #pragma GCC unroll 8
@@ -268,6 +268,18 @@ static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, in
     _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
     _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
   }
+}
+
+/* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. */
+static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t K, const float *xp,
+                                                             const int NT, float *y, int64_t ldy, int nr) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; c++)
+    col32_avx512(_mm512_load_ps(wp + c * CPU_TILE_ROWS), _mm512_load_ps(wp + c * CPU_TILE_ROWS + 16), xp + c * 8, NT,
+                 acc);
+  store32_avx512(acc, NT, y, ldy, nr);
 }
 
 __attribute__((target(AVX512))) static void gemm_tile_avx512(const float *wp, int64_t K, const float *xp, int nt,
@@ -350,21 +362,9 @@ static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src
   for (; c0 < K; c0++) { /* columns past the last whole 16 */
     float w[32] __attribute__((aligned(64)));
     for (int r = 0; r < 32; r++) w[r] = src[r * K + c0];
-    __m512 w0 = _mm512_load_ps(w), w1 = _mm512_load_ps(w + 16);
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) {
-      __m512 b = _mm512_set1_ps(xp[c0 * 8 + t]);
-      acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
-    }
+    col32_avx512(_mm512_load_ps(w), _mm512_load_ps(w + 16), xp + c0 * 8, NT, acc);
   }
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) {
-    _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
-    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
-  }
+  store32_avx512(acc, NT, y, ldy, nr);
 }
 
 __attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src, int64_t K, const float *xp, int nt,

@@ -242,23 +242,24 @@ QD_ATTR void QD_FN(dq_store32_)(__m256i u, float a0, float c0, float a1, float c
   _mm256_storeu_ps(y + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), va1, vc1));
 }
 
+/* The 32 unsigned codes u of one block of a 32-block type, with w = d*u + *c (Q8_0's signed codes shifted by 128). */
+QD_ATTR __m256i QD_FN(qd_codes32_)(const int T, const uint8_t *blk, float *d, float *c) {
+  *d = QD_FN(qd_f16_)(blk);
+  switch (T) {
+  case ICL_TYPE_Q4_0: *c = -8.0f * *d; return QD_FN(qd_nibbles_)(blk + 2);
+  case ICL_TYPE_Q4_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_nibbles_)(blk + 4);
+  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2));
+  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4));
+  default: *c = -128.0f * *d; return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+  }
+}
+
 QD_ATTR void QD_FN(dq_body_)(const int T, const uint8_t *w, float *y, int64_t n) {
   if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
     const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
     for (int64_t b = 0; b < n / 32; b++, y += 32) {
-      const uint8_t *blk = w + (size_t)b * bb;
-      float d = QD_FN(qd_f16_)(blk), c;
-      __m256i u;
-      switch (T) {
-      case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); c = -8.0f * d; break;
-      case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); c = QD_FN(qd_f16_)(blk + 2); break;
-      case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); c = -16.0f * d; break;
-      case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); c = QD_FN(qd_f16_)(blk + 2); break;
-      default: /* Q8_0: signed codes, shifted by 128 to reuse the unsigned path */
-        u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-        c = -128.0f * d;
-        break;
-      }
+      float d, c;
+      __m256i u = QD_FN(qd_codes32_)(T, w + (size_t)b * bb, &d, &c);
       QD_FN(dq_store32_)(u, d, c, d, c, y);
     }
   } else {

@@ -57,23 +57,9 @@ QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
       for (int64_t g = 0; g < G; g++) {
         __m256i u[8];
         float a[8] = {0}, c[8] = {0};
-        for (int r = 0; r < 8; r++) {
-          u[r] = _mm256_setzero_si256();
-          if (r >= n8) continue;
-          const uint8_t *blk = w + (size_t)(r0 + r) * wrb + (size_t)g * bb;
-          float d = QD_FN(qd_f16_)(blk);
-          switch (T) {
-          case ICL_TYPE_Q4_0: u[r] = QD_FN(qd_nibbles_)(blk + 2); c[r] = -8.0f * d; break;
-          case ICL_TYPE_Q4_1: u[r] = QD_FN(qd_nibbles_)(blk + 4); c[r] = QD_FN(qd_f16_)(blk + 2); break;
-          case ICL_TYPE_Q5_0: u[r] = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); c[r] = -16.0f * d; break;
-          case ICL_TYPE_Q5_1: u[r] = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); c[r] = QD_FN(qd_f16_)(blk + 2); break;
-          default: /* Q8_0: signed codes shifted by 128 (only where the dot does not saturate, QG_Q8_0) */
-            u[r] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-            c[r] = -128.0f * d;
-            break;
-          }
-          a[r] = d;
-        }
+        for (int r = 0; r < 8; r++)
+          u[r] = r < n8 ? QD_FN(qd_codes32_)(T, w + (size_t)(r0 + r) * wrb + (size_t)g * bb, &a[r], &c[r])
+                        : _mm256_setzero_si256();
         QD_FN(qg_put8_)(tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
       }
     } else {
