@@ -30,7 +30,7 @@ typedef struct mm_ctx {
   const float *x; /* [n][K] */
   const float *xp; /* tile path: x packed per group of gemm_nt tokens, [n/gnt][K][gnt] */
   float *y;       /* [n][rows] */
-  const cpu_q8 *xq; /* [n][K/32], integer path only */
+  cpu_q8 *xq;     /* [n][K/32], the int8 paths only */
   int64_t n_items, item_rows; /* row-wise paths */
   void *panel;                  /* tile path: n_ptiles packed tiles of tbytes */
   int q;                        /* tile path: int8 tiles (FAST) */
@@ -166,7 +166,7 @@ static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   mm_ctx *c = arg;
   int64_t nb = c->K / 32;
-  for (int64_t t = lo; t < hi; t++) c->cb->k.quantize_q8(c->x + t * c->K, (cpu_q8 *)c->xq + t * nb, c->K);
+  for (int64_t t = lo; t < hi; t++) c->cb->k.quantize_q8(c->x + t * c->K, c->xq + t * nb, c->K);
 }
 
 /* Few tokens (one token block): item = one tile, packed into the thread's scratch (after the f32
