@@ -56,16 +56,20 @@ local fh = io.open(o.text, "rb")
 if not fh then error(("--text %s: not found (scripts/fetch-data.sh text)"):format(o.text), 0) end
 local text = fh:read("a"); fh:close()
 local tseqs = O.text_sequences(m, text, {n_seq = o.text_seqs, len = o.len, seed = o.seed})
--- banded ICL score of the mean curve, the mean curve, the single-token score, and the banded score of each window
+-- banded ICL score of the mean curve, the mean curve, the single-token score, the banded score of each window and
+-- each window's two band losses ({late = {...}, early = {...}}: which end of the score an ablation moves)
 local function icl_of(abl)
   local curve, raw, all, banded = O.icl_curve(m, tseqs, {late = o.late, early = o.early, band = o.band,
                                                        run = abl and {ablate = abl} or nil})
-  local per = {}
-  for i, c in ipairs(all) do per[i] = O.band_score(c, o.late, o.early, o.band) end
-  return banded, curve, raw, per
+  local per, bands = {}, {late = {}, early = {}}
+  for i, c in ipairs(all) do
+    bands.late[i], bands.early[i] = O.band_losses(c, o.late, o.early, o.band)
+    per[i] = bands.late[i] - bands.early[i]
+  end
+  return banded, curve, raw, per, bands
 end
 local mean_se = icl.metrics.mean_se
-local base_score, base_curve, base_raw, base_per = icl_of(nil)
+local base_score, base_curve, base_raw, base_per, base_bands = icl_of(nil)
 log("ICL score %.4f banded, %.4f at single tokens (loss %.3f at %d, %.3f at %d)", base_score, base_raw,
     base_curve[o.late - 1], o.late, base_curve[o.early - 1], o.early)
 -- literal in-context copying: the loss on the repeated blocks of the random-token sequences, per sequence
@@ -87,32 +91,45 @@ local abl_rows, top8_curve = {}, nil
 for _, k in ipairs(ks) do
   local top = {}
   for i = 1, k do top[i] = {layer = pm_rank[i].layer, head = pm_rank[i].head} end
-  local ts, tc, _, tper = icl_of(O.ablation(top))
+  local ts, tc, _, tper, tbands = icl_of(O.ablation(top))
   local trep = rep_of(O.ablation(top))
   if k == kmax then top8_curve = tc end
   local rnd, rs = {}, {}
   for d = 1, o.draws do
     local pick, set = icl.rng.new(o.seed * 1000 + k * 10 + d):sample(#others, k), {}
     for i, p in ipairs(pick) do set[i] = others[p] end
-    local sc, _, _, per = icl_of(O.ablation(set))
-    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per, repeat_loss = rep_of(O.ablation(set))}, sc
+    local sc, _, _, per, bands = icl_of(O.ablation(set))
+    rnd[d], rs[d] = {heads = set, icl_score = sc, windows = per, band_losses = bands,
+                     repeat_loss = rep_of(O.ablation(set))}, sc
   end
   local rmean, rse = mean_se(rs)
   local rsd = rse * math.sqrt(#rs)
   local rw = {}
   for d = 1, #rnd do rw[d] = rnd[d].windows end
-  local pa = O.paired_ablation(base_per, tper, rw) -- paired over windows
+  local pa = O.paired_ablation(base_per, tper, rw) -- paired over windows, the draws averaged per window
+  -- the same comparison for each end of the score: the band losses at `late` and at `early`
+  local band_paired = {}
+  for _, e in ipairs({"late", "early"}) do
+    local re = {}
+    for d = 1, #rnd do re[d] = rnd[d].band_losses[e] end
+    band_paired[e] = O.paired_ablation(base_bands[e], tbands[e], re)
+  end
   local tchg, tse = pa.top_change, pa.top_se
   local rr = {}
   for d = 1, #rnd do rr[d] = rnd[d].repeat_loss end
   local pr = O.paired_ablation(base_rep, trep, rr)
   abl_rows[#abl_rows + 1] = {k = k, top_heads = top, top_icl_score = ts, top_windows = tper, top_change = tchg,
                              top_change_se = tse, random = rnd, random_mean = rmean, random_sd = rsd,
-                             random_se = rse, paired = pa, top_repeat_loss = trep, repeat_paired = pr}
+                             random_se = rse, paired = pa, top_band_losses = tbands, band_paired = band_paired,
+                             top_loss_by_token = tc,
+                             top_repeat_loss = trep, repeat_paired = pr}
   log("k=%d: ICL score top-k ablated %.4f (change %+.4f +- %.4f over windows), random mean %.4f +- sd %.4f (base %.4f)",
       k, ts, tchg, tse, rmean, rsd, base_score)
   log("k=%d: per window: random change %+.4f +- %.4f, top minus random %+.4f +- %.4f, top beats random on %d/%d windows",
       k, pa.random_change, pa.random_se, pa.diff, pa.diff_se, math.floor(pa.beats * pa.n + 0.5), pa.n)
+  log("k=%d: band losses: late (%d +- %d) change top-k %+.4f +- %.4f, random %+.4f; early (%d +- %d) top-k %+.4f +- %.4f, random %+.4f",
+      k, o.late, o.band, band_paired.late.top_change, band_paired.late.top_se, band_paired.late.random_change,
+      o.early, o.band, band_paired.early.top_change, band_paired.early.top_se, band_paired.early.random_change)
   log("k=%d: repeated random tokens: loss change top-k %+.4f +- %.4f, random %+.4f, top minus random %+.4f +- %.4f",
       k, pr.top_change, pr.top_se, pr.random_change, pr.diff, pr.diff_se)
 end
@@ -174,12 +191,16 @@ for _, r in ipairs(abl_rows) do
   local pa = r.paired
   lines[#lines + 1] = ("       per window: random change %+.4f (SE %.4f), top minus random %+.4f (SE %.4f), top beats " ..
     "the random mean on %.0f%% of windows"):format(pa.random_change, pa.random_se, pa.diff, pa.diff_se, 100 * pa.beats)
+  local bl, be = r.band_paired.late, r.band_paired.early
+  lines[#lines + 1] = ("       band losses (unablated %.3f late, %.3f early): late change top-k %+.4f (SE %.4f), random " ..
+    "%+.4f; early change top-k %+.4f (SE %.4f), random %+.4f"):format(mean_se(base_bands.late), mean_se(base_bands.early),
+    bl.top_change, bl.top_se, bl.random_change, be.top_change, be.top_se, be.random_change)
   local pr = r.repeat_paired
   lines[#lines + 1] = ("       repeated random tokens (loss %.3f unablated): change top-k %+.4f (SE %.4f), random %+.4f, " ..
     "top minus random %+.4f (SE %.4f over %d sequences)"):format(mean_se(base_rep), pr.top_change, pr.top_se,
     pr.random_change, pr.diff, pr.diff_se, pr.n)
 end
 ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
-           icl_score_windows = base_per, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
+           icl_score_windows = base_per, band_losses = base_bands, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
            copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, top = top_list, prefix_matching_counts = pm_counts,
            repeat_loss = base_rep, first_block_loss = base_first, ablation = abl_rows, copy_tokens = ctoks}, lines)

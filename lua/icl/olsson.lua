@@ -336,14 +336,22 @@ function O.icl_curve(m, seqs, opts)
          O.band_score(mean, opts.late or 500, opts.early or 50, opts.band or 0)
 end
 
--- band_score(curve, late, early, band): the ICL score with each loss averaged over token indices
--- index - band .. index + band (clipped to the curve), which is less noisy than single tokens on few windows.
-function O.band_score(curve, late, early, band)
+-- band_losses(curve, late, early, band): the loss averaged over token indices late - band .. late + band and
+-- over early - band .. early + band (clipped to the curve): the two ends of the banded ICL score, returned as
+-- late, early.
+function O.band_losses(curve, late, early, band)
   local function at(t)
     local a, b = math.max(1, t - 1 - band), math.min(#curve, t - 1 + band)
     return icl.metrics.mean(curve, a, b)
   end
-  return at(late) - at(early)
+  return at(late), at(early)
+end
+
+-- band_score(curve, late, early, band): the ICL score with each loss averaged over token indices
+-- index - band .. index + band (clipped to the curve), which is less noisy than single tokens on few windows.
+function O.band_score(curve, late, early, band)
+  local l, e = O.band_losses(curve, late, early, band)
+  return l - e
 end
 
 -- text_sequences(m, text, {n_seq, len, seed}): n_seq windows of `len` tokens (BOS first when the model has one)

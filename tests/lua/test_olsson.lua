@@ -17,6 +17,10 @@ local M = T.new({3, 3}, {3, 1, 2, 1, 2, 0, 2, 2, 0})
 check(math.abs(O.copy_fraction(M) - (2 * (2 / 3) - 1)) < 1e-6, "hand example: 2 * 2/3 - 1")
 check(math.abs(O.band_score({1, 2, 3, 4, 5, 6}, 6, 3, 1) - ((4 + 5 + 6) / 3 - (1 + 2 + 3) / 3)) < 1e-12, "band_score")
 check(O.band_score({1, 2, 3, 4, 5, 6}, 7, 2, 0) == 5, "band 0 = single tokens")
+do -- band_losses: the two ends of band_score (late over tokens 5..7 -> entries 4..6, early over 2..4 -> 1..3)
+  local late, early = O.band_losses({1, 2, 3, 4, 5, 6}, 6, 3, 1)
+  check(late == 5 and early == 2, "band_losses: late and early band means")
+end
 -- mean_se and paired_ablation by hand: top changes {1, 0, 2, 0}, random means {1, 2, 3.5, 4} -> changes {0, 0, 0.5, 0},
 -- differences {1, 0, 1.5, 0} (mean 0.625, SE sqrt(1.6875 / 3 / 4) = 0.375), top beats random on 2 of 4 windows
 do
