@@ -10,7 +10,8 @@
 --   ... e:figure(fig, "accuracy")                -- out/park_grid/accuracy.png and .svg, or an error
 --   e:report(summary, {"a line", ...})           -- summary.json (atomic) and the printed summary
 --
--- Common options added to every experiment: --model, --backend, --seed, --out (default out/<name>), --quick.
+-- Common options added to every experiment: --model, --backend, --precision, --seed, --out (default
+-- out/<name>), --quick.
 local args = require("icl.args")
 
 local M = {}
@@ -23,6 +24,7 @@ local function common(spec)
   return {
     {"model", spec.model or DEFAULT_MODEL, "GGUF model"},
     {"backend", "auto", "auto, cpu, vulkan or ref"},
+    {"precision", "exact", "exact, or fast: int8 activations in the CPU matmuls, ~2x faster, results move (docs/cpu-backend.md)"},
     {"seed", spec.seed or 42, "seed of everything random"},
     {"out", "out/" .. spec.name, "output directory"},
     {"quick", false, "smoke-test sizes"},
@@ -85,15 +87,20 @@ function M.new(spec)
       if not given[k] then o[k] = v end
     end
   end
+  if o.precision ~= "exact" and o.precision ~= "fast" then
+    error(("--precision %s: expected exact or fast"):format(tostring(o.precision)), 0)
+  end
   local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = os.time()}, Exp)
   check_out(o.out)
   return e
 end
 
--- e:load{n_ctx =, chunk =}: the model of --model on --backend (an error names the file when it cannot load).
+-- e:load{n_ctx =, chunk =}: the model of --model on --backend in --precision (an error names the file when it
+-- cannot load).
 function Exp:load(opts)
   opts = opts or {}
-  local m, err = icl.load(self.o.model, {backend = self.o.backend, n_ctx = opts.n_ctx, chunk = opts.chunk})
+  local m, err = icl.load(self.o.model, {backend = self.o.backend, n_ctx = opts.n_ctx, chunk = opts.chunk,
+                                         precision = self.o.precision})
   if not m then error(("--model %s: %s"):format(self.o.model, tostring(err)), 0) end
   self.m = m
   return m
@@ -128,9 +135,11 @@ end
 function Exp:elapsed() return os.time() - self.wall0, os.clock() - self.t0 end
 
 -- e:report(summary, lines): writes summary.json (through a temporary file renamed over it; experiment, model and
--- seed added when absent; model = false leaves the model out) and prints the lines and what was written.
+-- seed added when absent, precision when it is fast; model = false leaves the model out) and prints the lines
+-- and what was written.
 function Exp:report(summary, lines)
   summary.experiment = summary.experiment or self.name
+  if self.o.precision == "fast" then summary.precision = summary.precision or "fast" end
   if summary.model == false then summary.model = nil else summary.model = summary.model or self.o.model end
   summary.seed = summary.seed or self.o.seed
   local ok, err = icl.json.write(self:path("summary.json"), summary, {indent = true})

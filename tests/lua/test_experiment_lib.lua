@@ -50,7 +50,10 @@ local X_ = icl.experiment
 local spec = {name = "t", options = {{"walks", 16, "walks"}, {"layer", -1, "layer"}}, quick = {walks = 2}}
 spec.argv = {"--quick", "--out", tmp}
 local e = X_(spec)
-check(e.o.walks == 2 and e.o.out == tmp and e.o.seed == 42 and e.o.model:find("SmolLM2"), "options, quick, common")
+check(e.o.walks == 2 and e.o.out == tmp and e.o.seed == 42 and e.o.model:find("SmolLM2") and e.o.precision == "exact",
+      "options, quick, common")
+spec.argv = {"--precision", "fst", "--out", tmp}
+raises(function() X_(spec) end, "--precision fst: expected exact or fast", "unknown precision before any work")
 spec.argv = {"--quick", "--walks", "5", "--out", tmp}
 check(X_(spec).o.walks == 5, "--quick keeps sizes given")
 spec.argv = {"--bogus", "1"}
@@ -70,7 +73,11 @@ raises(function() fig:save(tmp .. "/x", {"png", "jpg"}) end, "formats[2]", "bad 
 e.o.out = tmp
 e:report({n = 1}, {})
 local j = icl.json.read(tmp .. "/summary.json")
-check(j and j.n == 1 and j.experiment == "t" and j.seed == 42, "report writes summary.json")
+check(j and j.n == 1 and j.experiment == "t" and j.seed == 42 and j.precision == nil, "report writes summary.json")
+e.o.precision = "fast"
+e:report({n = 2}, {})
+j = icl.json.read(tmp .. "/summary.json")
+check(j and j.n == 2 and j.precision == "fast", "a fast run says so in summary.json")
 for _, f in ipairs({"curve.png", "curve.svg", "summary.json"}) do os.remove(tmp .. "/" .. f) end
 os.remove(tmp)
 
