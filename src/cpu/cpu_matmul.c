@@ -117,11 +117,16 @@ static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {
   return ICL_OK;
 }
 
-/* Packs tile ti (rows from ti * trows) into dst: f32 tiles through per-thread scratch tmp, int8
- * tiles directly. */
+/* First row *r0 of tile ti (tiles of c->trows rows) and its row count (fewer in the last tile). */
+static int mm_tile_rows(const mm_ctx *c, int64_t ti, int64_t *r0) {
+  *r0 = ti * c->trows;
+  return c->rows - *r0 < c->trows ? (int)(c->rows - *r0) : c->trows;
+}
+
+/* Packs tile ti into dst: f32 tiles through per-thread scratch tmp, int8 tiles directly. */
 static void mm_pack_one(const mm_ctx *c, int64_t ti, void *dst, float *tmp) {
-  int64_t r0 = ti * c->trows;
-  int nr = c->rows - r0 < c->trows ? (int)(c->rows - r0) : c->trows;
+  int64_t r0;
+  int nr = mm_tile_rows(c, ti, &r0);
   if (c->q) c->cb->k.qpack[c->type](c->w + (size_t)r0 * c->wrb, c->wrb, nr, c->K, dst);
   else mm_pack_tile(c, r0, nr, dst, tmp);
 }
@@ -129,8 +134,8 @@ static void mm_pack_one(const mm_ctx *c, int64_t ti, void *dst, float *tmp) {
 /* Tokens [t0, t1) times packed tile ti. */
 static void mm_gemm_one(const mm_ctx *c, int64_t ti, const void *tile, int64_t t0, int64_t t1) {
   const cpu_kernels *k = &c->cb->k;
-  int64_t r0 = ti * c->trows;
-  int nr = c->rows - r0 < c->trows ? (int)(c->rows - r0) : c->trows;
+  int64_t r0;
+  int nr = mm_tile_rows(c, ti, &r0);
   if (c->q) {
     int64_t nb = c->K / 32;
     for (int64_t t = t0; t < t1; t += k->qgemm_nt) {
@@ -176,8 +181,8 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
   uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q ? tmp : tmp + c->tbytes;
   const cpu_kernels *k = &c->cb->k;
   if (!c->q && k->gemm_rowtile && c->n <= CPU_ROWTILE_TOKS) { /* no packed tile at all */
-    int64_t r0 = it * CPU_TILE_ROWS;
-    int nr = c->rows - r0 < CPU_TILE_ROWS ? (int)(c->rows - r0) : CPU_TILE_ROWS;
+    int64_t r0;
+    int nr = mm_tile_rows(c, it, &r0);
     mm_dequant_tile(c, r0, nr, (float *)tmp);
     k->gemm_rowtile((const float *)tmp, c->K, c->xp, (int)c->n, c->y + r0, c->rows, nr);
     return;
@@ -267,8 +272,8 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   if (cb->k.qdot[c.type]) {
     cpu_q8 *xq = cpu_scratch_get(&cb->shared, (size_t)(c.n * c.K / 32) * sizeof(cpu_q8));
     if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
-    for (int64_t t = 0; t < c.n; t++) cb->k.quantize_q8(c.x + t * c.K, xq + t * (c.K / 32), c.K);
     c.xq = xq;
+    mm_quantize_range(&c, 0, c.n, 0); /* one token or a few: not worth waking the pool */
     task = mm_qdot_item;
   } else {
     int rc = mm_reserve(cb, (size_t)c.K * sizeof(float), err);

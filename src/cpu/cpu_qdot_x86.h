@@ -47,10 +47,43 @@ QD_ATTR __m256i QD_FN(qd_bit16_)(const uint8_t *qh) {
   return _mm256_and_si256(v, _mm256_set1_epi8(16));
 }
 
+/* Whether T is a 32-element block type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) rather than a 256-element K type. */
+QD_ATTR int QD_FN(qd_is32_)(const int T) {
+  return T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0;
+}
+
+/* Bytes of one block of T (32 elements, or 256 for the K types). */
+QD_ATTR size_t QD_FN(qd_block_bytes_)(const int T) {
+  switch (T) {
+  case ICL_TYPE_Q4_0: return 18;
+  case ICL_TYPE_Q4_1: return 20;
+  case ICL_TYPE_Q5_0: return 22;
+  case ICL_TYPE_Q5_1: return 24;
+  case ICL_TYPE_Q8_0: return 34;
+  case ICL_TYPE_Q2_K: return 84;
+  case ICL_TYPE_Q3_K: return 110;
+  case ICL_TYPE_Q4_K: return 144;
+  case ICL_TYPE_Q5_K: return 176;
+  default: return 210; /* Q6_K */
+  }
+}
+
+/* The 32 unsigned codes u of one block of a 32-block type, with w = d*u + *c (Q8_0's signed codes shifted by 128). */
+QD_ATTR __m256i QD_FN(qd_codes32_)(const int T, const uint8_t *blk, float *d, float *c) {
+  *d = QD_FN(qd_f16_)(blk);
+  switch (T) {
+  case ICL_TYPE_Q4_0: *c = -8.0f * *d; return QD_FN(qd_nibbles_)(blk + 2);
+  case ICL_TYPE_Q4_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_nibbles_)(blk + 4);
+  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2));
+  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4));
+  default: *c = -128.0f * *d; return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+  }
+}
+
 /* The body for weight type T (a constant after inlining) and NT tokens. */
 QD_ATTR void QD_FN(qd_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int64_t nb, const int NT, int64_t xs,
                              float *out) {
-  const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
   __m256 acc[4];
   float bias[4];
 #pragma GCC unroll 4
@@ -60,14 +93,14 @@ QD_ATTR void QD_FN(qd_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int
   }
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *blk = w + (size_t)b * bb;
-    float d = QD_FN(qd_f16_)(blk), mb = 0.0f;
+    float d, mb = 0.0f;
     __m256i u, raw = _mm256_setzero_si256();
-    switch (T) {
-    case ICL_TYPE_Q4_0: u = QD_FN(qd_nibbles_)(blk + 2); mb = -8.0f * d; break;
-    case ICL_TYPE_Q4_1: u = QD_FN(qd_nibbles_)(blk + 4); mb = QD_FN(qd_f16_)(blk + 2); break;
-    case ICL_TYPE_Q5_0: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2)); mb = -16.0f * d; break;
-    case ICL_TYPE_Q5_1: u = _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4)); mb = QD_FN(qd_f16_)(blk + 2); break;
-    default: raw = _mm256_loadu_si256((const __m256i *)(blk + 2)); u = _mm256_abs_epi8(raw); break;
+    if (T == ICL_TYPE_Q8_0) { /* |w| against sign(x, w): the shifted codes would not fit maddubs */
+      d = QD_FN(qd_f16_)(blk);
+      raw = _mm256_loadu_si256((const __m256i *)(blk + 2));
+      u = _mm256_abs_epi8(raw);
+    } else {
+      u = QD_FN(qd_codes32_)(T, blk, &d, &mb);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NT; i++) {
@@ -187,7 +220,7 @@ QD_ATTR __m256i QD_FN(qk_codes_)(const int T, const uint8_t *blk, const int g) {
 
 QD_ATTR void QD_FN(qk_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int64_t nb, const int NT, int64_t xs,
                              float *out) {
-  const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
   __m256 acc[4];
   float bias[4];
 #pragma GCC unroll 4
@@ -247,28 +280,16 @@ QD_ATTR void QD_FN(dq_store32_)(__m256i u, float a0, float c0, float a1, float c
   _mm256_storeu_ps(y + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), va1, vc1));
 }
 
-/* The 32 unsigned codes u of one block of a 32-block type, with w = d*u + *c (Q8_0's signed codes shifted by 128). */
-QD_ATTR __m256i QD_FN(qd_codes32_)(const int T, const uint8_t *blk, float *d, float *c) {
-  *d = QD_FN(qd_f16_)(blk);
-  switch (T) {
-  case ICL_TYPE_Q4_0: *c = -8.0f * *d; return QD_FN(qd_nibbles_)(blk + 2);
-  case ICL_TYPE_Q4_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_nibbles_)(blk + 4);
-  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2));
-  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4));
-  default: *c = -128.0f * *d; return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-  }
-}
-
 QD_ATTR void QD_FN(dq_body_)(const int T, const uint8_t *w, float *y, int64_t n) {
-  if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
-    const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+  if (QD_FN(qd_is32_)(T)) {
+    const size_t bb = QD_FN(qd_block_bytes_)(T);
     for (int64_t b = 0; b < n / 32; b++, y += 32) {
       float d, c;
       __m256i u = QD_FN(qd_codes32_)(T, w + (size_t)b * bb, &d, &c);
       QD_FN(dq_store32_)(u, d, c, d, c, y);
     }
   } else {
-    const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+    const size_t bb = QD_FN(qd_block_bytes_)(T);
     for (int64_t sb = 0; sb < n / 256; sb++) {
       const uint8_t *blk = w + (size_t)sb * bb;
       float a[16], b[16];

@@ -52,8 +52,8 @@ QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
   for (size_t o = 0; o < (size_t)nr * wrb; o += 64) _mm_prefetch((const char *)w + o, _MM_HINT_T0);
   for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
     int n8 = nr - r0 < 0 ? 0 : nr - r0 > 8 ? 8 : nr - r0;
-    if (T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0) {
-      const size_t bb = T == ICL_TYPE_Q4_0 ? 18 : T == ICL_TYPE_Q4_1 ? 20 : T == ICL_TYPE_Q5_0 ? 22 : T == ICL_TYPE_Q5_1 ? 24 : 34;
+    if (QD_FN(qd_is32_)(T)) {
+      const size_t bb = QD_FN(qd_block_bytes_)(T);
       for (int64_t g = 0; g < G; g++) {
         __m256i u[8];
         float a[8] = {0}, c[8] = {0};
@@ -63,7 +63,7 @@ QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
         QD_FN(qg_put8_)(tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
       }
     } else {
-      const size_t bb = T == ICL_TYPE_Q2_K ? 84 : T == ICL_TYPE_Q3_K ? 110 : T == ICL_TYPE_Q4_K ? 144 : T == ICL_TYPE_Q5_K ? 176 : 210;
+      const size_t bb = QD_FN(qd_block_bytes_)(T);
       for (int64_t sb = 0; sb < G / 8; sb++) {
         float a[16][8] = {{0}}, b[16][8] = {{0}};
         for (int r = 0; r < n8; r++) {
