@@ -11,33 +11,11 @@
  * buffer may touch up to 48 bytes past its end. */
 #define TAIL_PAD 64
 
-static int find_type(const vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want, uint32_t *out) {
-  for (uint32_t i = 0; i < c->memprops.memoryTypeCount; i++)
-    if ((bits & (1u << i)) && (c->memprops.memoryTypes[i].propertyFlags & want) == want) {
-      *out = i;
-      return 1;
-    }
-  return 0;
-}
-
-/* Memory type preference lists, best first. */
-static int choose_type(const vk_ctx *c, uint32_t bits, int host, uint32_t *out) {
-  const VkMemoryPropertyFlags L = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, V = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
-                              H = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, C = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
-  const VkMemoryPropertyFlags host_pref[] = {L | V | H | C, L | V | H, V | H | C, V | H, V};
-  const VkMemoryPropertyFlags dev_pref[] = {L, 0};
-  const VkMemoryPropertyFlags *p = host ? host_pref : dev_pref;
-  int n = host ? 5 : 2;
-  for (int i = 0; i < n; i++)
-    if (find_type(c, bits, p[i], out)) return 1;
-  return 0;
-}
-
 static int alloc_memory(vk_ctx *c, icl_buf *b, int host, icl_error *err) {
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(c->device, b->buffer, &req);
   uint32_t type;
-  if (!choose_type(c, req.memoryTypeBits, host, &type))
+  if (!vk_memory_choose(&c->memprops, req.memoryTypeBits, host, c->info.uma && !c->force_staging, &type))
     return icl_error_set(err, ICL_EDEVICE, "vulkan: no suitable memory type for a %zu-byte buffer", b->size);
   VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;

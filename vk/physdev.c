@@ -14,12 +14,11 @@ static const char *type_name(VkPhysicalDeviceType t) {
   }
 }
 
-/* UMA: every device-local heap is host-visible, or the device is the CPU itself. Then buffers
- * are mapped directly and uploads are plain memcpy. */
+/* UMA: the CPU reads device memory through its caches (vk_memory_uma), or the device is the CPU
+ * itself. Then buffers are mapped directly and uploads are plain memcpy. */
 static void query_memory(VkPhysicalDevice pd, icl_device_info *info) {
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-  int local_all_visible = 1, any_local = 0;
   info->n_heaps = (int)(mp.memoryHeapCount < ICL_DEVICE_MAX_HEAPS ? mp.memoryHeapCount : ICL_DEVICE_MAX_HEAPS);
   for (int h = 0; h < info->n_heaps; h++) {
     icl_device_heap *hp = &info->heaps[h];
@@ -29,12 +28,8 @@ static void query_memory(VkPhysicalDevice pd, icl_device_info *info) {
       if (mp.memoryTypes[t].heapIndex == (uint32_t)h &&
           (mp.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
         hp->host_visible = 1;
-    if (hp->device_local) {
-      any_local = 1;
-      local_all_visible &= hp->host_visible;
-    }
   }
-  info->uma = (any_local && local_all_visible) || strcmp(info->type, "cpu") == 0;
+  info->uma = vk_memory_uma(&mp) || strcmp(info->type, "cpu") == 0;
 }
 
 static void query_features(VkPhysicalDevice pd, icl_device_info *info) {

@@ -34,6 +34,13 @@ void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info);
  * virtual > cpu among usable devices; dev >= 0 forces an index. Returns the index or an error. */
 int vk_physdev_choose(const icl_device_info *infos, int n, int dev, int *chosen, icl_error *err);
 
+/* ---- memory-type policy (memtype.c) ---- */
+/* 1 when every device-local heap has a host-visible, host-cached type: buffers are then mapped and read
+ * by the CPU directly; else (discrete GPUs, resizable BAR included) they go through staging copies. */
+int vk_memory_uma(const VkPhysicalDeviceMemoryProperties *mp);
+/* Picks a memory type among bits: host-visible (host) or device-local, by the uma policy; 0 if none. */
+int vk_memory_choose(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, int host, int uma, uint32_t *out);
+
 /* ---- buffers (memory.c) ---- */
 struct icl_buf {
   VkBuffer buffer;
