@@ -53,6 +53,8 @@ export VK_LAYER_PATH=$KIT/share/vulkan/explicit_layer.d
 if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ -f $nv_icd ]; then
   export VK_ICD_FILENAMES=$nv_icd VK_DRIVER_FILES=$nv_icd
 fi # else the loader searches /usr/share/vulkan/icd.d and /etc/vulkan/icd.d (Mesa RADV, ANV, lavapipe...)
+nv_egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json # glvnd's EGL looks in /usr/share only
+[ -z "${__EGL_VENDOR_LIBRARY_FILENAMES:-}" ] && [ -f $nv_egl ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$nv_egl
 [ -n "$threads" ] && export ICL_THREADS=$threads
 # Mesa (lavapipe, RADV, ANV) caches compiled shaders on disk (~/.cache/mesa_shader_cache): --cold-cache gives
 # the run a fresh one, so it starts cold as on a bare machine whatever earlier runs left, and later steps still
@@ -130,6 +132,8 @@ echo "  from the kit's fallback libraries (the machine lacks them): $(cd "$work/
 if ! run_step devices 60 0 "$ICL" devices; then # the loader's own account of what it tried
   { echo "--- VK_LOADER_DEBUG=error,warn,driver icl devices"; VK_LOADER_DEBUG=error,warn,driver timeout 60 "$ICL" devices 2>&1 | head -60; } >> "$log"
 fi
+# the device's name for the report, also when --only leaves the devices step out
+[ -f "$work/devices.log" ] || timeout 60 "$ICL" devices > "$work/devices.log" 2>&1 || true
 device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1)
 
 # ---- 2. Vulkan op tests, validation on ----

@@ -5,7 +5,7 @@
 #   kit/lib/        every non-glibc shared library they load (ldd), the Vulkan loader, the Khronos
 #                   validation layer; BLAS/LAPACK are the reference builds (OpenBLAS alone is 36 MB)
 #   kit/lib/fallback/  libraries GPU drivers load too (libstdc++, libgcc_s, zlib, expat, X11/xcb, glvnd's
-#                   libGLdispatch): one copy per process, and a driver built against a newer one fails with
+#                   libGLdispatch, libGLX, libEGL, libGL, libGLESv2, libOpenGL): one copy per process, and a driver built against a newer one fails with
 #                   ours, so device-check.sh uses these only where the machine has none
 #   kit/share/vulkan/explicit_layer.d/  the validation layer's manifest, library_path made relative
 #   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md)
@@ -22,7 +22,7 @@ BINS=(icl test_vk_device test_backend_ops test_vk_matmul test_vk_big test_forwar
 # glibc's own libraries: the target's must be used, never a copy
 GLIBC='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil|libmvec)\.so'
 # shared with GPU drivers (Mesa, NVIDIA): the machine's copy wins where there is one
-FALLBACK='^(libstdc\+\+|libgcc_s|libz|libzstd|libexpat|libX[A-Za-z0-9]*|libxcb[a-z0-9-]*|libbsd|libmd|libdrm[a-z_]*|libffi|libwayland-[a-z]*|libGLdispatch)\.so'
+FALLBACK='^(libstdc\+\+|libgcc_s|libz|libzstd|libexpat|libX[A-Za-z0-9]*|libxcb[a-z0-9-]*|libbsd|libmd|libdrm[a-z_]*|libffi|libwayland-[a-z]*|libGLdispatch|libGLX|libEGL|libGL|libGLESv2|libOpenGL)\.so'
 
 for tool in patchelf ldd strip gzip; do
   command -v $tool >/dev/null || { echo "device-kit: $tool missing (scripts/setup.sh installs it)" >&2; exit 2; }
@@ -60,9 +60,14 @@ copy_deps() {
 }
 for b in "${BINS[@]}"; do copy_deps "$kit/bin/$b"; done
 copy_deps "$kit/lib/libVkLayer_khronos_validation.so"
+# glvnd, which no binary links but NVIDIA's Vulkan driver (libGLX_nvidia) needs at instance creation: on
+# the lent H200 without it, vk_icdGetInstanceProcAddr gave no vkCreateInstance (VK_ERROR_INCOMPATIBLE_DRIVER).
+for l in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libGL.so.1 libGLESv2.so.2 libOpenGL.so.0; do
+  [ -e "$multiarch/$l" ] || { echo "device-kit: $multiarch/$l missing (scripts/setup.sh installs glvnd)" >&2; exit 2; }
+  cp -L "$multiarch/$l" "$kit/lib/"
+done
 for f in "$kit"/lib/*.so*; do copy_deps "$f"; done
 [ -e "$kit/lib/libvulkan.so.1" ] || { echo "device-kit: the Vulkan loader was not collected" >&2; exit 1; }
-[ -e "$multiarch/libGLdispatch.so.0" ] && cp -L "$multiarch/libGLdispatch.so.0" "$kit/lib/"
 for f in "$kit"/lib/*.so*; do
   if [[ $(basename "$f") =~ $FALLBACK ]]; then mv "$f" "$kit/lib/fallback/"; fi
 done

@@ -16,6 +16,7 @@ PKGS=(
   clang libclang-rt-14-dev
   tmux
   patchelf debootstrap liblapack3 libblas3   # scripts/device-kit.sh, scripts/test-device-kit.sh
+  libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0   # glvnd for the kit: NVIDIA's Vulkan driver needs it
 )
 # The PyTorch CPU peer of scripts/bench-train-peers.sh (large: only with ICL_SETUP_TORCH=1; /usr/bin/python3).
 if [ "${ICL_SETUP_TORCH:-0}" = 1 ]; then PKGS+=(python3-torch); fi
