@@ -8,22 +8,66 @@
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
+#   --park       instead: the park_grid forward (16 walks x 1400 tokens, all-position logits, park_grid's residual
+#                capture; model load excluded) in icl and in PyTorch + transformers (f32, from the same GGUF),
+#                seconds and ratios; installs torch into ICL_TORCH_VENV (default .cache/torch-venv; about 5.6 GB,
+#                PyPI's Linux torch wheel pulls the CUDA libraries even for CPU use) the first time
 # Environment: ICL_BENCH_VENV (default .cache/bench-venv), ICL_THREADS (default: nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-reps=3 vulkan=1
+reps=3 vulkan=1 park=0
 for a in "$@"; do
   case "$a" in
     --quick) reps=1 ;;
     --no-vulkan) vulkan=0 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --park) park=1 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-peers: unknown option $a" >&2; exit 2 ;;
   esac
 done
 threads=${ICL_THREADS:-$(nproc)}
 VENV=${ICL_BENCH_VENV:-$ROOT/.cache/bench-venv}
 LLAMA_CPP_PYTHON_VERSION=0.3.36
+
+if [ "$park" = 1 ]; then
+  TVENV=${ICL_TORCH_VENV:-$ROOT/.cache/torch-venv}
+  if ! [ -x "$TVENV/bin/python" ] || ! "$TVENV/bin/python" -c "import torch, transformers, gguf, accelerate" 2>/dev/null; then
+    echo "bench-peers: installing torch and transformers into $TVENV (about 5.6 GB, a few minutes)" >&2
+    python3 -m venv "$TVENV"
+    "$TVENV/bin/pip" install -q torch==2.15.0 transformers==5.25.0 gguf==0.19.0 accelerate==1.16.0
+  fi
+  scripts/fetch-models.sh all >&2
+  [ -x build/icl ] || scripts/build.sh >&2
+  ids=$(mktemp); trap 'rm -f "$ids"' EXIT
+  echo
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads"
+  echo "park_grid forward: 16 walks x 1400 words (+BOS), one forward each from an empty context, the residual capture"
+  echo "of park_grid, model load excluded; seconds, and ratio = transformers / icl. icl: CPU backend; 'all' = logits"
+  echo "of every position (what transformers computes), 'reduced' = park_grid's own reduced logits."
+  printf "%-8s %12s %10s %6s %10s %6s %10s %6s %10s %6s  %s\n" model transformers "exact all" ratio "exact red" ratio \
+    "fast all" ratio "fast red" ratio "load average after"
+  q() { awk -v a="$1" -v b="$2" 'BEGIN{ printf "%.2f", a/b }'; }
+  for entry in "smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-270m-Q4_K_M.gguf"; do
+    name=${entry%%:*} path=${entry#*:}
+    declare -A P=()
+    for prec in exact fast; do
+      echo "bench-peers: $name: icl ($prec precision)" >&2
+      out=$(ICL_THREADS=$threads build/icl script scripts/bench-park-forward.lua "$path" "$ids" 16 1400 $prec)
+      P[$prec,all]=$(awk '$1 == "park_forward_all_s" {print $2}' <<<"$out")
+      P[$prec,red]=$(awk '$1 == "park_forward_reduced_s" {print $2}' <<<"$out")
+      layer=$(awk '$1 == "park_forward_layer" {print $2}' <<<"$out")
+    done
+    echo "bench-peers: $name: PyTorch + transformers" >&2
+    json=$("$TVENV/bin/python" scripts/bench_park_torch.py "$path" "$ids" "$threads" "$layer" 2>/dev/null | tail -1)
+    t=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['park_forward_s'])" "$json")
+    printf "%-8s %12s" "$name" "$t"
+    for k in exact,all exact,red fast,all fast,red; do printf " %10.1f %6s" "${P[$k]}" "$(q "$t" "${P[$k]}")"; done
+    printf "  %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  done
+  echo "versions: $json" | sed 's/"park_forward_s": [0-9.]*, //'
+  exit 0
+fi
 
 if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   echo "bench-peers: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION natively into $VENV (about 10 minutes)" >&2
