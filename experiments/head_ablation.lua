@@ -15,7 +15,7 @@ local ex = X{name = "head_ablation",
              {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)"},
              {"random_sets", 4, "random control sets per k, seeds 100, 101, ..."},
              {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind"},
-             {"scores", "", "head_scores summary.json to rank heads (default: score them here)"},
+             {"scores", "", "head_scores (or head_ablation) summary.json to rank heads (default: score them here)"},
              {"score_seed", 42, "seed of the head-score sequences when scoring here"},
              {"score_n_seq", 32, "head-score sequences"}, {"score_len", 32, "head-score sequence length"},
              {"window", 200, "positions for class means (the last W)"}},
@@ -313,6 +313,14 @@ local summary = {
   random_seeds = (function() local t = {} for s = 1, o.random_sets do t[s] = RANDOM_SEED0 + s - 1 end return t end)(),
   exclude_top = o.exclude_top,
   heads = {induction = head_list(rank.induction, kmax), previous_token = head_list(rank.previous_token, kmax)},
+  -- the rankings as far as the conditions and the random pool used them: this summary is a valid --scores
+  top = (function()
+    local t = {}
+    for _, kind in ipairs({"induction", "previous_token"}) do
+      t[kind] = head_list(rank[kind], math.min(#rank[kind], math.max(kmax, o.exclude_top)))
+    end
+    return t
+  end)(),
   random_sets = rs, late_from = late_from, late_to = late_to,
   late_accuracy = {baseline = base_late, induction = late.induction, previous_token = late.previous_token,
                    random = late.random, random_per_set = late.random_sets},

@@ -215,6 +215,16 @@ if run head_ablation --scores "$TMP/hs1.json"; then
     pca_baseline pca_induction pca_previous_token pca_random
   check "head_ablation: the scores file is recorded" \
     grep -q "\"scores_source\": \"$TMP/hs1.json\"" "$TMP/head_ablation/summary.json"
+  # its own summary as --scores: the same ranking, so the same heads, random sets and accuracies
+  cp "$TMP/head_ablation/summary.json" "$TMP/ha1.json"
+  if run head_ablation --scores "$TMP/ha1.json"; then
+    check "head_ablation: its summary as --scores gives the same heads, random sets and table" "$ICL" script - <<EOF
+local a, b = icl.json.read("$TMP/ha1.json"), icl.json.read("$TMP/head_ablation/summary.json")
+local e = icl.json.encode
+if e({a.heads, a.random_sets, a.table, a.top}) ~= e({b.heads, b.random_sets, b.table, b.top}) then os.exit(1) end
+if #a.top.induction < 8 or #a.top.previous_token < 8 then os.exit(1) end
+EOF
+  fi
 fi
 
 # ---- bigram_pca ----
