@@ -7,22 +7,26 @@
 # icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
 # Usage: device-check.sh [--quick] [--cold-cache] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
+#                        [--install-glvnd]
 #   --only RE: run only the steps whose names match the extended regex RE (e.g. 'devices|op_')
 #   --timeout-scale K: every step's timeout times K (a loaded or slow machine; raise --budget with it)
 #   --cold-cache: a fresh Mesa shader cache for this run (lavapipe/RADV/ANV; NVIDIA keeps its own)
+#   --install-glvnd: where the machine lacks glvnd (NVIDIA's Vulkan driver needs it), unpack the kit's Debian
+#     packages of it into / first (root only; for bare lent machines, not your own: install your distribution's)
 set -uo pipefail
 KIT=$(cd "$(dirname "$0")" && pwd)
-quick=0 cold=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
+quick=0 cold=0 glvnd=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --cold-cache) cold=1; shift ;;
+    --install-glvnd) glvnd=1; shift ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --cpu-threads) threads=$2; shift 2 ;;
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +46,15 @@ has_lib() {
   done
   return 1
 }
+if [ $glvnd = 1 ] && ! { has_lib libGLX.so.0 && has_lib libEGL.so.1 && has_lib libGLdispatch.so.0; }; then
+  if [ "$(id -u)" != 0 ] || ! command -v dpkg >/dev/null || ! ls "$KIT"/debs/*.deb >/dev/null 2>&1; then
+    echo "device-check: --install-glvnd needs root, dpkg and the kit's debs/" >&2
+    exit 2
+  fi
+  for f in "$KIT"/debs/*.deb; do dpkg -x "$f" / || { echo "device-check: unpacking $f failed" >&2; exit 2; }; done
+  ldconfig
+  echo "device-check: unpacked glvnd and the Vulkan loader into / ($(cd "$KIT/debs" && ls | tr '\n' ' '))" >&2
+fi
 mkdir -p "$work/lib"
 for f in "$KIT"/lib/fallback/*.so*; do
   [ -e "$f" ] && ! has_lib "$(basename "$f")" && ln -s "$f" "$work/lib/"

@@ -8,6 +8,7 @@
 #                   libGLdispatch, libGLX, libEGL, libGL, libGLESv2, libOpenGL): one copy per process, and a driver built against a newer one fails with
 #                   ours, so device-check.sh uses these only where the machine has none
 #   kit/share/vulkan/explicit_layer.d/  the validation layer's manifest, library_path made relative
+#   kit/debs/       Debian's glvnd and Vulkan loader packages, for device-check.sh --install-glvnd
 #   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md)
 # and kit.tar.gz, the same compressed (what travels to a lent GPU machine). No models: the check writes its own.
 # Usage: scripts/device-kit.sh [--no-build] [KIT_DIR]   (default kit; build tree: $ICL_KIT_BUILD or build)
@@ -77,6 +78,11 @@ sed -E 's#"library_path"[[:space:]]*:[[:space:]]*"[^"]*"#"library_path": "../../
   "$layer_json" > "$kit/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
 
 cp scripts/device-check.sh "$kit/device-check.sh"
+# glvnd and the loader as Debian packages too: unpacked into / (device-check.sh --install-glvnd) they are what
+# brought NVIDIA's driver up on the lent H200; the fallback libraries above are the lighter, unverified way.
+mkdir -p "$kit/debs"
+(cd "$kit/debs" && apt-get download -qq libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0 2>/dev/null) ||
+  { echo "device-kit: apt-get download of glvnd's packages failed (needs the Debian mirror)" >&2; exit 1; }
 chmod +x "$kit/device-check.sh"
 [ -f docs/gpu.md ] && cp docs/gpu.md "$kit/README.md"
 {
