@@ -30,6 +30,8 @@ threads=${ICL_THREADS:-$(nproc)}
 VENV=${ICL_BENCH_VENV:-$ROOT/.cache/bench-venv}
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }'; }
+
 if [ "$park" = 1 ]; then
   TVENV=${ICL_TORCH_VENV:-$ROOT/.cache/torch-venv}
   if ! [ -x "$TVENV/bin/python" ] || ! "$TVENV/bin/python" -c "import torch, transformers, gguf, accelerate" 2>/dev/null; then
@@ -47,7 +49,6 @@ if [ "$park" = 1 ]; then
   echo "of every position (what transformers computes), 'reduced' = park_grid's own reduced logits."
   printf "%-8s %12s %10s %6s %10s %6s %10s %6s %10s %6s  %s\n" model transformers "exact all" ratio "exact red" ratio \
     "fast all" ratio "fast red" ratio "load average after"
-  q() { awk -v a="$1" -v b="$2" 'BEGIN{ printf "%.2f", a/b }'; }
   for entry in "smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-270m-Q4_K_M.gguf"; do
     name=${entry%%:*} path=${entry#*:}
     declare -A P=()
@@ -62,7 +63,7 @@ if [ "$park" = 1 ]; then
     json=$("$TVENV/bin/python" scripts/bench_park_torch.py "$path" "$ids" "$threads" "$layer" 2>/dev/null | tail -1)
     t=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['park_forward_s'])" "$json")
     printf "%-8s %12s" "$name" "$t"
-    for k in exact,all exact,red fast,all fast,red; do printf " %10.1f %6s" "${P[$k]}" "$(q "$t" "${P[$k]}")"; done
+    for k in exact,all exact,red fast,all fast,red; do printf " %10.1f %6s" "${P[$k]}" "$(ratio "$t" "${P[$k]}")"; done
     printf "  %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
   done
   echo "versions: $json" | sed 's/"park_forward_s": [0-9.]*, //'
@@ -104,7 +105,6 @@ for entry in "${models[@]}"; do
   done
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 > 0 && a != "nan") printf "%.2f", a/b; else print "-" }'; }
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "roofline: the CPU row's fraction of its bounding ceiling (prefill, forward: f32 FMA peak (exact), int8-dot peak for matmuls (fast); decode: read bandwidth)"

@@ -36,8 +36,10 @@ int vk_memory_choose(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, 
   const VkMemoryPropertyFlags uma_pref[] = {L | V | H | C, L | V | C, V | H | C, V | C, V | H, V};
   const VkMemoryPropertyFlags staging_pref[] = {V | H | C, V | C, V | H, V};
   const VkMemoryPropertyFlags dev_pref[] = {L, 0};
+#define N(a) (int)(sizeof a / sizeof a[0])
   const VkMemoryPropertyFlags *p = !host ? dev_pref : uma ? uma_pref : staging_pref;
-  int n = !host ? 2 : uma ? 6 : 4;
+  int n = !host ? N(dev_pref) : uma ? N(uma_pref) : N(staging_pref);
+#undef N
   for (int i = 0; i < n; i++)
     if (find_type(mp, bits, p[i], out)) return 1;
   return 0;
