@@ -65,7 +65,7 @@ static int cpus(void) {
 /* ---- buffers ------------------------------------------------------------------------------ */
 
 static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err) {
-  (void)be; (void)usage;
+  (void)be;
   icl_buf *b = calloc(1, sizeof *b);
   /* 64-byte alignment for full-width vector loads; size rounded up as aligned_alloc requires */
   size_t n = ((size ? size : 1) + 63) & ~(size_t)63;
@@ -75,13 +75,14 @@ static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out,
     return icl_error_set(err, ICL_ENOMEM, "cpu: cannot allocate a buffer of %zu bytes", size);
   }
   b->size = size;
+  b->usage = usage;
   *out = b;
   return ICL_OK;
 }
 
 static void cpu_buf_free(icl_backend *be, icl_buf *b) {
-  (void)be;
   if (!b) return;
+  cpu_xw_drop(cpu_of(be), b, 0, SIZE_MAX);
   free(b->data);
   free(b);
 }
@@ -94,9 +95,9 @@ static int check_range(const char *what, const icl_buf *b, size_t off, size_t n,
 }
 
 static int cpu_write(icl_backend *be, icl_buf *b, size_t off, const void *src, size_t n, icl_error *err) {
-  (void)be;
   int rc = check_range("write", b, off, n, err);
   if (rc) return rc;
+  cpu_xw_drop(cpu_of(be), b, off, n);
   memcpy((char *)b->data + off, src, n);
   return ICL_OK;
 }
@@ -121,6 +122,8 @@ static void cpu_destroy(icl_backend *be) {
   free(cb->scratch);
   free(cb->shared.p);
   free(cb->panel.p);
+  for (int i = 0; i < cb->n_xw; i++) free(cb->xw[i].tiles);
+  free(cb->xw);
   free(cb);
 }
 
@@ -182,6 +185,10 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
    * (a large value keeps FAST prefill on the f32 tiles) */
   const char *qm = getenv("ICL_CPU_QGEMM_MIN");
   cb->qgemm_min_tokens = qm && atoi(qm) > 0 ? atoi(qm) : 2;
+  /* EXACT only: ICL_CPU_REPACK=0 dequantizes weight rows on every matmul instead of keeping repacked copies
+   * (the same results, less memory, slower) */
+  const char *rp = getenv("ICL_CPU_REPACK");
+  cb->xw_off = rp && !strcmp(rp, "0");
   cb->pool = cpu_pool_new(cb->n_threads);
   if (cb->pool) cb->n_threads = cpu_pool_threads(cb->pool);
   cb->scratch = cb->pool ? calloc((size_t)cb->n_threads, sizeof *cb->scratch) : NULL;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend.h"
 
@@ -52,6 +53,31 @@ typedef struct cpu_q8 {
 #define CPU_QTILE_ROWS 16
 #define CPU_QGROUP_BYTES 768
 
+/* EXACT precision's repacked weights (cpu_xtile_x86.h, cpu_xweights.c): per tile of CPU_TILE_ROWS rows, groups of
+ * 32 columns, each the codes of 32 rows (4 bits for types whose codes fit, else 8) then f32 multipliers and offsets
+ * per row, one pair per 32 columns or, where the type scales 16 elements at a time, per 16 (offsets only where they
+ * are not a constant multiple of the multiplier). */
+static inline int cpu_xw_nibbles(uint32_t t) {
+  return t == ICL_TYPE_Q4_0 || t == ICL_TYPE_Q4_1 || t == ICL_TYPE_Q4_K || t == ICL_TYPE_Q2_K || t == ICL_TYPE_Q3_K;
+}
+static inline int cpu_xw_halves(uint32_t t) { return t == ICL_TYPE_Q2_K || t == ICL_TYPE_Q3_K || t == ICL_TYPE_Q6_K ? 2 : 1; }
+/* Types whose offset is the multiplier times a constant (the decoders compute it so: -8*d, -32*a, ...), which is
+ * then not stored; 0 for the others. */
+static inline float cpu_xw_cfactor(uint32_t t) {
+  switch (t) {
+  case ICL_TYPE_Q4_0: return -8.0f;
+  case ICL_TYPE_Q5_0: return -16.0f;
+  case ICL_TYPE_Q8_0: return -128.0f;
+  case ICL_TYPE_Q3_K: return -4.0f;
+  case ICL_TYPE_Q6_K: return -32.0f;
+  default: return 0.0f;
+  }
+}
+static inline size_t cpu_xw_code_bytes(uint32_t t) { return cpu_xw_nibbles(t) ? 512 : 1024; }
+static inline size_t cpu_xw_group_bytes(uint32_t t) {
+  return cpu_xw_code_bytes(t) + (size_t)cpu_xw_halves(t) * (cpu_xw_cfactor(t) != 0.0f ? 128 : 256);
+}
+
 /* Dot of nb 32-blocks of one quantized weight row with nt (1..4) activation rows, each nb
  * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
 typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int nt, int64_t xstride, float *out);
@@ -89,6 +115,17 @@ typedef struct cpu_kernels {
   /* gemm_tile on the row-major tile src (pack_tile's input) for nt <= CPU_ROWTILE_TOKS, bit-identical to
    * pack_tile + gemm_tile; NULL where the level has none */
   void (*gemm_rowtile)(const float *src, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr);
+  /* EXACT repacked weights (NULL where the level has none): xpack repacks nr <= CPU_TILE_ROWS rows (wrb bytes
+   * apart) of K columns into a tile of K/32 groups of cpu_xw_group_bytes; xunpack writes its pack_tile layout
+   * wp[c*32 + r]; xgemm is gemm_tile on it for nt <= CPU_ROWTILE_TOKS (xp packed as for gemm_tile). Both are
+   * bit-identical to dequantizing the rows and pack_tile + gemm_tile. */
+  void (*xpack[ICL_TYPE_COUNT])(const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile);
+  void (*xunpack[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, float *wp);
+  void (*xgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
+                                int nr);
+  /* xgemm of one token on tiles tile and tile + tstride at once (more independent fma chains), into y and y2 */
+  void (*xgemm2[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2,
+                                 int nr, int nr2);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8
@@ -114,8 +151,9 @@ void cpu_probes_generic(cpu_kernels *k);
 
 /* Packs nt rows of K floats (ldx apart) interleaved: xp[c*gnt + t], lanes t >= nt zero. */
 static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp) {
-  for (int64_t c = 0; c < K; c++)
-    for (int t = 0; t < gnt; t++) xp[c * gnt + t] = t < nt ? x[t * ldx + c] : 0.0f;
+  if (nt < gnt) memset(xp, 0, (size_t)(K * gnt) * sizeof(float)); /* one token (decode) costs K stores, not K*gnt */
+  for (int t = 0; t < nt; t++)
+    for (int64_t c = 0; c < K; c++) xp[c * gnt + t] = x[t * ldx + c];
 }
 
 /* ---- the backend ------------------------------------------------------------------------- */
@@ -123,6 +161,7 @@ static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, in
 struct icl_buf {
   void *data;
   size_t size;
+  int usage; /* ICL_BUF_* of buf_alloc (0 for views made by hand, e.g. the trainer's) */
 };
 
 /* Per-thread scratch that grows on demand (weight tiles, dequantized rows, attention scores). */
@@ -130,6 +169,17 @@ typedef struct cpu_scratch {
   void *p;
   size_t size;
 } cpu_scratch;
+
+/* A quantized weight repacked for EXACT precision, keyed by the view it was made from. */
+typedef struct cpu_xw {
+  const icl_buf *buf;
+  const void *data; /* buf->data when made */
+  size_t offset;
+  uint32_t type;
+  int64_t K, rows;
+  uint8_t *tiles; /* ceil(rows/32) tiles of K/32 groups */
+  size_t bytes;
+} cpu_xw;
 
 typedef struct cpu_backend {
   icl_backend be;
@@ -141,6 +191,10 @@ typedef struct cpu_backend {
   cpu_scratch *scratch; /* [n_threads] */
   cpu_scratch shared;   /* quantized or packed activations, shared by all threads of one op */
   cpu_scratch panel;    /* matmul: a panel of packed weight tiles */
+  cpu_xw *xw;           /* EXACT: repacked weights (cpu_xweights.c), n_xw of cap_xw */
+  int n_xw, cap_xw;
+  size_t xw_bytes;      /* their total size */
+  int xw_off;           /* 1: never repack (ICL_CPU_REPACK=0; tests compare both paths) */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }
@@ -178,6 +232,13 @@ int cpu_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, 
 
 /* "cpu (avx512, 2 threads)": the SIMD level and thread count, for logs and benchmarks. */
 const char *icl_cpu_backend_describe(icl_backend *be, char *buf, size_t n);
+
+/* EXACT precision's repacked copy of weight view w (made on first use, in parallel), or NULL where there is none:
+ * a type or SIMD level without the kernels, a buffer not allocated as ICL_BUF_WEIGHT, xw_off, or no memory (the
+ * caller then dequantizes rows, with identical results). *tile_bytes: the bytes of one tile. */
+const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes);
+/* Forgets the repacked copies made from bytes [off, off+n) of b (its contents changed, or it is freed: n = SIZE_MAX). */
+void cpu_xw_drop(cpu_backend *cb, const icl_buf *b, size_t off, size_t n);
 
 /* Dequantizes n elements of one row of type t to f32 with the fastest kernel available. */
 void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n);

@@ -474,6 +474,7 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #define QG_Q8_0 1
 #include "cpu/cpu_qdot_x86.h"
 #include "cpu/cpu_qgemm_x86.h"
+#include "cpu/cpu_xtile_x86.h"
 #undef QG_NT
 #undef QG_Q8_0
 #undef QD_DOTACC
@@ -495,6 +496,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   qg_install_avx512(k);
   k->pack_tile = pack_tile_avx512;
   k->gemm_rowtile = gemm_rowtile_avx512;
+  xw_install_avx512(k);
   cpu_probes_avx512(k);
 }
 

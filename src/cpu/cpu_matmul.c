@@ -3,7 +3,9 @@
  * Strategies, picked by the precision and the number of tokens n:
  * - EXACT (any n): 32 weight rows at a time are dequantized into a packed f32 tile [cols][32] and
  *   a register-blocked kernel computes 32 rows x up to 8 tokens per pass, so each dequantized
- *   weight is reused for every token, and a row's result does not depend on n.
+ *   weight is reused for every token, and a row's result does not depend on n. Quantized weights
+ *   are repacked once (cpu_xweights.c) so a tile decodes without a transpose, and up to
+ *   CPU_ROWTILE_TOKS tokens multiply straight from the repacked codes.
  * - FAST, one token (decode): the activations are quantized to int8 blocks (cpu_q8) and each
  *   weight row is dotted with them using integer SIMD; other types dequantize one row at a time
  *   and use a float dot. Memory traffic is the weights read once.
@@ -37,6 +39,8 @@ typedef struct mm_ctx {
   int trows;                    /* rows per tile */
   size_t tbytes;                /* bytes per packed tile */
   int64_t tile0, n_ptiles, tblock;
+  const uint8_t *xw;            /* EXACT: the weight repacked (cpu_xweights.c), tiles of xw_tile bytes; or NULL */
+  size_t xw_tile;
 } mm_ctx;
 
 void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n) {
@@ -123,11 +127,13 @@ static int mm_tile_rows(const mm_ctx *c, int64_t ti, int64_t *r0) {
   return c->rows - *r0 < c->trows ? (int)(c->rows - *r0) : c->trows;
 }
 
-/* Packs tile ti into dst: f32 tiles through per-thread scratch tmp, int8 tiles directly. */
+/* Packs tile ti into dst: f32 tiles from the repacked weight or through per-thread scratch tmp, int8 tiles
+ * directly. */
 static void mm_pack_one(const mm_ctx *c, int64_t ti, void *dst, float *tmp) {
   int64_t r0;
   int nr = mm_tile_rows(c, ti, &r0);
   if (c->q) c->cb->k.qpack[c->type](c->w + (size_t)r0 * c->wrb, c->wrb, nr, c->K, dst);
+  else if (c->xw) c->cb->k.xunpack[c->type](c->xw + (size_t)ti * c->xw_tile, c->K, dst);
   else mm_pack_tile(c, r0, nr, dst, tmp);
 }
 
@@ -178,8 +184,26 @@ static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
  * path's row-major staging area) and used at once, so no panel round trip through L3. */
 static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
-  uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q ? tmp : tmp + c->tbytes;
+  uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q || c->xw ? tmp : tmp + c->tbytes;
   const cpu_kernels *k = &c->cb->k;
+  if (c->xw && c->n == 1 && k->xgemm2[c->type]) { /* item = a pair of tiles */
+    int64_t r0, r1, n_tiles = (c->rows + c->trows - 1) / c->trows;
+    int nr = mm_tile_rows(c, 2 * it, &r0);
+    if (2 * it + 1 < n_tiles) {
+      int nr2 = mm_tile_rows(c, 2 * it + 1, &r1);
+      k->xgemm2[c->type](c->xw + (size_t)(2 * it) * c->xw_tile, c->xw_tile, c->K, c->xp, c->y + r0, c->y + r1, nr,
+                         nr2);
+    } else {
+      k->xgemm[c->type](c->xw + (size_t)(2 * it) * c->xw_tile, c->K, c->xp, 1, c->y + r0, c->rows, nr);
+    }
+    return;
+  }
+  if (c->xw && c->n <= CPU_ROWTILE_TOKS) { /* straight from the codes */
+    int64_t r0;
+    int nr = mm_tile_rows(c, it, &r0);
+    k->xgemm[c->type](c->xw + (size_t)it * c->xw_tile, c->K, c->xp, (int)c->n, c->y + r0, c->rows, nr);
+    return;
+  }
   if (!c->q && k->gemm_rowtile && c->n <= CPU_ROWTILE_TOKS) { /* no packed tile at all */
     int64_t r0;
     int nr = mm_tile_rows(c, it, &r0);
@@ -204,8 +228,8 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   int64_t n_tiles = (c->rows + c->trows - 1) / c->trows;
   c->tblock = (MM_TOK_BLOCK + gnt - 1) / gnt * gnt;
   int fused = c->n <= c->tblock;
-  /* f32 tiles stage through tbytes of scratch; the fused path keeps its tile there too */
-  size_t per_thread = (c->q ? 0 : c->tbytes) + (fused ? c->tbytes : 0);
+  /* f32 tiles from rows stage through tbytes of scratch; the fused path keeps its tile there too */
+  size_t per_thread = (c->q || c->xw ? 0 : c->tbytes) + (fused ? c->tbytes : 0);
   int rc = per_thread ? mm_reserve(cb, per_thread, err) : ICL_OK;
   if (rc) return rc;
   if (c->q) {
@@ -226,7 +250,8 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     c->xp = xp;
   }
   if (fused) {
-    cpu_pool_for(cb->pool, n_tiles, mm_fused_item, c);
+    int pairs = c->xw && c->n == 1 && k->xgemm2[c->type];
+    cpu_pool_for(cb->pool, pairs ? (n_tiles + 1) / 2 : n_tiles, mm_fused_item, c);
     return ICL_OK;
   }
   int64_t per_panel = MM_PANEL_BYTES / c->tbytes > 0 ? (int64_t)(MM_PANEL_BYTES / c->tbytes) : 1;
@@ -260,7 +285,10 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   c.wrb = icl_type_row_bytes(w->type, c.K);
   /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
    * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
-  if (be->precision == ICL_PRECISION_EXACT) return mm_tiles(&c, err);
+  if (be->precision == ICL_PRECISION_EXACT) {
+    c.xw = cpu_xw_get(cb, w, &c.xw_tile);
+    return mm_tiles(&c, err);
+  }
   if (c.n >= cb->qgemm_min_tokens && cb->k.qgemm[c.type]) {
     c.q = 1;
     return mm_tiles(&c, err);

@@ -210,8 +210,7 @@ int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
 }
 
 icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1) {
-  b->data = (void *)p;
-  b->size = (size_t)(ne0 * ne1) * sizeof(float);
+  *b = (struct icl_buf){.data = (void *)p, .size = (size_t)(ne0 * ne1) * sizeof(float)};
   return (icl_dt){.buf = b, .offset = 0, .type = ICL_TYPE_F32, .ne = {ne0, ne1, 1, 1}};
 }
 

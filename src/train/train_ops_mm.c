@@ -47,8 +47,7 @@ static void tr_accumulate(cpu_backend *cb, float *y, const float *x, int64_t n) 
 
 /* A view of host memory as the CPU backend sees its buffers: [ne0, ne1] f32. */
 static icl_dt host_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1) {
-  b->data = (void *)p;
-  b->size = (size_t)(ne0 * ne1) * sizeof(float);
+  *b = (struct icl_buf){.data = (void *)p, .size = (size_t)(ne0 * ne1) * sizeof(float)};
   return (icl_dt){.buf = b, .offset = 0, .type = ICL_TYPE_F32, .ne = {ne0, ne1, 1, 1}};
 }
 

@@ -1,4 +1,4 @@
-/* EXACT precision's contract on the CPU matmul, op by op: a token's output row is bit-identical whether the
+/* EXACT precision's contract on the CPU matmul, op by op (and its repacked weights, bit for bit): a token's output row is bit-identical whether the
  * token is multiplied alone or among n others, on every SIMD level and across the kernels the token count picks
  * (the row-major few-token kernel, the fused one-block path, the panel path), for whole and ragged K, row
  * counts that leave partial tiles, and float and quantized weight types. (tests/model/test_batch_invariance.c
@@ -55,10 +55,46 @@ static void check_case(uint32_t type, int64_t K, int64_t rows, int64_t n, const 
   free(wh), free(xh), free(ya), free(y1);
 }
 
+/* The repacked weights (cpu_xweights.c) against dequantizing the rows on every call: bit-identical for every
+ * token count, and a write into the weight's buffer is seen by the next matmul (the copy is dropped). */
+static void check_repack(uint32_t type, int64_t K, int64_t rows, int64_t n, const char *level) {
+  if (K % icl_type_block_elems(type)) return;
+  cpu_backend *cb = cpu_of(be);
+  size_t wbytes = icl_type_row_bytes(type, K) * (size_t)rows;
+  void *wh = malloc(wbytes);
+  float *xh = malloc((size_t)(K * n) * sizeof(float)), *ya = malloc((size_t)(rows * n) * sizeof(float));
+  float *yb = malloc((size_t)(rows * n) * sizeof(float));
+  icl_error err;
+  t_rand_fill(xh, K * n, 13, -1.0f, 1.0f);
+  icl_dt w = tensor(type, K, rows, NULL), x = tensor(ICL_TYPE_F32, K, n, xh), y = tensor(ICL_TYPE_F32, rows, n, NULL);
+  for (int round = 0; round < 2; round++) { /* the second round rewrites the weight in place */
+    if (type == ICL_TYPE_F32) t_rand_fill(wh, K * rows, 7 + round, -1.0f, 1.0f);
+    else icl_ref_random_weights(type, wh, K * rows, 7 + (uint64_t)round);
+    CHECKF(be->ops->write(be, w.buf, 0, wh, wbytes, &err) == ICL_OK, "write: %s", err.msg);
+    for (int off = 1; off >= 0; off--) {
+      cb->xw_off = off;
+      CHECKF(icl_op_matmul(be, &w, &x, &y, &err) == ICL_OK, "matmul: %s", err.msg);
+      CHECKF(be->ops->read(be, y.buf, 0, off ? ya : yb, (size_t)(rows * n) * sizeof(float), &err) == ICL_OK,
+             "read: %s", err.msg);
+    }
+    int repacked = cpu_xw_get(cb, &w, &(size_t){0}) != NULL;
+    CHECKF(!memcmp(ya, yb, (size_t)(rows * n) * sizeof(float)),
+           "%s %s K=%lld rows=%lld n=%lld round %d (repacked: %d): repacked weights differ from dequantized rows",
+           level, icl_type_name(type), (long long)K, (long long)rows, (long long)n, round, repacked);
+    /* where the level has the kernels, every quantized type is repacked */
+    if (!strcmp(level, "avx512") && type != ICL_TYPE_F32 && type != ICL_TYPE_F16)
+      CHECKF(repacked, "avx512 %s K=%lld: not repacked", icl_type_name(type), (long long)K);
+  }
+  release(&w);
+  release(&x);
+  release(&y);
+  free(wh), free(xh), free(ya), free(yb);
+}
+
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
   static const uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
-  static const int64_t shapes[][2] = {{7, 5}, {33, 40}, {96, 33}, {256, 70}, {640, 33}};
+  static const int64_t shapes[][2] = {{7, 5}, {33, 40}, {96, 33}, {256, 70}, {640, 33}, {768, 40}};
   static const int64_t ns[] = {2, 3, 4, 5, 9, 67};
   for (int l = 0; l < 3; l++) {
     setenv("ICL_CPU_SIMD", levels[l], 1);
@@ -75,6 +111,15 @@ int main(void) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
           check_case(types[ti], shapes[si][0], shapes[si][1], ns[ni], levels[l]);
     printf("%s: every token alone equals its row of the batch\n", levels[l]);
+    static const int64_t rns[] = {1, 2, 3, 4, 5, 9, 67, 130};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+      for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t ni = 0; ni < sizeof rns / sizeof rns[0]; ni++)
+          check_repack(types[ti], shapes[si][0], shapes[si][1], rns[ni], levels[l]);
+    for (uint32_t t = 0; t < ICL_TYPE_COUNT; t++) /* the other quantized types on one shape of each kind */
+      if (cpu_of(be)->k.xpack[t] && t != ICL_TYPE_Q4_1 && t != ICL_TYPE_Q8_0 && t != ICL_TYPE_Q4_K && t != ICL_TYPE_Q6_K)
+        for (size_t ni = 0; ni < sizeof rns / sizeof rns[0]; ni++) check_repack(t, 512, 45, rns[ni], levels[l]);
+    printf("%s: repacked weights equal dequantized rows, and follow writes\n", levels[l]);
     be->ops->destroy(be);
   }
   unsetenv("ICL_CPU_SIMD");

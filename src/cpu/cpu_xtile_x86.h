@@ -1,0 +1,206 @@
+/* EXACT precision's repacked weights (AVX-512): the rows of a quantized weight, CPU_TILE_ROWS at a time, are
+ * stored once per backend column-major in groups of 32 columns, so the f32 tile kernels get their [K][32] tile
+ * by decoding 16 rows per instruction (no transpose), and few-token matmuls multiply straight from the codes.
+ * Decoding is cpu_qdot_x86.h's (w = fma(u, a, c) with the same a and c, from the same functions), and every
+ * (row, token) sees col32_avx512's fma sequence, so results are bit-identical to dequantizing the rows.
+ * Included by cpu_kernels_x86.c after cpu_qdot_x86.h and col32/store32_avx512, with the same QD_TARGET/QD_SFX.
+ * Group layout (cpu_xw_group_bytes): codes, then floats a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
+ * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its
+ * low (j even) or high (j odd) nibble; of the other types: byte 32*j + r. */
+
+#define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
+
+/* Stores the 32 codes u of row r, group grp, with the multipliers and offsets of its two halves. */
+QD_ATTR void QD_FN(xw_put_)(const int T, uint8_t *grp, int r, __m256i u, float a0, float c0, float a1, float c1) {
+  const int nib = cpu_xw_nibbles(T), hs = cpu_xw_halves(T);
+  uint8_t ub[32];
+  _mm256_storeu_si256((__m256i *)ub, u);
+  if (nib)
+    for (int j = 0; j < 32; j += 2) grp[32 * (j / 2) + r] = (uint8_t)(ub[j] | ub[j + 1] << 4);
+  else
+    for (int j = 0; j < 32; j++) grp[32 * j + r] = ub[j];
+  float *f = (float *)(grp + cpu_xw_code_bytes(T));
+  f[r] = a0;
+  if (hs == 2) f[32 + r] = a1;
+  if (cpu_xw_cfactor(T) == 0.0f) { /* else c = a * cfactor, as the decoder computed it */
+    f[hs * 32 + r] = c0;
+    if (hs == 2) f[hs * 32 + 32 + r] = c1;
+  }
+}
+
+/* Repacks rows [0, nr) (wrb bytes apart) of K columns into K/32 groups; rows past nr decode to 0. */
+QD_ATTR void QD_FN(xw_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
+  const size_t gb = cpu_xw_group_bytes(T), bb = QD_FN(qd_block_bytes_)(T);
+  memset(tile, 0, (size_t)(K / 32) * gb);
+  for (int r = 0; r < nr; r++) {
+    const uint8_t *row = w + (size_t)r * wrb;
+    if (QD_FN(qd_is32_)(T)) {
+      for (int64_t g = 0; g < K / 32; g++) {
+        float d, c;
+        __m256i u = QD_FN(qd_codes32_)(T, row + (size_t)g * bb, &d, &c);
+        QD_FN(xw_put_)(T, tile + (size_t)g * gb, r, u, d, c, d, c);
+      }
+      continue;
+    }
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+      const uint8_t *blk = row + (size_t)sb * bb;
+      float a[16], b[16];
+      QD_FN(qk_scales_)(T, blk, a, b);
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++)
+        QD_FN(xw_put_)(T, tile + (size_t)(sb * 8 + g) * gb, r, QD_FN(qk_codes_)(T, blk, g), a[2 * g], -b[2 * g],
+                       a[2 * g + 1], -b[2 * g + 1]);
+    }
+  }
+}
+
+/* Column j (a constant after unrolling) of group grp, decoded: rows 0-15 in w[0], 16-31 in w[1]. */
+QD_ATTR void QD_FN(xw_col_)(const int T, const uint8_t *grp, const int j, __m512 a[2], __m512 c[2], __m512 w[2]) {
+  const int nib = cpu_xw_nibbles(T);
+  const uint8_t *p = grp + 32 * (nib ? j / 2 : j);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    __m512i u = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(p + 16 * h)));
+    if (nib) u = (j & 1) ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(0xF));
+    w[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), a[h], c[h]);
+  }
+}
+
+/* The multipliers and offsets of half hh of group grp (hh = 0 for types with one per 32 columns). */
+QD_ATTR void QD_FN(xw_scales_)(const int T, const uint8_t *grp, int hh, __m512 a[2], __m512 c[2]) {
+  const int hs = cpu_xw_halves(T);
+  const float cf = cpu_xw_cfactor(T);
+  const float *f = (const float *)(grp + cpu_xw_code_bytes(T));
+  for (int h = 0; h < 2; h++) {
+    a[h] = _mm512_load_ps(f + hh * 32 + 16 * h);
+    c[h] = cf != 0.0f ? _mm512_mul_ps(a[h], _mm512_set1_ps(cf)) : _mm512_load_ps(f + hs * 32 + hh * 32 + 16 * h);
+  }
+}
+
+/* pack_tile's layout wp[k*32 + r] from a repacked tile. */
+QD_ATTR void QD_FN(xw_unpack_body_)(const int T, const uint8_t *tile, int64_t K, float *wp) {
+  const size_t gb = cpu_xw_group_bytes(T);
+  const int hs = cpu_xw_halves(T);
+  for (int64_t g = 0; g < K / 32; g++, wp += 32 * CPU_TILE_ROWS) {
+    const uint8_t *grp = tile + (size_t)g * gb;
+    __m512 a[2], c[2], w[2];
+    QD_FN(xw_scales_)(T, grp, 0, a, c);
+#pragma GCC unroll 32
+    for (int j = 0; j < 32; j++) {
+      if (hs == 2 && j == 16) QD_FN(xw_scales_)(T, grp, 1, a, c);
+      QD_FN(xw_col_)(T, grp, j, a, c, w);
+      _mm512_store_ps(wp + j * CPU_TILE_ROWS, w[0]);
+      _mm512_store_ps(wp + j * CPU_TILE_ROWS + 16, w[1]);
+    }
+  }
+}
+
+/* gemm32_avx512 on a repacked tile: NT tokens of xp (packed with gemm_nt = 8). */
+QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, const float *xp, const int NT,
+                                  float *y, int64_t ldy, int nr) {
+  const size_t gb = cpu_xw_group_bytes(T);
+  const int hs = cpu_xw_halves(T);
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < K / 32; g++, xp += 32 * 8) {
+    const uint8_t *grp = tile + (size_t)g * gb;
+    __m512 a[2], c[2], w[2];
+    QD_FN(xw_scales_)(T, grp, 0, a, c);
+#pragma GCC unroll 32
+    for (int j = 0; j < 32; j++) {
+      if (hs == 2 && j == 16) QD_FN(xw_scales_)(T, grp, 1, a, c);
+      QD_FN(xw_col_)(T, grp, j, a, c, w);
+      col32_avx512(w[0], w[1], xp + j * 8, NT, acc);
+    }
+  }
+  store32_avx512(acc, NT, y, ldy, nr);
+}
+
+/* One token times two repacked tiles (tile and tile + tstride): four independent fma chains instead of two, for
+ * decode, where one tile's two chains wait on the fma latency. y2 gets the second tile's nr2 rows. */
+QD_ATTR void QD_FN(xw_gemm2_body_)(const int T, const uint8_t *tile, size_t tstride, int64_t K, const float *xp,
+                                   float *y, float *y2, int nr, int nr2) {
+  const size_t gb = cpu_xw_group_bytes(T);
+  const int hs = cpu_xw_halves(T);
+  __m512 acc[2][8][2];
+  for (int q = 0; q < 2; q++) acc[q][0][0] = acc[q][0][1] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < K / 32; g++, xp += 32 * 8) {
+    const uint8_t *grp = tile + (size_t)g * gb, *grp2 = grp + tstride;
+    __m512 a[2], c[2], w[2], a2[2], c2[2], w2[2];
+    QD_FN(xw_scales_)(T, grp, 0, a, c);
+    QD_FN(xw_scales_)(T, grp2, 0, a2, c2);
+#pragma GCC unroll 32
+    for (int j = 0; j < 32; j++) {
+      if (hs == 2 && j == 16) {
+        QD_FN(xw_scales_)(T, grp, 1, a, c);
+        QD_FN(xw_scales_)(T, grp2, 1, a2, c2);
+      }
+      QD_FN(xw_col_)(T, grp, j, a, c, w);
+      QD_FN(xw_col_)(T, grp2, j, a2, c2, w2);
+      col32_avx512(w[0], w[1], xp + j * 8, 1, acc[0]);
+      col32_avx512(w2[0], w2[1], xp + j * 8, 1, acc[1]);
+    }
+  }
+  store32_avx512(acc[0], 1, y, 0, nr);
+  store32_avx512(acc[1], 1, y2, 0, nr2);
+}
+
+#define XW_DEFINE(tname, T)                                                                                       \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_pack_##tname##_)(const uint8_t *w, size_t wrb, int nr, \
+                                                                            int64_t K, uint8_t *tile) {          \
+    QD_FN(xw_pack_body_)(T, w, wrb, nr, K, tile);                                                                 \
+  }                                                                                                               \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_unpack_##tname##_)(const uint8_t *tile, int64_t K,      \
+                                                                              float *wp) {                        \
+    QD_FN(xw_unpack_body_)(T, tile, K, wp);                                                                       \
+  }                                                                                                               \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemm_##tname##_)(                                      \
+      const uint8_t *tile, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr) {                   \
+    switch (nt) {                                                                                                 \
+    case 1: QD_FN(xw_gemm_body_)(T, tile, K, xp, 1, y, ldy, nr); break;                                           \
+    case 2: QD_FN(xw_gemm_body_)(T, tile, K, xp, 2, y, ldy, nr); break;                                           \
+    case 3: QD_FN(xw_gemm_body_)(T, tile, K, xp, 3, y, ldy, nr); break;                                           \
+    default: QD_FN(xw_gemm_body_)(T, tile, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */           \
+    }                                                                                                             \
+  }                                                                                                               \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemm2_##tname##_)(                                     \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2, int nr, int nr2) {    \
+    QD_FN(xw_gemm2_body_)(T, tile, tstride, K, xp, y, y2, nr, nr2);                                               \
+  }
+XW_DEFINE(q4_0, ICL_TYPE_Q4_0)
+XW_DEFINE(q4_1, ICL_TYPE_Q4_1)
+XW_DEFINE(q5_0, ICL_TYPE_Q5_0)
+XW_DEFINE(q5_1, ICL_TYPE_Q5_1)
+XW_DEFINE(q8_0, ICL_TYPE_Q8_0)
+XW_DEFINE(q2_k, ICL_TYPE_Q2_K)
+XW_DEFINE(q3_k, ICL_TYPE_Q3_K)
+XW_DEFINE(q4_k, ICL_TYPE_Q4_K)
+XW_DEFINE(q5_k, ICL_TYPE_Q5_K)
+XW_DEFINE(q6_k, ICL_TYPE_Q6_K)
+#undef XW_DEFINE
+
+#define XW_INSTALL(k, tname, T)                     \
+  do {                                              \
+    (k)->xpack[T] = QD_FN(xw_pack_##tname##_);     \
+    (k)->xunpack[T] = QD_FN(xw_unpack_##tname##_); \
+    (k)->xgemm[T] = QD_FN(xw_gemm_##tname##_);     \
+    (k)->xgemm2[T] = QD_FN(xw_gemm2_##tname##_);   \
+  } while (0)
+
+/* Installs this instruction set's repacked-weight kernels into k. */
+static void QD_FN(xw_install_)(cpu_kernels *k) {
+  XW_INSTALL(k, q4_0, ICL_TYPE_Q4_0);
+  XW_INSTALL(k, q4_1, ICL_TYPE_Q4_1);
+  XW_INSTALL(k, q5_0, ICL_TYPE_Q5_0);
+  XW_INSTALL(k, q5_1, ICL_TYPE_Q5_1);
+  XW_INSTALL(k, q8_0, ICL_TYPE_Q8_0);
+  XW_INSTALL(k, q2_k, ICL_TYPE_Q2_K);
+  XW_INSTALL(k, q3_k, ICL_TYPE_Q3_K);
+  XW_INSTALL(k, q4_k, ICL_TYPE_Q4_K);
+  XW_INSTALL(k, q5_k, ICL_TYPE_Q5_K);
+  XW_INSTALL(k, q6_k, ICL_TYPE_Q6_K);
+}
+#undef XW_INSTALL
+
+#undef QD_ATTR
