@@ -220,6 +220,9 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
 #define QG_Q8_0 0 /* maddubs saturates on Q8_0's 0..255 codes */
 #include "cpu/cpu_qdot_x86.h"
 #include "cpu/cpu_qgemm_x86.h"
+#define XW_LANES 8
+#include "cpu/cpu_xtile_x86.h"
+#undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
 #undef QD_DOTACC
@@ -241,6 +244,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->quantize_q8 = quantize_q8_avx2;
   qd_install_avx2(k);
   qg_install_avx2(k);
+  xw_install_avx2(k);
   cpu_probes_avx2(k);
 }
 
@@ -474,7 +478,9 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #define QG_Q8_0 1
 #include "cpu/cpu_qdot_x86.h"
 #include "cpu/cpu_qgemm_x86.h"
+#define XW_LANES 16
 #include "cpu/cpu_xtile_x86.h"
+#undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
 #undef QD_DOTACC

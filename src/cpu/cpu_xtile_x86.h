@@ -1,9 +1,10 @@
-/* EXACT precision's repacked weights (AVX-512): the rows of a quantized weight, CPU_TILE_ROWS at a time, are
+/* EXACT precision's repacked weights (AVX-512 and AVX2): the rows of a quantized weight, CPU_TILE_ROWS at a time, are
  * stored once per backend column-major in groups of 32 columns, so the f32 tile kernels get their [K][32] tile
  * by decoding 16 rows per instruction (no transpose), and few-token matmuls multiply straight from the codes.
  * Decoding is cpu_qdot_x86.h's (w = fma(u, a, c) with the same a and c, from the same functions), and every
  * (row, token) sees col32_avx512's fma sequence, so results are bit-identical to dequantizing the rows.
- * Included by cpu_kernels_x86.c after cpu_qdot_x86.h and col32/store32_avx512, with the same QD_TARGET/QD_SFX.
+ * Included by cpu_kernels_x86.c after cpu_qdot_x86.h with the same QD_TARGET/QD_SFX and XW_LANES: 16 (AVX-512,
+ * after col32/store32_avx512; also a two-tile kernel for one token) or 8 (AVX2, gemm16_avx2's chains).
  * Group layout (cpu_xw_group_bytes): codes, then floats a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
  * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its
  * low (j even) or high (j odd) nibble; of the other types: byte 32*j + r. */
@@ -54,6 +55,7 @@ QD_ATTR void QD_FN(xw_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
   }
 }
 
+#if XW_LANES == 16
 /* Column j (a constant after unrolling) of group grp, decoded: rows 0-15 in w[0], 16-31 in w[1]. */
 QD_ATTR void QD_FN(xw_col_)(const int T, const uint8_t *grp, const int j, __m512 a[2], __m512 c[2], __m512 w[2]) {
   const int nib = cpu_xw_nibbles(T);
@@ -146,6 +148,100 @@ QD_ATTR void QD_FN(xw_gemm2_body_)(const int T, const uint8_t *tile, size_t tstr
   store32_avx512(acc[1], 1, y2, 0, nr2);
 }
 
+#else
+/* AVX2: column j of group grp, decoded for the 16 rows of half h (two ymm of 8 rows). */
+QD_ATTR void QD_FN(xw_col8_)(const int T, const uint8_t *grp, const int j, int h, __m256 a[2], __m256 c[2],
+                              __m256 w[2]) {
+  const int nib = cpu_xw_nibbles(T);
+  const uint8_t *p = grp + 32 * (nib ? j / 2 : j) + 16 * h;
+#pragma GCC unroll 2
+  for (int q = 0; q < 2; q++) {
+    __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)));
+    if (nib) u = (j & 1) ? _mm256_srli_epi32(u, 4) : _mm256_and_si256(u, _mm256_set1_epi32(0xF));
+    w[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), a[q], c[q]);
+  }
+}
+
+/* AVX2: the multipliers and offsets of the 16 rows of half h, for scale half hh. */
+QD_ATTR void QD_FN(xw_scales8_)(const int T, const uint8_t *grp, int hh, int h, __m256 a[2], __m256 c[2]) {
+  const int hs = cpu_xw_halves(T);
+  const float cf = cpu_xw_cfactor(T);
+  const float *f = (const float *)(grp + cpu_xw_code_bytes(T)) + 16 * h;
+  for (int q = 0; q < 2; q++) {
+    a[q] = _mm256_load_ps(f + hh * 32 + 8 * q);
+    c[q] = cf != 0.0f ? _mm256_mul_ps(a[q], _mm256_set1_ps(cf)) : _mm256_load_ps(f + hs * 32 + hh * 32 + 8 * q);
+  }
+}
+
+QD_ATTR void QD_FN(xw_unpack_body_)(const int T, const uint8_t *tile, int64_t K, float *wp) {
+  const size_t gb = cpu_xw_group_bytes(T);
+  const int hs = cpu_xw_halves(T);
+  for (int64_t g = 0; g < K / 32; g++, wp += 32 * CPU_TILE_ROWS) {
+    const uint8_t *grp = tile + (size_t)g * gb;
+    for (int h = 0; h < 2; h++) {
+      __m256 a[2], c[2], w[2];
+      QD_FN(xw_scales8_)(T, grp, 0, h, a, c);
+#pragma GCC unroll 32
+      for (int j = 0; j < 32; j++) {
+        if (hs == 2 && j == 16) QD_FN(xw_scales8_)(T, grp, 1, h, a, c);
+        QD_FN(xw_col8_)(T, grp, j, h, a, c, w);
+        _mm256_store_ps(wp + j * CPU_TILE_ROWS + 16 * h, w[0]);
+        _mm256_store_ps(wp + j * CPU_TILE_ROWS + 16 * h + 8, w[1]);
+      }
+    }
+  }
+}
+
+/* gemm16_avx2's chains (16 rows at a time, xp packed with gemm_nt = 6) on a repacked tile. */
+QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, const float *xp, const int NT,
+                                  float *y, int64_t ldy, int nr) {
+  const size_t gb = cpu_xw_group_bytes(T);
+  const int hs = cpu_xw_halves(T);
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    const float *xc = xp;
+    for (int64_t g = 0; g < K / 32; g++, xc += 32 * 6) {
+      const uint8_t *grp = tile + (size_t)g * gb;
+      __m256 a[2], c[2], w[2];
+      QD_FN(xw_scales8_)(T, grp, 0, h, a, c);
+#pragma GCC unroll 32
+      for (int j = 0; j < 32; j++) {
+        if (hs == 2 && j == 16) QD_FN(xw_scales8_)(T, grp, 1, h, a, c);
+        QD_FN(xw_col8_)(T, grp, j, h, a, c, w);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          __m256 b = _mm256_broadcast_ss(xc + j * 6 + t);
+          acc[t][0] = _mm256_fmadd_ps(w[0], b, acc[t][0]);
+          acc[t][1] = _mm256_fmadd_ps(w[1], b, acc[t][1]);
+        }
+      }
+    }
+    int n = nr - 16 * h < 16 ? nr - 16 * h : 16;
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      float tmp[16];
+      _mm256_storeu_ps(tmp, acc[t][0]);
+      _mm256_storeu_ps(tmp + 8, acc[t][1]);
+      memcpy(y + t * ldy + 16 * h, tmp, (size_t)n * sizeof(float));
+    }
+  }
+}
+
+#endif
+
+#if XW_LANES == 16
+#define XW_DEFINE2(tname, T)                                                                                      \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemm2_##tname##_)(                                     \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2, int nr, int nr2) {    \
+    QD_FN(xw_gemm2_body_)(T, tile, tstride, K, xp, y, y2, nr, nr2);                                               \
+  }
+#define XW_SET2(k, tname, T) (k)->xgemm2[T] = QD_FN(xw_gemm2_##tname##_)
+#else
+#define XW_DEFINE2(tname, T)
+#define XW_SET2(k, tname, T) (void)0
+#endif
 #define XW_DEFINE(tname, T)                                                                                       \
   __attribute__((target(QD_TARGET))) static void QD_FN(xw_pack_##tname##_)(const uint8_t *w, size_t wrb, int nr, \
                                                                             int64_t K, uint8_t *tile) {          \
@@ -164,10 +260,7 @@ QD_ATTR void QD_FN(xw_gemm2_body_)(const int T, const uint8_t *tile, size_t tstr
     default: QD_FN(xw_gemm_body_)(T, tile, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */           \
     }                                                                                                             \
   }                                                                                                               \
-  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemm2_##tname##_)(                                     \
-      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2, int nr, int nr2) {    \
-    QD_FN(xw_gemm2_body_)(T, tile, tstride, K, xp, y, y2, nr, nr2);                                               \
-  }
+  XW_DEFINE2(tname, T)
 XW_DEFINE(q4_0, ICL_TYPE_Q4_0)
 XW_DEFINE(q4_1, ICL_TYPE_Q4_1)
 XW_DEFINE(q5_0, ICL_TYPE_Q5_0)
@@ -185,7 +278,7 @@ XW_DEFINE(q6_k, ICL_TYPE_Q6_K)
     (k)->xpack[T] = QD_FN(xw_pack_##tname##_);     \
     (k)->xunpack[T] = QD_FN(xw_unpack_##tname##_); \
     (k)->xgemm[T] = QD_FN(xw_gemm_##tname##_);     \
-    (k)->xgemm2[T] = QD_FN(xw_gemm2_##tname##_);   \
+    XW_SET2(k, tname, T);                           \
   } while (0)
 
 /* Installs this instruction set's repacked-weight kernels into k. */
@@ -202,5 +295,7 @@ static void QD_FN(xw_install_)(cpu_kernels *k) {
   XW_INSTALL(k, q6_k, ICL_TYPE_Q6_K);
 }
 #undef XW_INSTALL
+#undef XW_DEFINE2
+#undef XW_SET2
 
 #undef QD_ATTR
