@@ -199,6 +199,8 @@ static int open_all(lua_State *L) {
   lua_newtable(L); /* icl */
   lua_pushliteral(L, ICL_VERSION);
   lua_setfield(L, -2, "version");
+  lua_pushcfunction(L, icl_lua_clock);
+  lua_setfield(L, -2, "clock");
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, icl_index);
   lua_setfield(L, -2, "__index");

@@ -160,6 +160,12 @@ static int progress_tostring(lua_State *L) {
   return 1;
 }
 
+/* icl.clock(): seconds on a monotonic clock (sub-second; for timing, not dates). */
+int icl_lua_clock(lua_State *L) {
+  lua_pushnumber(L, now_s());
+  return 1;
+}
+
 static const luaL_Reg progress_methods[] = {
     {"update", progress_update}, {"set", progress_set}, {"done", progress_done}, {NULL, NULL}};
 

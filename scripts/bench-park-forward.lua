@@ -23,7 +23,7 @@ for b = 1, walks_n do
 end
 assert(f:close())
 assert(os.rename(ids_file .. ".tmp", ids_file))
-local function wall() local p = io.popen("date +%s.%N"); local t = tonumber(p:read("a")); p:close(); return t end
+local wall = icl.clock
 m:run({seqs[1][1], seqs[1][2]}, {logits = "none"}) -- warm-up: first-touch of weights and buffers
 local modes = {{"all", "all"}, {"reduced", {select = ids, lse = true}}}
 for _, md in ipairs(modes) do

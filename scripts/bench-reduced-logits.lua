@@ -6,7 +6,7 @@ local ids = g:token_ids(m)
 local walk = g:walk{length = 1400, start = 1, seed = 42}
 local toks = g:tokens(m, walk, {bos = true})
 m:run({toks[1], toks[2]}, {logits = "none"})
-local function wall() local p = io.popen("date +%s.%N"); local t = tonumber(p:read("a")); p:close(); return t end
+local wall = icl.clock
 local t0, c0 = wall(), os.clock(); m:run(toks, {logits = "none"}); local t1, c1 = wall(), os.clock()
 local r = m:run(toks, {logits = "all"}); local a = icl.metrics.rule_following(r.logits, walk, g, {token_ids = ids})
 r.logits:close(); r = nil; collectgarbage(); local t2, c2 = wall(), os.clock()

@@ -90,7 +90,7 @@ function M.new(spec)
   if o.precision ~= "exact" and o.precision ~= "fast" then
     error(("--precision %s: expected exact or fast"):format(tostring(o.precision)), 0)
   end
-  local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = os.time()}, Exp)
+  local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = icl.clock()}, Exp)
   check_out(o.out)
   return e
 end
@@ -132,7 +132,7 @@ function Exp:figure(fig, base, formats)
 end
 
 -- e:elapsed(): wall seconds and CPU seconds since the experiment began.
-function Exp:elapsed() return os.time() - self.wall0, os.clock() - self.t0 end
+function Exp:elapsed() return icl.clock() - self.wall0, os.clock() - self.t0 end
 
 -- e:report(summary, lines): writes summary.json (through a temporary file renamed over it; experiment, model and
 -- seed added when absent, precision when it is fast; model = false leaves the model out) and prints the lines
@@ -148,7 +148,7 @@ function Exp:report(summary, lines)
   local wall, cpu = self:elapsed()
   local files = {"summary.json"}
   for _, f in ipairs(self.files) do files[#files + 1] = f end
-  print(("  wrote %s/{%s} in %d s (%.0f s of CPU)"):format(self.o.out, table.concat(files, ", "), wall, cpu))
+  print(("  wrote %s/{%s} in %.0f s (%.0f s of CPU)"):format(self.o.out, table.concat(files, ", "), wall, cpu))
 end
 
 -- One word list for every graph experiment: the first 16 make the 4x4 grid, the first 10 the ring, all 30 the

@@ -26,6 +26,19 @@ for _, full in ipairs(embedded) do
 end
 check(icl.no_such_module == nil, "unknown icl fields are nil")
 
+-- icl.clock: monotonic seconds with sub-second resolution (os.time counts whole seconds)
+do
+  local a, b = icl.clock(), icl.clock()
+  check(math.type(a) == "float" and b >= a and b - a < 0.5, "icl.clock: two readings in a row")
+  -- one whole second of os.time, from tick to tick, measured on icl.clock
+  local s = os.time()
+  while os.time() == s do end
+  local w0, s0 = icl.clock(), os.time()
+  while os.time() == s0 do end
+  local dw = icl.clock() - w0
+  check(dw > 0.9 and dw < 1.5, "icl.clock keeps time with os.time: one second read as " .. dw)
+end
+
 -- arg as the stock interpreter sets it --------------------------------------------------------------------
 check(type(arg) == "table" and arg[0]:match("test_runtime%.lua$"), "arg[0] is the script")
 check(arg[-1] == "script" and type(arg[-2]) == "string", "negative arg indices hold the interpreter words")
