@@ -123,9 +123,9 @@ typedef struct cpu_kernels {
   void (*xunpack[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, float *wp);
   void (*xgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
                                 int nr);
-  /* xgemm of one token on tiles tile and tile + tstride at once (more independent fma chains), into y and y2 */
-  void (*xgemm2[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2,
-                                 int nr, int nr2);
+  /* xgemm of one token on ntl (2 or 4) tiles tile + i*tstride at once (more independent fma chains), into y[i] */
+  void (*xgemmn[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y,
+                                 const int *nr, int ntl);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8

@@ -4,7 +4,7 @@
  * Decoding is cpu_qdot_x86.h's (w = fma(u, a, c) with the same a and c, from the same functions), and every
  * (row, token) sees col32_avx512's fma sequence, so results are bit-identical to dequantizing the rows.
  * Included by cpu_kernels_x86.c after cpu_qdot_x86.h with the same QD_TARGET/QD_SFX and XW_LANES: 16 (AVX-512,
- * after col32/store32_avx512; also a two-tile kernel for one token) or 8 (AVX2, gemm16_avx2's chains).
+ * after col32/store32_avx512; also a kernel for one token on several tiles) or 8 (AVX2, gemm16_avx2's chains).
  * Group layout (cpu_xw_group_bytes): codes, then floats a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
  * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its
  * low (j even) or high (j odd) nibble; of the other types: byte 32*j + r. */
@@ -119,33 +119,34 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
   store32_avx512(acc, NT, y, ldy, nr);
 }
 
-/* One token times two repacked tiles (tile and tile + tstride): four independent fma chains instead of two, for
- * decode, where one tile's two chains wait on the fma latency. y2 gets the second tile's nr2 rows. */
-QD_ATTR void QD_FN(xw_gemm2_body_)(const int T, const uint8_t *tile, size_t tstride, int64_t K, const float *xp,
-                                   float *y, float *y2, int nr, int nr2) {
+/* One token times NTL repacked tiles (tile + i*tstride): 2*NTL independent fma chains instead of two, for decode,
+ * where one tile's two chains wait on the fma latency, and NTL streams in flight. y[i] gets tile i's nr[i] rows. */
+QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *tile, size_t tstride, int64_t K,
+                                   const float *xp, float *const *y, const int *nr) {
   const size_t gb = cpu_xw_group_bytes(T);
   const int hs = cpu_xw_halves(T);
-  __m512 acc[2][8][2];
-  for (int q = 0; q < 2; q++) acc[q][0][0] = acc[q][0][1] = _mm512_setzero_ps();
+  __m512 acc[4][8][2];
+#pragma GCC unroll 4
+  for (int q = 0; q < NTL; q++) acc[q][0][0] = acc[q][0][1] = _mm512_setzero_ps();
   for (int64_t g = 0; g < K / 32; g++, xp += 32 * 8) {
-    const uint8_t *grp = tile + (size_t)g * gb, *grp2 = grp + tstride;
-    __m512 a[2], c[2], w[2], a2[2], c2[2], w2[2];
-    QD_FN(xw_scales_)(T, grp, 0, a, c);
-    QD_FN(xw_scales_)(T, grp2, 0, a2, c2);
+    const uint8_t *grp = tile + (size_t)g * gb;
+    __m512 a[4][2], c[4][2], w[2];
+#pragma GCC unroll 4
+    for (int q = 0; q < NTL; q++) QD_FN(xw_scales_)(T, grp + q * tstride, 0, a[q], c[q]);
 #pragma GCC unroll 32
     for (int j = 0; j < 32; j++) {
-      if (hs == 2 && j == 16) {
-        QD_FN(xw_scales_)(T, grp, 1, a, c);
-        QD_FN(xw_scales_)(T, grp2, 1, a2, c2);
+      if (hs == 2 && j == 16)
+#pragma GCC unroll 4
+        for (int q = 0; q < NTL; q++) QD_FN(xw_scales_)(T, grp + q * tstride, 1, a[q], c[q]);
+#pragma GCC unroll 4
+      for (int q = 0; q < NTL; q++) {
+        QD_FN(xw_col_)(T, grp + q * tstride, j, a[q], c[q], w);
+        col32_avx512(w[0], w[1], xp + j * 8, 1, acc[q]);
       }
-      QD_FN(xw_col_)(T, grp, j, a, c, w);
-      QD_FN(xw_col_)(T, grp2, j, a2, c2, w2);
-      col32_avx512(w[0], w[1], xp + j * 8, 1, acc[0]);
-      col32_avx512(w2[0], w2[1], xp + j * 8, 1, acc[1]);
     }
   }
-  store32_avx512(acc[0], 1, y, 0, nr);
-  store32_avx512(acc[1], 1, y2, 0, nr2);
+#pragma GCC unroll 4
+  for (int q = 0; q < NTL; q++) store32_avx512(acc[q], 1, y[q], 0, nr[q]);
 }
 
 #else
@@ -232,15 +233,16 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
 #endif
 
 #if XW_LANES == 16
-#define XW_DEFINE2(tname, T)                                                                                      \
-  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemm2_##tname##_)(                                     \
-      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *y, float *y2, int nr, int nr2) {    \
-    QD_FN(xw_gemm2_body_)(T, tile, tstride, K, xp, y, y2, nr, nr2);                                               \
+#define XW_DEFINEN(tname, T)                                                                                      \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemmn_##tname##_)(                                     \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y, const int *nr, int ntl) { \
+    if (ntl == 4) QD_FN(xw_gemmn_body_)(T, 4, tile, tstride, K, xp, y, nr);                                        \
+    else QD_FN(xw_gemmn_body_)(T, 2, tile, tstride, K, xp, y, nr);                                                 \
   }
-#define XW_SET2(k, tname, T) (k)->xgemm2[T] = QD_FN(xw_gemm2_##tname##_)
+#define XW_SETN(k, tname, T) (k)->xgemmn[T] = QD_FN(xw_gemmn_##tname##_)
 #else
-#define XW_DEFINE2(tname, T)
-#define XW_SET2(k, tname, T) (void)0
+#define XW_DEFINEN(tname, T)
+#define XW_SETN(k, tname, T) (void)0
 #endif
 #define XW_DEFINE(tname, T)                                                                                       \
   __attribute__((target(QD_TARGET))) static void QD_FN(xw_pack_##tname##_)(const uint8_t *w, size_t wrb, int nr, \
@@ -260,7 +262,7 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
     default: QD_FN(xw_gemm_body_)(T, tile, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */           \
     }                                                                                                             \
   }                                                                                                               \
-  XW_DEFINE2(tname, T)
+  XW_DEFINEN(tname, T)
 XW_DEFINE(q4_0, ICL_TYPE_Q4_0)
 XW_DEFINE(q4_1, ICL_TYPE_Q4_1)
 XW_DEFINE(q5_0, ICL_TYPE_Q5_0)
@@ -278,7 +280,7 @@ XW_DEFINE(q6_k, ICL_TYPE_Q6_K)
     (k)->xpack[T] = QD_FN(xw_pack_##tname##_);     \
     (k)->xunpack[T] = QD_FN(xw_unpack_##tname##_); \
     (k)->xgemm[T] = QD_FN(xw_gemm_##tname##_);     \
-    XW_SET2(k, tname, T);                           \
+    XW_SETN(k, tname, T);                           \
   } while (0)
 
 /* Installs this instruction set's repacked-weight kernels into k. */
@@ -295,7 +297,7 @@ static void QD_FN(xw_install_)(cpu_kernels *k) {
   XW_INSTALL(k, q6_k, ICL_TYPE_Q6_K);
 }
 #undef XW_INSTALL
-#undef XW_DEFINE2
-#undef XW_SET2
+#undef XW_DEFINEN
+#undef XW_SETN
 
 #undef QD_ATTR

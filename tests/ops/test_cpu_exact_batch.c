@@ -94,7 +94,7 @@ static void check_repack(uint32_t type, int64_t K, int64_t rows, int64_t n, cons
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
   static const uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
-  static const int64_t shapes[][2] = {{7, 5}, {33, 40}, {96, 33}, {256, 70}, {640, 33}, {768, 40}};
+  static const int64_t shapes[][2] = {{7, 5}, {33, 40}, {96, 33}, {256, 70}, {640, 33}, {768, 40}, {256, 200}};
   static const int64_t ns[] = {2, 3, 4, 5, 9, 67};
   for (int l = 0; l < 3; l++) {
     setenv("ICL_CPU_SIMD", levels[l], 1);
