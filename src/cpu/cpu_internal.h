@@ -43,6 +43,9 @@ typedef struct cpu_q8 {
 
 /* Rows of the packed weight tile the gemm kernels work on. */
 #define CPU_TILE_ROWS 32
+/* Tiles per one-token kernel call on EXACT repacked weights (xgemmn): 4 keeps more of the weight stream in flight
+ * than 2 (Gemma 3's LM head for one token 9.1-9.5 ms against 10.2-11.3 ms, paired runs of scripts/bench-cpu.sh). */
+#define CPU_XW_TILES 4
 /* Tokens gemm_rowtile handles at most (it pays a transpose per call, so only few-token matmuls use it). */
 #define CPU_ROWTILE_TOKS 4
 /* Tokens one gemm kernel call handles at most (each kernel states its own gemm_nt <= this). */
@@ -123,9 +126,10 @@ typedef struct cpu_kernels {
   void (*xunpack[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, float *wp);
   void (*xgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
                                 int nr);
-  /* xgemm of one token on ntl (2 or 4) tiles tile + i*tstride at once (more independent fma chains), into y[i] */
+  /* xgemm of one token on CPU_XW_TILES tiles tile + i*tstride at once (more fma chains and weight streams in
+   * flight), tile i into y[i] (nr[i] rows) */
   void (*xgemmn[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y,
-                                 const int *nr, int ntl);
+                                 const int *nr);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8

@@ -22,11 +22,6 @@
 #define MM_TOK_BLOCK 64
 /* Tokens per qdot call (the integer kernels reuse an unpacked weight block for up to 4). */
 #define MM_QDOT_TOKENS 4
-/* EXACT one-token matmul on repacked weights: tiles per kernel call (2 or 4; 4 keeps more of the weight stream in
- * flight: Gemma 3's LM head 9.1-9.5 ms against 10.2-11.3 with 2, scripts/bench-cpu.sh) */
-#ifndef MM_XW_TILES
-#define MM_XW_TILES 4
-#endif
 
 typedef struct mm_ctx {
   cpu_backend *cb;
@@ -191,18 +186,18 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
   uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q || c->xw ? tmp : tmp + c->tbytes;
   const cpu_kernels *k = &c->cb->k;
-  if (c->xw && c->n == 1 && k->xgemmn[c->type]) { /* item = MM_XW_TILES tiles */
-    int64_t n_tiles = (c->rows + c->trows - 1) / c->trows, t0 = MM_XW_TILES * it;
-    int ntl = n_tiles - t0 < MM_XW_TILES ? (int)(n_tiles - t0) : MM_XW_TILES;
-    if (ntl == MM_XW_TILES) {
-      float *ys[4];
-      int nrs[4];
+  if (c->xw && c->n == 1 && k->xgemmn[c->type]) { /* item = CPU_XW_TILES tiles */
+    int64_t n_tiles = (c->rows + c->trows - 1) / c->trows, t0 = CPU_XW_TILES * it;
+    int ntl = n_tiles - t0 < CPU_XW_TILES ? (int)(n_tiles - t0) : CPU_XW_TILES;
+    if (ntl == CPU_XW_TILES) {
+      float *ys[CPU_XW_TILES];
+      int nrs[CPU_XW_TILES];
       for (int q = 0; q < ntl; q++) {
         int64_t r0;
         nrs[q] = mm_tile_rows(c, t0 + q, &r0);
         ys[q] = c->y + r0;
       }
-      k->xgemmn[c->type](c->xw + (size_t)t0 * c->xw_tile, c->xw_tile, c->K, c->xp, ys, nrs, ntl);
+      k->xgemmn[c->type](c->xw + (size_t)t0 * c->xw_tile, c->xw_tile, c->K, c->xp, ys, nrs);
     } else {
       for (int q = 0; q < ntl; q++) {
         int64_t r0;
@@ -265,7 +260,7 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   }
   if (fused) {
     int multi = c->xw && c->n == 1 && k->xgemmn[c->type];
-    cpu_pool_for(cb->pool, multi ? (n_tiles + MM_XW_TILES - 1) / MM_XW_TILES : n_tiles, mm_fused_item, c);
+    cpu_pool_for(cb->pool, multi ? (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES : n_tiles, mm_fused_item, c);
     return ICL_OK;
   }
   int64_t per_panel = MM_PANEL_BYTES / c->tbytes > 0 ? (int64_t)(MM_PANEL_BYTES / c->tbytes) : 1;

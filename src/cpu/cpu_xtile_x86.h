@@ -56,14 +56,17 @@ QD_ATTR void QD_FN(xw_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
 }
 
 #if XW_LANES == 16
-/* Column j (a constant after unrolling) of group grp, decoded: rows 0-15 in w[0], 16-31 in w[1]. */
-QD_ATTR void QD_FN(xw_col_)(const int T, const uint8_t *grp, const int j, __m512 a[2], __m512 c[2], __m512 w[2]) {
+/* Column j of group grp, decoded: rows 0-15 in w[0], 16-31 in w[1]. odd = j & 1, a constant, so the nibble
+ * choice compiles away while the column loops stay rolled (unrolled 32 times they made this file take minutes to
+ * compile under the sanitizers). */
+QD_ATTR void QD_FN(xw_col_)(const int T, const uint8_t *grp, int j, const int odd, __m512 a[2], __m512 c[2],
+                            __m512 w[2]) {
   const int nib = cpu_xw_nibbles(T);
   const uint8_t *p = grp + 32 * (nib ? j / 2 : j);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; h++) {
     __m512i u = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(p + 16 * h)));
-    if (nib) u = (j & 1) ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(0xF));
+    if (nib) u = odd ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(0xF));
     w[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), a[h], c[h]);
   }
 }
@@ -87,12 +90,14 @@ QD_ATTR void QD_FN(xw_unpack_body_)(const int T, const uint8_t *tile, int64_t K,
     const uint8_t *grp = tile + (size_t)g * gb;
     __m512 a[2], c[2], w[2];
     QD_FN(xw_scales_)(T, grp, 0, a, c);
-#pragma GCC unroll 32
-    for (int j = 0; j < 32; j++) {
+    for (int j = 0; j < 32; j += 2) {
       if (hs == 2 && j == 16) QD_FN(xw_scales_)(T, grp, 1, a, c);
-      QD_FN(xw_col_)(T, grp, j, a, c, w);
-      _mm512_store_ps(wp + j * CPU_TILE_ROWS, w[0]);
-      _mm512_store_ps(wp + j * CPU_TILE_ROWS + 16, w[1]);
+#pragma GCC unroll 2
+      for (int o = 0; o < 2; o++) {
+        QD_FN(xw_col_)(T, grp, j + o, o, a, c, w);
+        _mm512_store_ps(wp + (j + o) * CPU_TILE_ROWS, w[0]);
+        _mm512_store_ps(wp + (j + o) * CPU_TILE_ROWS + 16, w[1]);
+      }
     }
   }
 }
@@ -109,11 +114,13 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
     const uint8_t *grp = tile + (size_t)g * gb;
     __m512 a[2], c[2], w[2];
     QD_FN(xw_scales_)(T, grp, 0, a, c);
-#pragma GCC unroll 32
-    for (int j = 0; j < 32; j++) {
+    for (int j = 0; j < 32; j += 2) {
       if (hs == 2 && j == 16) QD_FN(xw_scales_)(T, grp, 1, a, c);
-      QD_FN(xw_col_)(T, grp, j, a, c, w);
-      col32_avx512(w[0], w[1], xp + j * 8, NT, acc);
+#pragma GCC unroll 2
+      for (int o = 0; o < 2; o++) {
+        QD_FN(xw_col_)(T, grp, j + o, o, a, c, w);
+        col32_avx512(w[0], w[1], xp + (j + o) * 8, NT, acc);
+      }
     }
   }
   store32_avx512(acc, NT, y, ldy, nr);
@@ -125,24 +132,25 @@ QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *ti
                                    const float *xp, float *const *y, const int *nr) {
   const size_t gb = cpu_xw_group_bytes(T);
   const int hs = cpu_xw_halves(T);
-  __m512 acc[4][8][2];
+  __m512 acc[CPU_XW_TILES][8][2];
 #pragma GCC unroll 4
   for (int q = 0; q < NTL; q++) acc[q][0][0] = acc[q][0][1] = _mm512_setzero_ps();
   for (int64_t g = 0; g < K / 32; g++, xp += 32 * 8) {
     const uint8_t *grp = tile + (size_t)g * gb;
-    __m512 a[4][2], c[4][2], w[2];
+    __m512 a[CPU_XW_TILES][2], c[CPU_XW_TILES][2], w[2];
 #pragma GCC unroll 4
     for (int q = 0; q < NTL; q++) QD_FN(xw_scales_)(T, grp + q * tstride, 0, a[q], c[q]);
-#pragma GCC unroll 32
-    for (int j = 0; j < 32; j++) {
+    for (int j = 0; j < 32; j += 2) {
       if (hs == 2 && j == 16)
 #pragma GCC unroll 4
         for (int q = 0; q < NTL; q++) QD_FN(xw_scales_)(T, grp + q * tstride, 1, a[q], c[q]);
+#pragma GCC unroll 2
+      for (int o = 0; o < 2; o++)
 #pragma GCC unroll 4
-      for (int q = 0; q < NTL; q++) {
-        QD_FN(xw_col_)(T, grp + q * tstride, j, a[q], c[q], w);
-        col32_avx512(w[0], w[1], xp + j * 8, 1, acc[q]);
-      }
+        for (int q = 0; q < NTL; q++) {
+          QD_FN(xw_col_)(T, grp + q * tstride, j + o, o, a[q], c[q], w);
+          col32_avx512(w[0], w[1], xp + (j + o) * 8, 1, acc[q]);
+        }
     }
   }
 #pragma GCC unroll 4
@@ -150,15 +158,15 @@ QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *ti
 }
 
 #else
-/* AVX2: column j of group grp, decoded for the 16 rows of half h (two ymm of 8 rows). */
-QD_ATTR void QD_FN(xw_col8_)(const int T, const uint8_t *grp, const int j, int h, __m256 a[2], __m256 c[2],
+/* AVX2: column j (odd = j & 1, a constant) of group grp, decoded for the 16 rows of half h (two ymm of 8 rows). */
+QD_ATTR void QD_FN(xw_col8_)(const int T, const uint8_t *grp, int j, const int odd, int h, __m256 a[2], __m256 c[2],
                               __m256 w[2]) {
   const int nib = cpu_xw_nibbles(T);
   const uint8_t *p = grp + 32 * (nib ? j / 2 : j) + 16 * h;
 #pragma GCC unroll 2
   for (int q = 0; q < 2; q++) {
     __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)));
-    if (nib) u = (j & 1) ? _mm256_srli_epi32(u, 4) : _mm256_and_si256(u, _mm256_set1_epi32(0xF));
+    if (nib) u = odd ? _mm256_srli_epi32(u, 4) : _mm256_and_si256(u, _mm256_set1_epi32(0xF));
     w[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), a[q], c[q]);
   }
 }
@@ -182,12 +190,14 @@ QD_ATTR void QD_FN(xw_unpack_body_)(const int T, const uint8_t *tile, int64_t K,
     for (int h = 0; h < 2; h++) {
       __m256 a[2], c[2], w[2];
       QD_FN(xw_scales8_)(T, grp, 0, h, a, c);
-#pragma GCC unroll 32
-      for (int j = 0; j < 32; j++) {
+      for (int j = 0; j < 32; j += 2) {
         if (hs == 2 && j == 16) QD_FN(xw_scales8_)(T, grp, 1, h, a, c);
-        QD_FN(xw_col8_)(T, grp, j, h, a, c, w);
-        _mm256_store_ps(wp + j * CPU_TILE_ROWS + 16 * h, w[0]);
-        _mm256_store_ps(wp + j * CPU_TILE_ROWS + 16 * h + 8, w[1]);
+#pragma GCC unroll 2
+        for (int o = 0; o < 2; o++) {
+          QD_FN(xw_col8_)(T, grp, j + o, o, h, a, c, w);
+          _mm256_store_ps(wp + (j + o) * CPU_TILE_ROWS + 16 * h, w[0]);
+          _mm256_store_ps(wp + (j + o) * CPU_TILE_ROWS + 16 * h + 8, w[1]);
+        }
       }
     }
   }
@@ -207,15 +217,17 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
       const uint8_t *grp = tile + (size_t)g * gb;
       __m256 a[2], c[2], w[2];
       QD_FN(xw_scales8_)(T, grp, 0, h, a, c);
-#pragma GCC unroll 32
-      for (int j = 0; j < 32; j++) {
+      for (int j = 0; j < 32; j += 2) {
         if (hs == 2 && j == 16) QD_FN(xw_scales8_)(T, grp, 1, h, a, c);
-        QD_FN(xw_col8_)(T, grp, j, h, a, c, w);
+#pragma GCC unroll 2
+        for (int o = 0; o < 2; o++) {
+          QD_FN(xw_col8_)(T, grp, j + o, o, h, a, c, w);
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-          __m256 b = _mm256_broadcast_ss(xc + j * 6 + t);
-          acc[t][0] = _mm256_fmadd_ps(w[0], b, acc[t][0]);
-          acc[t][1] = _mm256_fmadd_ps(w[1], b, acc[t][1]);
+          for (int t = 0; t < NT; t++) {
+            __m256 b = _mm256_broadcast_ss(xc + (j + o) * 6 + t);
+            acc[t][0] = _mm256_fmadd_ps(w[0], b, acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(w[1], b, acc[t][1]);
+          }
         }
       }
     }
@@ -235,9 +247,8 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
 #if XW_LANES == 16
 #define XW_DEFINEN(tname, T)                                                                                      \
   __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemmn_##tname##_)(                                     \
-      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y, const int *nr, int ntl) { \
-    if (ntl == 4) QD_FN(xw_gemmn_body_)(T, 4, tile, tstride, K, xp, y, nr);                                        \
-    else QD_FN(xw_gemmn_body_)(T, 2, tile, tstride, K, xp, y, nr);                                                 \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y, const int *nr) {          \
+    QD_FN(xw_gemmn_body_)(T, CPU_XW_TILES, tile, tstride, K, xp, y, nr);                                          \
   }
 #define XW_SETN(k, tname, T) (k)->xgemmn[T] = QD_FN(xw_gemmn_##tname##_)
 #else
