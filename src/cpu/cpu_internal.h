@@ -182,12 +182,10 @@ typedef struct cpu_scratch {
 /* A quantized weight repacked for EXACT precision, keyed by the view it was made from. */
 typedef struct cpu_xw {
   const icl_buf *buf;
-  const void *data; /* buf->data when made */
   size_t offset;
   uint32_t type;
   int64_t K, rows;
   uint8_t *tiles; /* ceil(rows/32) tiles of K/32 groups */
-  size_t bytes;
 } cpu_xw;
 
 typedef struct cpu_backend {
@@ -202,7 +200,6 @@ typedef struct cpu_backend {
   cpu_scratch panel;    /* matmul: a panel of packed weight tiles */
   cpu_xw *xw;           /* EXACT: repacked weights (cpu_xweights.c), n_xw of cap_xw */
   int n_xw, cap_xw;
-  size_t xw_bytes;      /* their total size */
   int xw_off;           /* 1: never repack (ICL_CPU_REPACK=0; tests compare both paths) */
 } cpu_backend;
 

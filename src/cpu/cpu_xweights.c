@@ -34,8 +34,7 @@ const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes) 
   *tile_bytes = (size_t)(K / 32) * cpu_xw_group_bytes(t);
   for (int i = 0; i < cb->n_xw; i++) {
     const cpu_xw *e = &cb->xw[i];
-    if (e->buf == w->buf && e->data == w->buf->data && e->offset == w->offset && e->type == t && e->K == K &&
-        e->rows == rows)
+    if (e->buf == w->buf && e->offset == w->offset && e->type == t && e->K == K && e->rows == rows)
       return e->tiles;
   }
   if (cb->n_xw == cb->cap_xw) {
@@ -52,9 +51,7 @@ const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes) 
                 .tiles = aligned_alloc(64, bytes)};
   if (!b.tiles) return NULL; /* the caller dequantizes rows instead: same results, slower */
   cpu_pool_for(cb->pool, n_tiles, xw_build_item, &b);
-  cb->xw[cb->n_xw++] = (cpu_xw){.buf = w->buf, .data = w->buf->data, .offset = w->offset, .type = t, .K = K,
-                                .rows = rows, .tiles = b.tiles, .bytes = bytes};
-  cb->xw_bytes += bytes;
+  cb->xw[cb->n_xw++] = (cpu_xw){.buf = w->buf, .offset = w->offset, .type = t, .K = K, .rows = rows, .tiles = b.tiles};
   return b.tiles;
 }
 
@@ -64,7 +61,6 @@ void cpu_xw_drop(cpu_backend *cb, const icl_buf *b, size_t off, size_t n) {
     size_t lo = e->offset, hi = lo + icl_type_row_bytes(e->type, e->K) * (size_t)e->rows;
     if (e->buf == b && off < hi && (n == SIZE_MAX || off + n > lo)) {
       free(e->tiles);
-      cb->xw_bytes -= e->bytes;
       *e = cb->xw[--cb->n_xw];
     } else {
       i++;
