@@ -80,6 +80,8 @@ static inline size_t cpu_xw_code_bytes(uint32_t t) { return cpu_xw_nibbles(t) ? 
 static inline size_t cpu_xw_group_bytes(uint32_t t) {
   return cpu_xw_code_bytes(t) + (size_t)cpu_xw_halves(t) * (cpu_xw_cfactor(t) != 0.0f ? 128 : 256);
 }
+/* Bytes of one repacked tile of a weight with K columns. */
+static inline size_t cpu_xw_tile_bytes(uint32_t t, int64_t K) { return (size_t)(K / 32) * cpu_xw_group_bytes(t); }
 
 /* Dot of nb 32-blocks of one quantized weight row with nt (1..4) activation rows, each nb
  * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
@@ -241,8 +243,8 @@ const char *icl_cpu_backend_describe(icl_backend *be, char *buf, size_t n);
 
 /* EXACT precision's repacked copy of weight view w (made on first use, in parallel), or NULL where there is none:
  * a type or SIMD level without the kernels, a buffer not allocated as ICL_BUF_WEIGHT, xw_off, or no memory (the
- * caller then dequantizes rows, with identical results). *tile_bytes: the bytes of one tile. */
-const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes);
+ * caller then dequantizes rows, with identical results). Its tiles are cpu_xw_tile_bytes apart. */
+const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w);
 /* Forgets the repacked copies made from bytes [off, off+n) of b (its contents changed, or it is freed: n = SIZE_MAX). */
 void cpu_xw_drop(cpu_backend *cb, const icl_buf *b, size_t off, size_t n);
 

@@ -39,8 +39,9 @@ typedef struct mm_ctx {
   int trows;                    /* rows per tile */
   size_t tbytes;                /* bytes per packed tile */
   int64_t tile0, n_ptiles, tblock;
-  const uint8_t *xw;            /* EXACT: the weight repacked (cpu_xweights.c), tiles of xw_tile bytes; or NULL */
-  size_t xw_tile;
+  const uint8_t *xw;            /* EXACT: the weight repacked (cpu_xweights.c), or NULL */
+  size_t xw_tile;               /* bytes per repacked tile */
+  int xw_multi;                 /* one token: items of CPU_XW_TILES repacked tiles (xgemmn) */
 } mm_ctx;
 
 void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n) {
@@ -186,7 +187,7 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
   uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q || c->xw ? tmp : tmp + c->tbytes;
   const cpu_kernels *k = &c->cb->k;
-  if (c->xw && c->n == 1 && k->xgemmn[c->type]) { /* item = CPU_XW_TILES tiles */
+  if (c->xw_multi) { /* item = CPU_XW_TILES tiles */
     int64_t n_tiles = (c->rows + c->trows - 1) / c->trows, t0 = CPU_XW_TILES * it;
     int ntl = n_tiles - t0 < CPU_XW_TILES ? (int)(n_tiles - t0) : CPU_XW_TILES;
     if (ntl == CPU_XW_TILES) {
@@ -259,8 +260,7 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     c->xp = xp;
   }
   if (fused) {
-    int multi = c->xw && c->n == 1 && k->xgemmn[c->type];
-    cpu_pool_for(cb->pool, multi ? (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES : n_tiles, mm_fused_item, c);
+    cpu_pool_for(cb->pool, c->xw_multi ? (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES : n_tiles, mm_fused_item, c);
     return ICL_OK;
   }
   int64_t per_panel = MM_PANEL_BYTES / c->tbytes > 0 ? (int64_t)(MM_PANEL_BYTES / c->tbytes) : 1;
@@ -295,7 +295,9 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
    * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
   if (be->precision == ICL_PRECISION_EXACT) {
-    c.xw = cpu_xw_get(cb, w, &c.xw_tile);
+    c.xw = cpu_xw_get(cb, w);
+    c.xw_tile = cpu_xw_tile_bytes(c.type, c.K);
+    c.xw_multi = c.xw && c.n == 1 && cb->k.xgemmn[c.type];
     return mm_tiles(&c, err);
   }
   if (c.n >= cb->qgemm_min_tokens && cb->k.qgemm[c.type]) {

@@ -24,14 +24,13 @@ static void xw_build_item(void *arg, int64_t ti, int ith) {
   b->k->xpack[b->type](b->w + (size_t)r0 * b->wrb, b->wrb, nr, b->K, b->tiles + (size_t)ti * b->tbytes);
 }
 
-const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes) {
+const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w) {
   const cpu_kernels *k = &cb->k;
   uint32_t t = w->type;
   int64_t K = w->ne[0], rows = w->ne[1];
   if (cb->xw_off || t >= ICL_TYPE_COUNT || !k->xpack[t] || !k->xunpack[t] || !k->xgemm[t] ||
       !(w->buf->usage & ICL_BUF_WEIGHT) || K % 32)
     return NULL;
-  *tile_bytes = (size_t)(K / 32) * cpu_xw_group_bytes(t);
   for (int i = 0; i < cb->n_xw; i++) {
     const cpu_xw *e = &cb->xw[i];
     if (e->buf == w->buf && e->offset == w->offset && e->type == t && e->K == K && e->rows == rows)
@@ -45,9 +44,9 @@ const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w, size_t *tile_bytes) 
     cb->cap_xw = cap;
   }
   int64_t n_tiles = (rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
-  size_t bytes = (size_t)n_tiles * *tile_bytes;
+  size_t tbytes = cpu_xw_tile_bytes(t, K), bytes = (size_t)n_tiles * tbytes;
   xw_build b = {.k = k, .type = t, .w = (const uint8_t *)w->buf->data + w->offset,
-                .wrb = icl_type_row_bytes(t, K), .tbytes = *tile_bytes, .K = K, .rows = rows,
+                .wrb = icl_type_row_bytes(t, K), .tbytes = tbytes, .K = K, .rows = rows,
                 .tiles = aligned_alloc(64, bytes)};
   if (!b.tiles) return NULL; /* the caller dequantizes rows instead: same results, slower */
   cpu_pool_for(cb->pool, n_tiles, xw_build_item, &b);

@@ -77,7 +77,7 @@ static void check_repack(uint32_t type, int64_t K, int64_t rows, int64_t n, cons
       CHECKF(be->ops->read(be, y.buf, 0, off ? ya : yb, (size_t)(rows * n) * sizeof(float), &err) == ICL_OK,
              "read: %s", err.msg);
     }
-    int repacked = cpu_xw_get(cb, &w, &(size_t){0}) != NULL;
+    int repacked = cpu_xw_get(cb, &w) != NULL;
     CHECKF(!memcmp(ya, yb, (size_t)(rows * n) * sizeof(float)),
            "%s %s K=%lld rows=%lld n=%lld round %d (repacked: %d): repacked weights differ from dequantized rows",
            level, icl_type_name(type), (long long)K, (long long)rows, (long long)n, round, repacked);
