@@ -57,11 +57,16 @@ typedef struct cpu_q8 {
 #define CPU_QGROUP_BYTES 768
 
 /* EXACT precision's repacked weights (cpu_xtile_x86.h, cpu_xweights.c): per tile of CPU_TILE_ROWS rows, groups of
- * 32 columns, each the codes of 32 rows (4 bits for types whose codes fit, else 8) then f32 multipliers and offsets
+ * 32 columns, each the codes of 32 rows (4 bits for types whose codes fit, else 8) then multipliers and offsets
  * per row, one pair per 32 columns or, where the type scales 16 elements at a time, per 16 (offsets only where they
- * are not a constant multiple of the multiplier). */
+ * are not a constant multiple of the multiplier). Decode streams all of it on every step: the 32-block types'
+ * scales are f16 in the file and stay f16 here (the K types' are products, kept as f32). 5- and 6-bit codes stay
+ * bytes: bit planes saved a third of their bytes but cost more decode than they saved in reads. */
 static inline int cpu_xw_nibbles(uint32_t t) {
   return t == ICL_TYPE_Q4_0 || t == ICL_TYPE_Q4_1 || t == ICL_TYPE_Q4_K || t == ICL_TYPE_Q2_K || t == ICL_TYPE_Q3_K;
+}
+static inline int cpu_xw_f16(uint32_t t) {
+  return t == ICL_TYPE_Q4_0 || t == ICL_TYPE_Q4_1 || t == ICL_TYPE_Q5_0 || t == ICL_TYPE_Q5_1 || t == ICL_TYPE_Q8_0;
 }
 static inline int cpu_xw_halves(uint32_t t) { return t == ICL_TYPE_Q2_K || t == ICL_TYPE_Q3_K || t == ICL_TYPE_Q6_K ? 2 : 1; }
 /* Types whose offset is the multiplier times a constant (the decoders compute it so: -8*d, -32*a, ...), which is
@@ -76,9 +81,12 @@ static inline float cpu_xw_cfactor(uint32_t t) {
   default: return 0.0f;
   }
 }
+/* Bytes of a group's codes; its scales follow. */
 static inline size_t cpu_xw_code_bytes(uint32_t t) { return cpu_xw_nibbles(t) ? 512 : 1024; }
+/* Bytes of one scale array [halves][32] (f16 or f32). */
+static inline size_t cpu_xw_scale_bytes(uint32_t t) { return (size_t)cpu_xw_halves(t) * 32 * (cpu_xw_f16(t) ? 2 : 4); }
 static inline size_t cpu_xw_group_bytes(uint32_t t) {
-  return cpu_xw_code_bytes(t) + (size_t)cpu_xw_halves(t) * (cpu_xw_cfactor(t) != 0.0f ? 128 : 256);
+  return cpu_xw_code_bytes(t) + cpu_xw_scale_bytes(t) * (cpu_xw_cfactor(t) != 0.0f ? 1 : 2);
 }
 /* Bytes of one repacked tile of a weight with K columns. */
 static inline size_t cpu_xw_tile_bytes(uint32_t t, int64_t K) { return (size_t)(K / 32) * cpu_xw_group_bytes(t); }

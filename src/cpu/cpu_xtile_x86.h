@@ -5,9 +5,10 @@
  * (row, token) sees col32_avx512's fma sequence, so results are bit-identical to dequantizing the rows.
  * Included by cpu_kernels_x86.c after cpu_qdot_x86.h with the same QD_TARGET/QD_SFX and XW_LANES: 16 (AVX-512,
  * after col32/store32_avx512; also a kernel for one token on several tiles) or 8 (AVX2, gemm16_avx2's chains).
- * Group layout (cpu_xw_group_bytes): codes, then floats a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
- * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its
- * low (j even) or high (j odd) nibble; of the other types: byte 32*j + r. */
+ * Group layout (cpu_xw_group_bytes): codes, then scales a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
+ * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does; f16
+ * where cpu_xw_f16, else f32). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its low (j even)
+ * or high (j odd) nibble; of the other types: byte 32*j + r. */
 
 #define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
 
@@ -20,12 +21,18 @@ QD_ATTR void QD_FN(xw_put_)(const int T, uint8_t *grp, int r, __m256i u, float a
     for (int j = 0; j < 32; j += 2) grp[32 * (j / 2) + r] = (uint8_t)(ub[j] | ub[j + 1] << 4);
   else
     for (int j = 0; j < 32; j++) grp[32 * j + r] = ub[j];
-  float *f = (float *)(grp + cpu_xw_code_bytes(T));
-  f[r] = a0;
-  if (hs == 2) f[32 + r] = a1;
-  if (cpu_xw_cfactor(T) == 0.0f) { /* else c = a * cfactor, as the decoder computed it */
-    f[hs * 32 + r] = c0;
-    if (hs == 2) f[hs * 32 + 32 + r] = c1;
+  uint8_t *f = grp + cpu_xw_code_bytes(T);
+  const float v[4] = {a0, a1, c0, c1};
+  const int idx[4] = {r, 32 + r, hs * 32 + r, hs * 32 + 32 + r};
+  for (int i = 0; i < 4; i++) {
+    if ((i & 1) && hs == 1) continue;
+    if (i >= 2 && cpu_xw_cfactor(T) != 0.0f) break; /* c = a * cfactor, as the decoder computed it */
+    if (cpu_xw_f16(T)) { /* the file's f16 scales: exact in f16 */
+      uint16_t h = _cvtss_sh(v[i], 0);
+      memcpy(f + 2 * idx[i], &h, 2);
+    } else {
+      memcpy(f + 4 * idx[i], &v[i], 4);
+    }
   }
 }
 
@@ -71,14 +78,19 @@ QD_ATTR void QD_FN(xw_col_)(const int T, const uint8_t *grp, int j, const int od
   }
 }
 
+/* Scales i..i+15 of group grp as f32. */
+QD_ATTR __m512 QD_FN(xw_load16_)(const int T, const uint8_t *grp, int i) {
+  const uint8_t *f = grp + cpu_xw_code_bytes(T);
+  if (cpu_xw_f16(T)) return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(f + 2 * i)));
+  return _mm512_load_ps((const float *)f + i);
+}
+
 /* The multipliers and offsets of half hh of group grp (hh = 0 for types with one per 32 columns). */
 QD_ATTR void QD_FN(xw_scales_)(const int T, const uint8_t *grp, int hh, __m512 a[2], __m512 c[2]) {
-  const int hs = cpu_xw_halves(T);
   const float cf = cpu_xw_cfactor(T);
-  const float *f = (const float *)(grp + cpu_xw_code_bytes(T));
   for (int h = 0; h < 2; h++) {
-    a[h] = _mm512_load_ps(f + hh * 32 + 16 * h);
-    c[h] = cf != 0.0f ? _mm512_mul_ps(a[h], _mm512_set1_ps(cf)) : _mm512_load_ps(f + hs * 32 + hh * 32 + 16 * h);
+    a[h] = QD_FN(xw_load16_)(T, grp, hh * 32 + 16 * h);
+    c[h] = cf != 0.0f ? _mm512_mul_ps(a[h], _mm512_set1_ps(cf)) : QD_FN(xw_load16_)(T, grp, cpu_xw_halves(T) * 32 + hh * 32 + 16 * h);
   }
 }
 
@@ -171,14 +183,20 @@ QD_ATTR void QD_FN(xw_col8_)(const int T, const uint8_t *grp, int j, const int o
   }
 }
 
+/* AVX2: scales i..i+7 of group grp as f32. */
+QD_ATTR __m256 QD_FN(xw_load8_)(const int T, const uint8_t *grp, int i) {
+  const uint8_t *f = grp + cpu_xw_code_bytes(T);
+  if (cpu_xw_f16(T)) return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(f + 2 * i)));
+  return _mm256_load_ps((const float *)f + i);
+}
+
 /* AVX2: the multipliers and offsets of the 16 rows of half h, for scale half hh. */
 QD_ATTR void QD_FN(xw_scales8_)(const int T, const uint8_t *grp, int hh, int h, __m256 a[2], __m256 c[2]) {
-  const int hs = cpu_xw_halves(T);
   const float cf = cpu_xw_cfactor(T);
-  const float *f = (const float *)(grp + cpu_xw_code_bytes(T)) + 16 * h;
   for (int q = 0; q < 2; q++) {
-    a[q] = _mm256_load_ps(f + hh * 32 + 8 * q);
-    c[q] = cf != 0.0f ? _mm256_mul_ps(a[q], _mm256_set1_ps(cf)) : _mm256_load_ps(f + hs * 32 + hh * 32 + 8 * q);
+    int i = hh * 32 + 16 * h + 8 * q;
+    a[q] = QD_FN(xw_load8_)(T, grp, i);
+    c[q] = cf != 0.0f ? _mm256_mul_ps(a[q], _mm256_set1_ps(cf)) : QD_FN(xw_load8_)(T, grp, cpu_xw_halves(T) * 32 + i);
   }
 }
 
