@@ -3,10 +3,12 @@
  * - few queries (decode): one query row at a time for all query heads of a GQA group, so the
  *   cache is read once per group; float dots against each visible key; items (query, kv head), or
  *   (query, head) when that would leave threads idle (one kv head, as Gemma 3);
- * - many queries (prefill; every query in exact precision): per (kv head or single query head when there
- *   are too few kv heads to keep the threads busy, block of queries) the visible keys are packed
- *   transposed into 32-key tiles and the values into 32-dim tiles, so both q.k^T and p.v run
- *   on the matmul's register-blocked kernel (gemm_tile) for all query heads of the group.
+ * - many queries (prefill; every query in exact precision): the keys any query sees are packed once per
+ *   op, transposed into 32-key tiles, and the values into 32-dim tiles (packing them per block of
+ *   queries instead repeated the work for every block: ~8% of a 1400-token forward); then per (kv head
+ *   or single query head when there are too few kv heads to keep the threads busy, block of queries)
+ *   both q.k^T and p.v run on the matmul's register-blocked kernel (gemm_tile) for all query heads
+ *   of the group.
  * Keys outside the causal/window range are skipped where whole tiles allow, masked otherwise. */
 #include <math.h>
 #include <string.h>
@@ -26,6 +28,9 @@ typedef struct attn_ctx {
   int64_t hd, nh, nkvh, nq, nkv;
   int64_t item_heads; /* query heads per item: the whole GQA group, or 1 when that makes too few items */
   icl_attn_params p;
+  /* blocked path: keys [J0, J0 + nkA) packed, kpA [kvh][tile][hd][32], vpA [kvh][dtile][nkA_pad][32] */
+  float *kpA, *vpA;
+  int64_t J0, nkA, nkA_pad;
 } attn_ctx;
 
 /* Query row i for item_heads query heads of kv head kvh from head h0 (the GQA group, or one head when
@@ -93,27 +98,26 @@ static void attn_range(const attn_ctx *c, int64_t i, int64_t *lo, int64_t *hi) {
   *lo = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
 }
 
-/* Packs keys [j0, j0 + nk) of kv head kvh as tiles kp[tile][d][32] (missing keys zero). */
-static void pack_keys(const attn_ctx *c, int64_t kvh, int64_t j0, int64_t nk, float *kp) {
-  int64_t nt = (nk + TR - 1) / TR;
-  memset(kp + (nt - 1) * c->hd * TR, 0, (size_t)(c->hd * TR) * sizeof(float));
+/* Item = (kv head, 32-key tile) of the packing pass: the tile's keys transposed into kpA and its value rows
+ * into every dim tile of vpA; keys past J0 + nkA (and dims past hd) zero, so zero probabilities never meet
+ * uninitialized memory. */
+static void pack_kv_item(void *arg, int64_t it, int ith) {
+  (void)ith;
+  attn_ctx *c = arg;
+  int64_t ntile = c->nkA_pad / TR, kvh = it / ntile, t = it % ntile, ndt = (c->hd + TR - 1) / TR;
+  float *kp = c->kpA + (kvh * ntile + t) * c->hd * TR;
+  float *vp = c->vpA + kvh * ndt * c->nkA_pad * TR;
+  int64_t nk = c->nkA - t * TR < TR ? c->nkA - t * TR : TR;
+  if (nk < TR) memset(kp, 0, (size_t)(c->hd * TR) * sizeof(float));
+  for (int64_t dt = 0; dt < ndt; dt++)
+    memset(vp + (dt * c->nkA_pad + t * TR) * TR, 0, (size_t)(TR * TR) * sizeof(float));
   for (int64_t j = 0; j < nk; j++) {
-    const float *kv = c->kc + ((j0 + j) * c->nkvh + kvh) * c->hd;
-    float *dst = kp + (j / TR) * c->hd * TR + j % TR;
-    for (int64_t d = 0; d < c->hd; d++) dst[d * TR] = kv[d];
-  }
-}
-
-/* Packs values of keys [j0, j0 + nk) as dim tiles vp[dtile][j][32] (rows past nk zero, so
- * zero probabilities never meet uninitialized memory). */
-static void pack_values(const attn_ctx *c, int64_t kvh, int64_t j0, int64_t nk, int64_t nk_pad, float *vp) {
-  int64_t ndt = (c->hd + TR - 1) / TR;
-  memset(vp, 0, (size_t)(ndt * nk_pad * TR) * sizeof(float));
-  for (int64_t j = 0; j < nk; j++) {
-    const float *vv = c->vc + ((j0 + j) * c->nkvh + kvh) * c->hd;
+    int64_t key = c->J0 + t * TR + j;
+    const float *kv = c->kc + (key * c->nkvh + kvh) * c->hd, *vv = c->vc + (key * c->nkvh + kvh) * c->hd;
+    for (int64_t d = 0; d < c->hd; d++) kp[d * TR + j] = kv[d];
     for (int64_t dt = 0; dt < ndt; dt++) {
       int64_t n = c->hd - dt * TR < TR ? c->hd - dt * TR : TR;
-      memcpy(vp + (dt * nk_pad + j) * TR, vv + dt * TR, (size_t)n * sizeof(float));
+      memcpy(vp + (dt * c->nkA_pad + t * TR + j) * TR, vv + dt * TR, (size_t)n * sizeof(float));
     }
   }
 }
@@ -152,9 +156,10 @@ static void softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0, 
 
 typedef struct attn_blk {
   int64_t kvh, i0, i1;  /* kv head and query rows of the item */
-  int64_t j0, nk, nk_pad; /* keys packed: [j0, j0 + nk), padded to whole tiles */
-  float *kp, *vp, *s;     /* packed keys, packed values, scores [gemm_nt][nk_pad] */
-  float *qp, *pp;         /* queries [hd][gemm_nt] and probabilities [nk_pad][gemm_nt], packed */
+  int64_t j0, nk_pad;   /* keys seen: from j0 (a tile boundary), at most nk_pad */
+  const float *kp, *vp; /* the packed keys and values from key j0 (vp's dim tiles are c->nkA_pad rows apart) */
+  float *s;             /* scores [gemm_nt][nk_pad] */
+  float *qp, *pp;       /* queries [hd][gemm_nt] and probabilities [nk_pad][gemm_nt], packed */
 } attn_blk;
 
 /* Queries [t0, t0+nt) of head h: scores over the tiles they can see, softmax, then p.v. */
@@ -163,18 +168,18 @@ static void attn_block_rows(const attn_ctx *c, const attn_blk *b, int64_t h, int
   int64_t ldq = c->nh * c->hd, last_hi, lo_unused;
   attn_range(c, t0 + nt - 1, &lo_unused, &last_hi);
   int64_t ns = last_hi - b->j0, ntile = (ns + TR - 1) / TR; /* keys the last (widest) row sees */
-  cpu_pack_x(c->q + (t0 * c->nh + h) * c->hd, ldq, c->hd, nt, k->gemm_nt, b->qp);
+  k->pack_x(c->q + (t0 * c->nh + h) * c->hd, ldq, c->hd, nt, k->gemm_nt, b->qp);
   for (int64_t t = 0; t < ntile; t++) {
     int nr = ns - t * TR < TR ? (int)(ns - t * TR) : TR;
     k->gemm_tile(b->kp + t * c->hd * TR, c->hd, b->qp, nt, b->s + t * TR, b->nk_pad, nr);
   }
   for (int r = 0; r < nt; r++) softmax_scores(c, h, t0 + r, b->j0, b->s + r * b->nk_pad, ns);
-  cpu_pack_x(b->s, b->nk_pad, ns, nt, k->gemm_nt, b->pp);
+  k->pack_x(b->s, b->nk_pad, ns, nt, k->gemm_nt, b->pp);
   int64_t ndt = (c->hd + TR - 1) / TR;
   float *o = c->out + (t0 * c->nh + h) * c->hd;
   for (int64_t dt = 0; dt < ndt; dt++) {
     int nr = c->hd - dt * TR < TR ? (int)(c->hd - dt * TR) : TR;
-    k->gemm_tile(b->vp + dt * b->nk_pad * TR, ns, b->pp, nt, o + dt * TR, ldq, nr);
+    k->gemm_tile(b->vp + dt * c->nkA_pad * TR, ns, b->pp, nt, o + dt * TR, ldq, nr);
   }
 }
 
@@ -188,26 +193,24 @@ static void attn_block_item(void *arg, int64_t it, int ith) {
   attn_range(c, b.i0, &lo, &hi);
   attn_range(c, b.i1 - 1, &lo_unused, &hi);
   b.j0 = lo / TR * TR;
-  b.nk = hi - b.j0;
-  b.nk_pad = (b.nk + TR - 1) / TR * TR;
-  b.kp = c->scratch[ith].p;
-  b.vp = b.kp + b.nk_pad * c->hd;
-  b.s = b.vp + b.nk_pad * ((c->hd + TR - 1) / TR * TR);
+  b.nk_pad = (hi - b.j0 + TR - 1) / TR * TR;
+  int64_t ntile = c->nkA_pad / TR, ndt = (c->hd + TR - 1) / TR;
+  b.kp = c->kpA + (b.kvh * ntile + (b.j0 - c->J0) / TR) * c->hd * TR;
+  b.vp = c->vpA + b.kvh * ndt * c->nkA_pad * TR + (b.j0 - c->J0) * TR;
+  b.s = c->scratch[ith].p;
   b.pp = b.s + b.nk_pad * c->k->gemm_nt;
   b.qp = b.pp + b.nk_pad * c->k->gemm_nt;
-  pack_keys(c, b.kvh, b.j0, b.nk, b.kp);
-  pack_values(c, b.kvh, b.j0, b.nk, b.nk_pad, b.vp);
   int64_t gnt = c->k->gemm_nt;
   for (int64_t h = hg * c->item_heads; h < (hg + 1) * c->item_heads; h++)
     for (int64_t t0 = b.i0; t0 < b.i1; t0 += gnt)
       attn_block_rows(c, &b, h, t0, b.i1 - t0 < gnt ? (int)(b.i1 - t0) : (int)gnt);
 }
 
-/* Scratch of the blocked path per thread: packed keys and values for up to n_kv keys, gemm_nt
- * score rows, the same packed, and gemm_nt packed query rows. */
+/* Scratch of the blocked path per thread: gemm_nt score rows over up to n_kv keys, the same packed, and gemm_nt
+ * packed query rows. */
 static size_t attn_block_scratch(const attn_ctx *c) {
-  int64_t nk_pad = (c->nkv + 2 * TR) / TR * TR, hd_pad = (c->hd + TR - 1) / TR * TR, gnt = c->k->gemm_nt;
-  return (size_t)(nk_pad * (c->hd + hd_pad + 2 * gnt) + c->hd * gnt) * sizeof(float);
+  int64_t nk_pad = (c->nkv + 2 * TR) / TR * TR, gnt = c->k->gemm_nt;
+  return (size_t)(nk_pad * 2 * gnt + c->hd * gnt) * sizeof(float);
 }
 
 int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
@@ -224,6 +227,17 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
     if (!cpu_scratch_get(&cb->scratch[i], need))
       return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes of scratch", need);
   if (blocked) {
+    int64_t lo, hi, lo_unused;
+    attn_range(&c, 0, &lo, &hi);
+    attn_range(&c, c.nq - 1, &lo_unused, &hi);
+    c.J0 = lo / TR * TR;
+    c.nkA = hi - c.J0;
+    c.nkA_pad = (c.nkA + TR - 1) / TR * TR;
+    size_t kv_bytes = (size_t)(c.nkvh * c.nkA_pad * (c.hd + (c.hd + TR - 1) / TR * TR)) * sizeof(float);
+    if (!(c.kpA = cpu_scratch_get(&cb->shared, kv_bytes)))
+      return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes for the packed keys", kv_bytes);
+    c.vpA = c.kpA + c.nkvh * c.nkA_pad * c.hd;
+    cpu_pool_for(cb->pool, c.nkvh * (c.nkA_pad / TR), pack_kv_item, &c);
     /* few kv heads (Gemma 3: one) and few query blocks: one head per item so every thread has work; the
      * per-query arithmetic is the same either way */
     int64_t nqb = (c.nq + ATTN_QB - 1) / ATTN_QB;

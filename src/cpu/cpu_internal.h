@@ -114,6 +114,9 @@ typedef struct cpu_kernels {
   void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
   /* quantizes n floats (a multiple of 32) into n/32 cpu_q8 blocks */
   void (*quantize_q8)(const float *x, cpu_q8 *q, int64_t n);
+  /* out = x / (1 + exp(-z)) [* up], z = x (silu) or the tanh-gelu argument (cpu_ops.c's sigmoid_gate, whose
+   * results it must equal); NULL: cpu_ops.c's loops around vexp */
+  void (*gate)(int gelu, const float *x, const float *up, float *out, int64_t n);
   cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
   /* FAST int8 gemm (NULL where absent): qpack repacks nr <= CPU_QTILE_ROWS rows (wrb bytes apart) of K
    * columns into a tile of K/32 groups; qgemm computes y[t*ldy + r] for r < nr, t < nt (<= qgemm_nt)
@@ -125,6 +128,9 @@ typedef struct cpu_kernels {
   /* wp[c*32 + r] = src[r*K + c] for r < 32, c < K: a weight tile, dequantized row-major, to the
    * gemm_tile layout */
   void (*pack_tile)(const float *src, int64_t K, float *wp);
+  /* cpu_pack_x (activations, attention's queries and probabilities for gemm_tile), in registers where the level
+   * has a transpose for its gemm_nt */
+  void (*pack_x)(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp);
   /* gemm_tile on the row-major tile src (pack_tile's input) for nt <= CPU_ROWTILE_TOKS, bit-identical to
    * pack_tile + gemm_tile; NULL where the level has none */
   void (*gemm_rowtile)(const float *src, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr);
@@ -198,6 +204,18 @@ typedef struct cpu_xw {
   uint8_t *tiles; /* ceil(rows/32) tiles of K/32 groups */
 } cpu_xw;
 
+/* RoPE's cos and sin for one run of positions (cpu_ops.c): every layer rotates q and k at the same positions, so
+ * they are computed once per forward, not twice per layer. Kept per (n_rot, base); Gemma 3 alternates two bases. */
+typedef struct cpu_rope_tab {
+  int n_rot;
+  float base;
+  int64_t n;        /* positions held */
+  size_t bytes;     /* allocated at pos */
+  int32_t *pos;     /* [n] the positions (compared on lookup) */
+  float *cs, *sn;   /* [n][n_rot/2] */
+} cpu_rope_tab;
+#define CPU_ROPE_TABS 2
+
 typedef struct cpu_backend {
   icl_backend be;
   cpu_pool *pool;
@@ -211,6 +229,8 @@ typedef struct cpu_backend {
   cpu_xw *xw;           /* EXACT: repacked weights (cpu_xweights.c), n_xw of cap_xw */
   int n_xw, cap_xw;
   int xw_off;           /* 1: never repack (ICL_CPU_REPACK=0; tests compare both paths) */
+  cpu_rope_tab rope[CPU_ROPE_TABS];
+  int rope_next;        /* the table to replace next */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }

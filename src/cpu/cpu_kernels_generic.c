@@ -266,6 +266,7 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->gemm_nt = GENERIC_NT;
   k->gemm_tile = gemm_tile_c;
   k->pack_tile = pack_tile_c;
+  k->pack_x = cpu_pack_x;
   k->dot = dot_c;
   k->axpy = axpy_c;
   k->vexp = vexp_c;

@@ -255,7 +255,7 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     if (!xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
     for (int64_t g = 0; g < groups; g++) {
       int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
-      cpu_pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
+      c->cb->k.pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
     }
     c->xp = xp;
   }

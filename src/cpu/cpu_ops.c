@@ -78,25 +78,33 @@ int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_
 
 typedef struct rope_ctx {
   float *x;
-  const int32_t *pos;
   int64_t hd, nh, n;
   int n_rot, mode;
+  const int32_t *pos;
   const double *inv_freq; /* [n_rot/2] base^(-2i/n_rot) */
+  const cpu_rope_tab *tab;
 } rope_ctx;
 
 /* Angles in double, as in the reference: positions reach thousands of radians, where float
  * argument reduction would lose digits. */
-static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
+static void rope_angles(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
-  rope_ctx *c = arg;
+  const rope_ctx *c = arg;
   int half = c->n_rot / 2;
-  float cs[512], sn[512]; /* n_rot <= 1024 checked by the caller */
-  for (int64_t t = lo; t < hi; t++) {
+  for (int64_t t = lo; t < hi; t++)
     for (int i = 0; i < half; i++) {
       double th = (double)c->pos[t] * c->inv_freq[i];
-      cs[i] = (float)cos(th);
-      sn[i] = (float)sin(th);
+      c->tab->cs[t * half + i] = (float)cos(th);
+      c->tab->sn[t * half + i] = (float)sin(th);
     }
+}
+
+static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const rope_ctx *c = arg;
+  int half = c->n_rot / 2;
+  for (int64_t t = lo; t < hi; t++) {
+    const float *cs = c->tab->cs + t * half, *sn = c->tab->sn + t * half;
     for (int64_t h = 0; h < c->nh; h++) {
       float *v = c->x + (t * c->nh + h) * c->hd;
       for (int i = 0; i < half; i++) {
@@ -109,12 +117,45 @@ static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
+/* The cos/sin table of c's positions: a kept one when the positions, n_rot and base match, else a new one in the
+ * slot used least recently. NULL when out of memory. */
+static const cpu_rope_tab *rope_table(cpu_backend *cb, rope_ctx *c, float base) {
+  int half = c->n_rot / 2;
+  for (int i = 0; i < CPU_ROPE_TABS; i++) {
+    const cpu_rope_tab *t = &cb->rope[i];
+    if (t->pos && t->n_rot == c->n_rot && t->base == base && t->n == c->n &&
+        !memcmp(t->pos, c->pos, (size_t)c->n * sizeof *c->pos))
+      return t;
+  }
+  cpu_rope_tab *t = &cb->rope[cb->rope_next];
+  cb->rope_next = (cb->rope_next + 1) % CPU_ROPE_TABS;
+  size_t bytes = (size_t)c->n * (sizeof(int32_t) + 2 * (size_t)half * sizeof(float));
+  if (bytes > t->bytes) {
+    free(t->pos);
+    *t = (cpu_rope_tab){0};
+    if (!(t->pos = malloc(bytes))) return NULL;
+    t->bytes = bytes;
+  }
+  t->cs = (float *)(t->pos + c->n);
+  t->sn = t->cs + c->n * half;
+  t->n_rot = c->n_rot;
+  t->base = base;
+  t->n = c->n;
+  memcpy(t->pos, c->pos, (size_t)c->n * sizeof *c->pos);
+  c->tab = t;
+  run(cb, c->n, half, rope_angles, c);
+  return t;
+}
+
 int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
   if (n_rot > 1024) return icl_error_set(err, ICL_EUNSUPPORTED, "cpu: rope: n_rot %d > 1024", n_rot);
   double inv_freq[512];
   for (int i = 0; i < n_rot / 2; i++) inv_freq[i] = pow((double)base, -2.0 * i / (double)n_rot);
-  rope_ctx c = {cpu_f32(x), cpu_ptr(pos), x->ne[0], x->ne[1], x->ne[2] * x->ne[3], n_rot, mode, inv_freq};
+  rope_ctx c = {.x = cpu_f32(x), .hd = x->ne[0], .nh = x->ne[1], .n = x->ne[2] * x->ne[3], .n_rot = n_rot,
+                .mode = mode, .pos = cpu_ptr(pos), .inv_freq = inv_freq};
+  if (!(c.tab = rope_table(cb, &c, base)))
+    return icl_error_set(err, ICL_ENOMEM, "cpu: rope: cannot allocate the cos/sin table of %lld positions", (long long)c.n);
   run(cb, c.n, c.hd * c.nh, rope_range, &c);
   return ICL_OK;
 }
@@ -136,6 +177,10 @@ typedef struct ew_ctx {
  * u = sqrt(2/pi)(x + 0.044715x^3): both are x / (1 + exp(-z)), which has no cancellation for
  * small z and whose exp runs vectorized in chunks. out may alias x; up may be NULL. */
 static void sigmoid_gate(const cpu_kernels *k, int gelu, const float *x, const float *up, float *out, int64_t n) {
+  if (k->gate) {
+    k->gate(gelu, x, up, out, n);
+    return;
+  }
   enum { CH = 256 };
   float t[CH];
   for (int64_t i0 = 0; i0 < n; i0 += CH) {
