@@ -158,6 +158,7 @@ static int32_t *to_ids(lua_State *L, const icl_tensor *x, int64_t n, const char 
     if (v != floorf(v)) {
       free(ids);
       luaL_error(L, "batch.%s[%d] = %f is not an integer", k, (int)i + 1, (double)v);
+      return NULL; /* not reached (luaL_error raises); tells the compiler ids is not used after the free */
     }
     ids[i] = (int32_t)v;
   }

@@ -22,6 +22,9 @@
 #define MM_TOK_BLOCK 64
 /* Tokens per qdot call (the integer kernels reuse an unpacked weight block for up to 4). */
 #define MM_QDOT_TOKENS 4
+/* Integer path: weight rows fetched ahead. Decode's small matmuls (SmolLM2: 360-byte rows, items of 36) left
+ * the hardware prefetcher little run-up per item; the qdot loop stalled on the weight loads (~12 GB/s). */
+#define MM_PREFETCH_ROWS 4
 
 typedef struct mm_ctx {
   cpu_backend *cb;
@@ -73,6 +76,8 @@ static void mm_qdot_item(void *arg, int64_t it, int ith) {
   int64_t r0 = it * c->item_rows, r1 = r0 + c->item_rows < c->rows ? r0 + c->item_rows : c->rows;
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t *wr = c->w + (size_t)r * c->wrb;
+    if (r + MM_PREFETCH_ROWS < r1)
+      for (size_t o = 0; o < c->wrb; o += 64) __builtin_prefetch(wr + MM_PREFETCH_ROWS * c->wrb + o);
     for (int64_t t0 = 0; t0 < c->n; t0 += MM_QDOT_TOKENS) {
       int nt = c->n - t0 < MM_QDOT_TOKENS ? (int)(c->n - t0) : MM_QDOT_TOKENS;
       f(wr, c->xq + t0 * nb, nb, nt, nb, out);
