@@ -109,8 +109,9 @@ static void pack_kv_item(void *arg, int64_t it, int ith) {
   float *vp = c->vpA + kvh * ndt * c->nkA_pad * TR;
   int64_t nk = c->nkA - t * TR < TR ? c->nkA - t * TR : TR;
   if (nk < TR) memset(kp, 0, (size_t)(c->hd * TR) * sizeof(float));
-  for (int64_t dt = 0; dt < ndt; dt++)
-    memset(vp + (dt * c->nkA_pad + t * TR) * TR, 0, (size_t)(TR * TR) * sizeof(float));
+  if (nk < TR || c->hd % TR) /* else every value row of the tile is copied whole below */
+    for (int64_t dt = 0; dt < ndt; dt++)
+      memset(vp + (dt * c->nkA_pad + t * TR) * TR, 0, (size_t)(TR * TR) * sizeof(float));
   for (int64_t j = 0; j < nk; j++) {
     int64_t key = c->J0 + t * TR + j;
     const float *kv = c->kc + (key * c->nkvh + kvh) * c->hd, *vv = c->vc + (key * c->nkvh + kvh) * c->hd;

@@ -123,7 +123,7 @@ static void cpu_destroy(icl_backend *be) {
   free(cb->shared.p);
   free(cb->panel.p);
   for (int i = 0; i < cb->n_xw; i++) free(cb->xw[i].tiles);
-  for (int i = 0; i < CPU_ROPE_TABS; i++) free(cb->rope[i].pos);
+  for (int i = 0; i < CPU_ROPE_TABS; i++) free(cb->rope[i].mem.p);
   free(cb->xw);
   free(cb);
 }

@@ -209,8 +209,8 @@ typedef struct cpu_xw {
 typedef struct cpu_rope_tab {
   int n_rot;
   float base;
-  int64_t n;        /* positions held */
-  size_t bytes;     /* allocated at pos */
+  int64_t n;        /* positions held; 0: empty */
+  cpu_scratch mem;  /* holds pos, cs, sn */
   int32_t *pos;     /* [n] the positions (compared on lookup) */
   float *cs, *sn;   /* [n][n_rot/2] */
 } cpu_rope_tab;

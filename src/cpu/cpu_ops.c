@@ -81,7 +81,7 @@ typedef struct rope_ctx {
   int64_t hd, nh, n;
   int n_rot, mode;
   const int32_t *pos;
-  const double *inv_freq; /* [n_rot/2] base^(-2i/n_rot) */
+  const double *inv_freq; /* [n_rot/2] base^(-2i/n_rot), while a table is filled */
   const cpu_rope_tab *tab;
 } rope_ctx;
 
@@ -123,19 +123,18 @@ static const cpu_rope_tab *rope_table(cpu_backend *cb, rope_ctx *c, float base) 
   int half = c->n_rot / 2;
   for (int i = 0; i < CPU_ROPE_TABS; i++) {
     const cpu_rope_tab *t = &cb->rope[i];
-    if (t->pos && t->n_rot == c->n_rot && t->base == base && t->n == c->n &&
+    if (t->n && t->n_rot == c->n_rot && t->base == base && t->n == c->n &&
         !memcmp(t->pos, c->pos, (size_t)c->n * sizeof *c->pos))
       return t;
   }
   cpu_rope_tab *t = &cb->rope[cb->rope_next];
   cb->rope_next = (cb->rope_next + 1) % CPU_ROPE_TABS;
-  size_t bytes = (size_t)c->n * (sizeof(int32_t) + 2 * (size_t)half * sizeof(float));
-  if (bytes > t->bytes) {
-    free(t->pos);
-    *t = (cpu_rope_tab){0};
-    if (!(t->pos = malloc(bytes))) return NULL;
-    t->bytes = bytes;
-  }
+  t->n = 0;
+  if (!(t->pos = cpu_scratch_get(&t->mem, (size_t)c->n * (sizeof(int32_t) + 2 * (size_t)half * sizeof(float)))))
+    return NULL;
+  double inv_freq[512]; /* n_rot <= 1024 checked by the caller */
+  for (int i = 0; i < half; i++) inv_freq[i] = pow((double)base, -2.0 * i / (double)c->n_rot);
+  c->inv_freq = inv_freq;
   t->cs = (float *)(t->pos + c->n);
   t->sn = t->cs + c->n * half;
   t->n_rot = c->n_rot;
@@ -144,16 +143,16 @@ static const cpu_rope_tab *rope_table(cpu_backend *cb, rope_ctx *c, float base) 
   memcpy(t->pos, c->pos, (size_t)c->n * sizeof *c->pos);
   c->tab = t;
   run(cb, c->n, half, rope_angles, c);
+  c->inv_freq = NULL; /* local to this call */
   return t;
 }
 
 int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
   if (n_rot > 1024) return icl_error_set(err, ICL_EUNSUPPORTED, "cpu: rope: n_rot %d > 1024", n_rot);
-  double inv_freq[512];
-  for (int i = 0; i < n_rot / 2; i++) inv_freq[i] = pow((double)base, -2.0 * i / (double)n_rot);
   rope_ctx c = {.x = cpu_f32(x), .hd = x->ne[0], .nh = x->ne[1], .n = x->ne[2] * x->ne[3], .n_rot = n_rot,
-                .mode = mode, .pos = cpu_ptr(pos), .inv_freq = inv_freq};
+                .mode = mode, .pos = cpu_ptr(pos)};
+  if (c.n == 0) return ICL_OK;
   if (!(c.tab = rope_table(cb, &c, base)))
     return icl_error_set(err, ICL_ENOMEM, "cpu: rope: cannot allocate the cos/sin table of %lld positions", (long long)c.n);
   run(cb, c.n, c.hd * c.nh, rope_range, &c);

@@ -12,6 +12,18 @@
 
 #define QD_ATTR static inline __attribute__((always_inline, target(QD_TARGET)))
 
+/* Stores scale i of group grp (xw_load16_/xw_load8_ read it back): f16 where the type's scales are the file's
+ * f16 values (exact), else f32. */
+QD_ATTR void QD_FN(xw_put_scale_)(const int T, uint8_t *grp, int i, float v) {
+  uint8_t *f = grp + cpu_xw_code_bytes(T);
+  if (cpu_xw_f16(T)) {
+    uint16_t h = _cvtss_sh(v, 0);
+    memcpy(f + 2 * i, &h, 2);
+  } else {
+    memcpy(f + 4 * i, &v, 4);
+  }
+}
+
 /* Stores the 32 codes u of row r, group grp, with the multipliers and offsets of its two halves. */
 QD_ATTR void QD_FN(xw_put_)(const int T, uint8_t *grp, int r, __m256i u, float a0, float c0, float a1, float c1) {
   const int nib = cpu_xw_nibbles(T), hs = cpu_xw_halves(T);
@@ -21,18 +33,11 @@ QD_ATTR void QD_FN(xw_put_)(const int T, uint8_t *grp, int r, __m256i u, float a
     for (int j = 0; j < 32; j += 2) grp[32 * (j / 2) + r] = (uint8_t)(ub[j] | ub[j + 1] << 4);
   else
     for (int j = 0; j < 32; j++) grp[32 * j + r] = ub[j];
-  uint8_t *f = grp + cpu_xw_code_bytes(T);
-  const float v[4] = {a0, a1, c0, c1};
-  const int idx[4] = {r, 32 + r, hs * 32 + r, hs * 32 + 32 + r};
-  for (int i = 0; i < 4; i++) {
-    if ((i & 1) && hs == 1) continue;
-    if (i >= 2 && cpu_xw_cfactor(T) != 0.0f) break; /* c = a * cfactor, as the decoder computed it */
-    if (cpu_xw_f16(T)) { /* the file's f16 scales: exact in f16 */
-      uint16_t h = _cvtss_sh(v[i], 0);
-      memcpy(f + 2 * idx[i], &h, 2);
-    } else {
-      memcpy(f + 4 * idx[i], &v[i], 4);
-    }
+  QD_FN(xw_put_scale_)(T, grp, r, a0);
+  if (hs == 2) QD_FN(xw_put_scale_)(T, grp, 32 + r, a1);
+  if (cpu_xw_cfactor(T) == 0.0f) { /* else c = a * cfactor, as the decoder computed it */
+    QD_FN(xw_put_scale_)(T, grp, hs * 32 + r, c0);
+    if (hs == 2) QD_FN(xw_put_scale_)(T, grp, hs * 32 + 32 + r, c1);
   }
 }
 
