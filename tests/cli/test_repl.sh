@@ -79,13 +79,17 @@ wait_re() {
 wait_for() { wait_re "^$(printf '%s' "$1" | sed 's/[][\.*^$()+?{}|]/\\&/g')\$" "${2:-1}"; }
 type_line() { T send-keys -t repl -l -- "$1" && T send-keys -t repl Enter; }
 
+# A session that outlives the REPL sessions: killing the last session makes the tmux server exit, and a
+# new-session racing that exit fails with "server exited unexpectedly".
+T new-session -d -s keep "sleep 600"
+# start_repl [HISTORY]: a REPL session writing its history to HISTORY (default $tmp/history)
 start_repl() {
   T new-session -d -s repl -x 120 -y 50 \
-    "env HOME='$tmp' ICL_HISTORY='$tmp/history' TERM=xterm '$ICL' repl; echo REPL-EXITED \$?; sleep 30"
-  wait_re "Ctrl-D exits" # the banner
+    "env HOME='$tmp' ICL_HISTORY='${1:-$tmp/history}' TERM=xterm '$ICL' repl; echo REPL-EXITED \$?; sleep 30"
 }
 
 start_repl
+wait_re "Ctrl-D exits" # the banner
 type_line '40 + 2'
 check "tty: an expression prints its value" wait_for "42"
 T send-keys -t repl Up
@@ -126,6 +130,7 @@ check "history: saved to ICL_HISTORY" grep -qxF 'sq(12)' "$tmp/history"
 
 # a new session recalls the multi-line function as one entry
 start_repl
+wait_re "Ctrl-D exits"
 type_line 'sq ~= nil'
 check "history: a fresh session starts with no definitions" wait_for "false"
 T send-keys -t repl C-r
@@ -140,8 +145,7 @@ wait_for "REPL-EXITED 0" >/dev/null
 T kill-session -t repl 2>/dev/null
 
 # a history file that cannot be written is reported once, and the REPL goes on (issue 16)
-T new-session -d -s repl -x 120 -y 50 \
-  "env HOME='$tmp' ICL_HISTORY='$tmp/no-such-dir/history' TERM=xterm '$ICL' repl; echo REPL-EXITED \$?; sleep 30"
+start_repl "$tmp/no-such-dir/history"
 check "history: an unwritable history file is reported" wait_re "cannot write the history file .*no-such-dir/history"
 type_line '6 * 7'
 check "history: ... and the REPL goes on" wait_for "42"
