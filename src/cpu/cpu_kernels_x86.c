@@ -225,6 +225,7 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
 #undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
+#undef QD_MASK_BITS
 #undef QD_DOTACC
 #undef QD_TARGET
 #undef QD_SFX
@@ -547,6 +548,7 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #define QD_DOTACC(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
 #define QG_NT 6
 #define QG_Q8_0 1
+#define QD_MASK_BITS 1
 #include "cpu/cpu_qdot_x86.h"
 #include "cpu/cpu_qgemm_x86.h"
 #define XW_LANES 16
@@ -554,6 +556,7 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
+#undef QD_MASK_BITS
 #undef QD_DOTACC
 #undef QD_TARGET
 #undef QD_SFX

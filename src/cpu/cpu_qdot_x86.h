@@ -3,6 +3,7 @@
  *   QD_TARGET  the target attribute string ("avx2,fma,f16c", ...)
  *   QD_SFX     a name suffix (avx2, avx512)
  *   QD_DOT(u, s)  -> __m256i of 8 int32 sums of u8 u times int8 s over 4-byte groups
+ * and may define QD_MASK_BITS (AVX-512BW+VL: bit masks as mask registers).
  * Each weight block is unpacked to 32 unsigned codes once and reused for up to 4 tokens.
  * Symmetric types (Q4_0, Q5_0) fold their -8/-16 bias into a per-block term on the activation
  * sum (cpu_q8.s); Q8_0 uses |w| and sign(x, w) so its codes stay unsigned. K types decode
@@ -47,6 +48,18 @@ QD_ATTR __m256i QD_FN(qd_bit16_)(const uint8_t *qh) {
   return _mm256_and_si256(v, _mm256_set1_epi8(16));
 }
 
+/* 16 codes of nibbles plus the fifth bits qh (bit j -> element j worth 16). AVX-512BW takes the bits as a mask
+ * register: one masked add instead of a broadcast, shuffle, compare and two ands (Q5_0 decode was compute-bound). */
+QD_ATTR __m256i QD_FN(qd_add_bit16_)(__m256i nib, const uint8_t *qh) {
+#ifdef QD_MASK_BITS
+  uint32_t h;
+  memcpy(&h, qh, 4);
+  return _mm256_mask_add_epi8(nib, (__mmask32)h, nib, _mm256_set1_epi8(16));
+#else
+  return _mm256_or_si256(nib, QD_FN(qd_bit16_)(qh));
+#endif
+}
+
 /* Whether T is a 32-element block type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) rather than a 256-element K type. */
 QD_ATTR int QD_FN(qd_is32_)(const int T) {
   return T == ICL_TYPE_Q4_0 || T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_0 || T == ICL_TYPE_Q5_1 || T == ICL_TYPE_Q8_0;
@@ -74,8 +87,8 @@ QD_ATTR __m256i QD_FN(qd_codes32_)(const int T, const uint8_t *blk, float *d, fl
   switch (T) {
   case ICL_TYPE_Q4_0: *c = -8.0f * *d; return QD_FN(qd_nibbles_)(blk + 2);
   case ICL_TYPE_Q4_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_nibbles_)(blk + 4);
-  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 6), QD_FN(qd_bit16_)(blk + 2));
-  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return _mm256_or_si256(QD_FN(qd_nibbles_)(blk + 8), QD_FN(qd_bit16_)(blk + 4));
+  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(blk + 6), blk + 2);
+  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(blk + 8), blk + 4);
   default: *c = -128.0f * *d; return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
   }
 }
@@ -161,14 +174,27 @@ QD_ATTR void QD_FN(qk_scales_)(const int T, const uint8_t *blk, float *a, float 
     break;
   }
   case ICL_TYPE_Q4_K: case ICL_TYPE_Q5_K: {
-    float d = QD_FN(qd_f16_)(blk), dmin = QD_FN(qd_f16_)(blk + 2);
-    const uint8_t *s = blk + 4;
-    for (int g = 0; g < 8; g++) {
-      int sc = g < 4 ? s[g] & 63 : (s[g + 4] & 0xF) | ((s[g - 4] >> 6) << 4);
-      int m = g < 4 ? s[g + 4] & 63 : (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
-      a[2 * g] = a[2 * g + 1] = d * (float)sc;
-      b[2 * g] = b[2 * g + 1] = dmin * (float)m;
-    }
+    /* the 6-bit scales and mins of the 12 bytes at blk+4, four groups per 32-bit word: groups 0-3 are the
+     * low 6 bits of words 0 (scales) and 1 (mins); groups 4-7 the nibbles of word 2 with the top 2 bits of
+     * words 0 and 1 above them */
+    uint32_t u[3], sc[2], m[2];
+    memcpy(u, blk + 4, 12);
+    sc[0] = u[0] & 0x3f3f3f3fu;
+    m[0] = u[1] & 0x3f3f3f3fu;
+    sc[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    m[1] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    __m128i scb, mb;
+    memcpy(&scb, (const uint8_t *)sc, 8); /* only the low 8 bytes are used */
+    memcpy(&mb, (const uint8_t *)m, 8);
+    __m256 av = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)), _mm256_set1_ps(QD_FN(qd_f16_)(blk)));
+    __m256 bv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mb)), _mm256_set1_ps(QD_FN(qd_f16_)(blk + 2)));
+    /* a[2g] = a[2g+1] = av[g] */
+    __m256 alo = _mm256_unpacklo_ps(av, av), ahi = _mm256_unpackhi_ps(av, av);
+    __m256 blo = _mm256_unpacklo_ps(bv, bv), bhi = _mm256_unpackhi_ps(bv, bv);
+    _mm256_storeu_ps(a, _mm256_permute2f128_ps(alo, ahi, 0x20));
+    _mm256_storeu_ps(a + 8, _mm256_permute2f128_ps(alo, ahi, 0x31));
+    _mm256_storeu_ps(b, _mm256_permute2f128_ps(blo, bhi, 0x20));
+    _mm256_storeu_ps(b + 8, _mm256_permute2f128_ps(blo, bhi, 0x31));
     break;
   }
   default: { /* Q6_K: group g = 4*half + plane uses scales 8*half + 2*plane + h = 2g + h */
@@ -218,6 +244,9 @@ QD_ATTR __m256i QD_FN(qk_codes_)(const int T, const uint8_t *blk, const int g) {
   return u;
 }
 
+/* Whether K type T has one multiplier and offset per 32-element group (Q4_K, Q5_K) rather than per 16. */
+QD_ATTR int QD_FN(qk_whole_)(const int T) { return T == ICL_TYPE_Q4_K || T == ICL_TYPE_Q5_K; }
+
 QD_ATTR void QD_FN(qk_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int64_t nb, const int NT, int64_t xs,
                              float *out) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
@@ -241,8 +270,13 @@ QD_ATTR void QD_FN(qk_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int
       for (int i = 0; i < NT; i++) {
         const cpu_q8 *xb = x + i * xs + 8 * sb + g;
         __m256i p = QD_DOT(u, _mm256_loadu_si256((const __m256i *)xb->q));
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(av, _mm256_set1_ps(xb->d)), acc[i]);
-        bias[i] += b[2 * g] * xb->h[0] + b[2 * g + 1] * xb->h[1];
+        if (QD_FN(qk_whole_)(T)) { /* one scale and offset for all 32: a broadcast, and the block sum s */
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(a[2 * g] * xb->d), acc[i]);
+          bias[i] += b[2 * g] * xb->s;
+        } else {
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(av, _mm256_set1_ps(xb->d)), acc[i]);
+          bias[i] += b[2 * g] * xb->h[0] + b[2 * g + 1] * xb->h[1];
+        }
       }
     }
   }
