@@ -95,6 +95,17 @@ static inline size_t cpu_xw_tile_bytes(uint32_t t, int64_t K) { return (size_t)(
  * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
 typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int nt, int64_t xstride, float *out);
 
+/* One token's cpu_q8 blocks rearranged for the pair dots (cpu_q8p_fill): q holds two blocks per 64 bytes, in
+ * element order (block 2p then 2p+1) for Q8_0, else halves order (elements 0-15 of 2p, of 2p+1, then 16-31
+ * of 2p, of 2p+1, matching the nibble layout); d and s per block. An odd count is padded with a zero block. */
+typedef struct cpu_q8p {
+  int8_t *q;
+  float *d, *s;
+  int64_t nb;
+} cpu_q8p;
+/* Dot of one weight row of xp->nb 32-blocks with the prepared token (AVX-512's one-token path). */
+typedef float (*cpu_qdot1_fn)(const uint8_t *w, const cpu_q8p *xp);
+
 typedef struct cpu_kernels {
   const char *name; /* "generic", "avx2", "avx512" */
   int gemm_nt;      /* tokens per gemm_tile call that suit the register file */
@@ -118,6 +129,7 @@ typedef struct cpu_kernels {
    * results it must equal); NULL: cpu_ops.c's loops around vexp */
   void (*gate)(int gelu, const float *x, const float *up, float *out, int64_t n);
   cpu_qdot_fn qdot[ICL_TYPE_COUNT]; /* NULL for types without an integer path */
+  cpu_qdot1_fn qdot1[ICL_TYPE_COUNT]; /* one token, two blocks per instruction; NULL where absent */
   /* FAST int8 gemm (NULL where absent): qpack repacks nr <= CPU_QTILE_ROWS rows (wrb bytes apart) of K
    * columns into a tile of K/32 groups; qgemm computes y[t*ldy + r] for r < nr, t < nt (<= qgemm_nt)
    * from a tile and nt tokens of cpu_q8 blocks xs blocks apart */

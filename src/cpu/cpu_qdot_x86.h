@@ -147,6 +147,85 @@ QD_DEFINE(q5_0, ICL_TYPE_Q5_0)
 QD_DEFINE(q5_1, ICL_TYPE_Q5_1)
 QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
 
+#ifdef QD_MASK_BITS
+/* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
+ * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
+ * so the unpacking, conversion and scaling run once per pair. Q8_0 takes its codes shifted by 128 (dpbusd
+ * sums in int32, so unsigned codes cannot saturate) with the -128*d offset on the block sums. */
+
+/* Offset of the 16 nibble bytes and of the fifth-bit word (0: none) in a block of nibble type T. */
+QD_ATTR int QD_FN(qp_nib_off_)(const int T) {
+  return T == ICL_TYPE_Q4_0 ? 2 : T == ICL_TYPE_Q4_1 ? 4 : T == ICL_TYPE_Q5_0 ? 6 : 8;
+}
+QD_ATTR int QD_FN(qp_bit_off_)(const int T) { return T == ICL_TYPE_Q5_0 ? 2 : T == ICL_TYPE_Q5_1 ? 4 : 0; }
+
+/* The offset multiplier c of a block (w = d*u + c) with multiplier d. */
+QD_ATTR float QD_FN(qp_off_)(const int T, const uint8_t *blk, float d) {
+  switch (T) {
+  case ICL_TYPE_Q4_0: return -8.0f * d;
+  case ICL_TYPE_Q5_0: return -16.0f * d;
+  case ICL_TYPE_Q8_0: return -128.0f * d;
+  default: return QD_FN(qd_f16_)(blk + 2); /* Q4_1, Q5_1 */
+  }
+}
+
+/* The codes of blocks b0 and b1 (b1 absent: has1 = 0) in cpu_q8p order. */
+QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *b1, int has1) {
+  if (T == ICL_TYPE_Q8_0) {
+    __m256i r0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+    __m256i r1 = has1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_set1_epi8((char)0x80);
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1), _mm512_set1_epi8((char)0x80));
+  }
+  const int no = QD_FN(qp_nib_off_)(T), bo = QD_FN(qp_bit_off_)(T);
+  __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
+  __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
+  __m256i n = _mm256_set_m128i(n1, n0);
+  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1);
+  u = _mm512_and_si512(u, _mm512_set1_epi8(0x0F));
+  if (bo) { /* fifth bits in the same order: low 16 of b0, of b1, high 16 of b0, of b1 */
+    uint32_t h0, h1 = 0;
+    memcpy(&h0, b0 + bo, 4);
+    if (has1) memcpy(&h1, b1 + bo, 4);
+    uint64_t m = (uint64_t)(h0 & 0xFFFFu) | (uint64_t)(h1 & 0xFFFFu) << 16 | (uint64_t)(h0 >> 16) << 32 |
+                 (uint64_t)(h1 >> 16) << 48;
+    u = _mm512_mask_add_epi8(u, (__mmask64)m, u, _mm512_set1_epi8(16));
+  }
+  return u;
+}
+
+QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
+  /* lanes of the second block: 4-7 and 12-15 in halves order, 8-15 in element order */
+  const __mmask16 second = T == ICL_TYPE_Q8_0 ? 0xFF00 : 0xF0F0;
+  __m512 acc = _mm512_setzero_ps();
+  float bias0 = 0.0f, bias1 = 0.0f;
+  const int64_t nb = xp->nb;
+  for (int64_t b = 0; b < nb; b += 2) {
+    const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
+    const int has1 = b + 1 < nb;
+    __m512i u = QD_FN(qp_codes_)(T, b0, b1, has1);
+    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512((const void *)(xp->q + 32 * b)));
+    float d0 = QD_FN(qd_f16_)(b0), d1 = has1 ? QD_FN(qd_f16_)(b1) : 0.0f;
+    __m512 sv = _mm512_mask_blend_ps(second, _mm512_set1_ps(d0 * xp->d[b]), _mm512_set1_ps(d1 * xp->d[b + 1]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sv, acc);
+    bias0 += QD_FN(qp_off_)(T, b0, d0) * xp->s[b];
+    if (has1) bias1 += QD_FN(qp_off_)(T, b1, d1) * xp->s[b + 1];
+  }
+  return _mm512_reduce_add_ps(acc) + (bias0 + bias1);
+}
+
+#define QP_DEFINE(tname, T)                                                                                    \
+  __attribute__((target(QD_TARGET))) static float QD_FN(qdot1_##tname##_)(const uint8_t *w, const cpu_q8p *xp) { \
+    return QD_FN(qp_body_)(T, w, xp);                                                                          \
+  }
+QP_DEFINE(q4_0, ICL_TYPE_Q4_0)
+QP_DEFINE(q4_1, ICL_TYPE_Q4_1)
+QP_DEFINE(q5_0, ICL_TYPE_Q5_0)
+QP_DEFINE(q5_1, ICL_TYPE_Q5_1)
+QP_DEFINE(q8_0, ICL_TYPE_Q8_0)
+#undef QP_DEFINE
+#endif
+
 /* ---- K types: 8 groups of 32 codes per 256-block, multiplier a and offset b per 16-half ---- */
 
 QD_ATTR int QD_FN(qk_scale3_)(const uint8_t *s, int j) {
@@ -363,6 +442,13 @@ static void QD_FN(qd_install_)(cpu_kernels *k) {
   k->qdot[ICL_TYPE_Q4_K] = QD_FN(qdot_q4_k_);
   k->qdot[ICL_TYPE_Q5_K] = QD_FN(qdot_q5_k_);
   k->qdot[ICL_TYPE_Q6_K] = QD_FN(qdot_q6_k_);
+#ifdef QD_MASK_BITS
+  k->qdot1[ICL_TYPE_Q4_0] = QD_FN(qdot1_q4_0_);
+  k->qdot1[ICL_TYPE_Q4_1] = QD_FN(qdot1_q4_1_);
+  k->qdot1[ICL_TYPE_Q5_0] = QD_FN(qdot1_q5_0_);
+  k->qdot1[ICL_TYPE_Q5_1] = QD_FN(qdot1_q5_1_);
+  k->qdot1[ICL_TYPE_Q8_0] = QD_FN(qdot1_q8_0_);
+#endif
   k->dequant[ICL_TYPE_Q4_0] = QD_FN(dq_q4_0_);
   k->dequant[ICL_TYPE_Q4_1] = QD_FN(dq_q4_1_);
   k->dequant[ICL_TYPE_Q5_0] = QD_FN(dq_q5_0_);
