@@ -4,7 +4,8 @@
 # in one run on this machine: prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position
 # logits (tokens/s); prints a table with ratios icl / llama.cpp and, for the CPU backend, each row's fraction of the
 # ceiling that bounds it (prefill and forward: the f32 FMA peak in exact precision, the int8-dot peak for the
-# matmuls in fast; decode: the read bandwidth; see `icl bench cpu`).
+# matmuls in fast; decode: the read bandwidth). The ceilings are measured once, by `icl bench cpu` at the start,
+# and given to every `icl bench model` run, so all rows are fractions of the same figures.
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
@@ -80,9 +81,12 @@ fi
 scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
 
+echo "bench-peers: this machine's ceilings (icl bench cpu)" >&2
+ceil=$(ICL_THREADS=$threads build/icl bench cpu |
+  awk '/^f32 FMA peak/{f=$4} /^int8 dot-product peak/{i=$4} /^read bandwidth/{r=$4} END{print f "," i "," r}')
 declare -A R
 run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
-  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" |
+  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
     awk '/^[a-z]/{k=""} /^prefill 128 /{k="prefill_128"; print k, $NF} /^prefill 512 /{k="prefill_512"; print k, $NF}
          /^decode 128/{k="decode_128"; print k, $NF} /^forward 1400/{k="forward_1400_all_logits"; print k, $NF}
          /^  roofline:/ && k != "" {for (i = 1; i <= NF; i++) if ($i == "=") print k "_roof", $(i + 1)}'
@@ -108,6 +112,7 @@ done
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "roofline: the CPU row's fraction of its bounding ceiling (prefill, forward: f32 FMA peak (exact), int8-dot peak for matmuls (fast); decode: read bandwidth)"
+echo "ceilings (icl bench cpu at the start, $threads threads): f32 FMA, int8 dot, read = ${ceil//,/, } (GFLOP/s, GOP/s, GB/s)"
 printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" model measure "llama.cpp" "icl exact" ratio "icl fast" ratio \
   "roof ex" "roof fa" "icl vulkan" ratio
 for entry in "${models[@]}"; do

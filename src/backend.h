@@ -144,6 +144,8 @@ typedef struct icl_cpu_ceilings {
 
 /* Measures the ceilings (quick: fewer rounds, a smaller stream); be must be a CPU backend. */
 int icl_cpu_measure_ceilings(icl_backend *be, int quick, icl_cpu_ceilings *out, icl_error *err);
+/* Fills threads and simd of a CPU backend, the ceilings left 0 (for ceilings measured once elsewhere). */
+int icl_cpu_describe(icl_backend *be, icl_cpu_ceilings *out, icl_error *err);
 
 /* Creates the reference backend (scalar src/ref ops on host memory; slow, for checks). */
 int icl_ref_backend_new(icl_backend **out, icl_error *err);

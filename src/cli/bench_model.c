@@ -14,6 +14,8 @@ typedef struct bench_opts {
   const char *model, *backend, *once; /* once: "prefill" or "decode" */
   long tokens, reps, layer, decode;
   int precision; /* default fast: decode timed as `icl run` decodes */
+  int have_ceil;  /* --ceilings given */
+  icl_cpu_ceilings ceil;
 } bench_opts;
 
 static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
@@ -22,12 +24,14 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: icl bench %s -m MODEL [--backend B] [--tokens N] [--reps R] [--precision exact|fast]%s\n", cmd,
-             strcmp(cmd, "hooks") ? " [--decode D] [--once prefill|decode]" : " [--layer L]");
+             strcmp(cmd, "hooks") ? " [--decode D] [--once prefill|decode]\n       [--ceilings FMA,INT8,READ]"
+                                  : " [--layer L]");
       if (strcmp(cmd, "hooks"))
         printf("  prefill 128, 512 (those below N) and N tokens (default 1400), decode D steps (default 128),\n"
                "  an N-token forward with all-position logits; --once: one prefill of N or D decode steps only;\n"
                "  --precision: the backend precision (default fast, as `icl run`); on the CPU backend each row is\n"
-               "  followed by a roofline line against the ceilings of `icl bench cpu`\n");
+               "  followed by a roofline line against the ceilings of `icl bench cpu`, measured at the start\n"
+               "  or given by --ceilings (GFLOP/s, GOP/s, GB/s: one measurement for a series of runs)\n");
       exit(0);
     }
     if (!v) { fprintf(stderr, "icl bench %s: %s needs a value\n", cmd, a); return 2; }
@@ -40,6 +44,14 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
     else if (!strcmp(a, "--once") && (!strcmp(v, "prefill") || !strcmp(v, "decode"))) o->once = v;
     else if (!strcmp(a, "--precision") && !strcmp(v, "exact")) o->precision = ICL_PRECISION_EXACT;
     else if (!strcmp(a, "--precision") && !strcmp(v, "fast")) o->precision = ICL_PRECISION_FAST;
+    else if (!strcmp(a, "--ceilings") && strcmp(cmd, "hooks")) {
+      if (bench_roof_parse(v, &o->ceil)) {
+        fprintf(stderr, "icl bench %s: --ceilings '%s': expected three positive numbers FMA,INT8,READ "
+                        "(GFLOP/s, GOP/s, GB/s)\n", cmd, v);
+        return 2;
+      }
+      o->have_ceil = 1;
+    }
     else { fprintf(stderr, "icl bench %s: unknown option '%s'\n", cmd, a); return 2; }
     i++;
   }
@@ -166,7 +178,7 @@ int icl_bench_model(int argc, char **argv) {
   printf("model: %s\nbackend: %s\nprecision: %s\n", icl_model_hparams(m)->name, icl_model_device(m),
          o.precision == ICL_PRECISION_EXACT ? "exact" : "fast");
   bench_roof roof;
-  bench_roof_init(m, o.precision, &roof);
+  bench_roof_init(m, o.precision, o.have_ceil ? &o.ceil : NULL, &roof);
   printf("%-34s %10s %12s\n", "measure", "seconds", "tokens/s");
   int rc = 0;
   double dt = 1;

@@ -21,7 +21,20 @@ static void count_layers(const icl_model *m, bench_roof *r, int *window) {
   }
 }
 
-int bench_roof_init(icl_model *m, int precision, bench_roof *r) {
+int bench_roof_parse(const char *v, icl_cpu_ceilings *out) {
+  char *end;
+  double x[3];
+  const char *p = v;
+  for (int i = 0; i < 3; i++) {
+    x[i] = strtod(p, &end);
+    if (end == p || !(x[i] > 0) || *end != (i < 2 ? ',' : '\0')) return 1;
+    p = end + 1;
+  }
+  *out = (icl_cpu_ceilings){.fma_gflops = x[0], .int8_gops = x[1], .read_gbps = x[2]};
+  return 0;
+}
+
+int bench_roof_init(icl_model *m, int precision, const icl_cpu_ceilings *given, bench_roof *r) {
   *r = (bench_roof){.int8 = precision == ICL_PRECISION_FAST, .n_layer = m->hp.n_layer, .n_head = m->hp.n_head,
                     .head_dim = m->hp.head_dim, .n_kv_head = m->hp.n_head_kv};
   int *window = calloc((size_t)m->hp.n_layer + 1, sizeof *window);
@@ -31,13 +44,18 @@ int bench_roof_init(icl_model *m, int precision, bench_roof *r) {
   r->head_macs = elems(&m->output);
   r->head_bytes = bytes(&m->output);
   icl_error e = {0};
-  if (icl_cpu_measure_ceilings(m->be, 1, &r->ceil, &e)) {
+  if (given ? icl_cpu_describe(m->be, &r->ceil, &e) : icl_cpu_measure_ceilings(m->be, 1, &r->ceil, &e)) {
     fprintf(stderr, "icl bench: %s\n", e.msg);
     return 0;
   }
+  if (given) {
+    r->ceil.fma_gflops = given->fma_gflops;
+    r->ceil.int8_gops = given->int8_gops;
+    r->ceil.read_gbps = given->read_gbps;
+  }
   r->have = 1;
-  printf("ceilings (%s, %d threads): f32 FMA %.1f GFLOP/s, int8 dot %.1f GOP/s, read %.2f GB/s\n", r->ceil.simd,
-         r->ceil.threads, r->ceil.fma_gflops, r->ceil.int8_gops, r->ceil.read_gbps);
+  printf("ceilings (%s, %d threads, %s): f32 FMA %.1f GFLOP/s, int8 dot %.1f GOP/s, read %.2f GB/s\n", r->ceil.simd,
+         r->ceil.threads, given ? "given" : "measured now", r->ceil.fma_gflops, r->ceil.int8_gops, r->ceil.read_gbps);
   return 1;
 }
 

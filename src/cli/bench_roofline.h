@@ -17,8 +17,11 @@ typedef struct bench_roof {
   const int *window;       /* [n_layer] sliding window per layer, 0 = global */
 } bench_roof;
 
-/* Counts the model's work and, on the CPU backend, measures the ceilings (returns 0 when it cannot). */
-int bench_roof_init(icl_model *m, int precision, bench_roof *r);
+/* Counts the model's work and, on the CPU backend, takes the ceilings from given (fma, int8 and read set) or
+ * measures them (given NULL); returns 0 when it cannot. */
+int bench_roof_init(icl_model *m, int precision, const icl_cpu_ceilings *given, bench_roof *r);
+/* Parses --ceilings "FMA,INT8,READ" (GFLOP/s, GOP/s, GB/s as `icl bench cpu` prints them); 0 on success. */
+int bench_roof_parse(const char *v, icl_cpu_ceilings *out);
 void bench_roof_free(bench_roof *r);
 /* `icl bench cpu`: prints the ceilings of a CPU backend with ICL_THREADS threads. */
 int bench_cpu(int argc, char **argv);

@@ -91,6 +91,14 @@ static double probe_best(cpu_backend *cb, probe_ctx *c, int64_t n_items, int rep
   return best;
 }
 
+int icl_cpu_describe(icl_backend *be, icl_cpu_ceilings *out, icl_error *err) {
+  if (!be || strcmp(be->ops->name, "cpu") != 0)
+    return icl_error_set(err, ICL_EINVAL, "cpu ceilings: backend '%s' is not the CPU backend", be ? be->ops->name : "");
+  cpu_backend *cb = cpu_of(be);
+  *out = (icl_cpu_ceilings){.threads = cb->n_threads, .simd = cb->k.name};
+  return ICL_OK;
+}
+
 int icl_cpu_measure_ceilings(icl_backend *be, int quick, icl_cpu_ceilings *out, icl_error *err) {
   if (!be || strcmp(be->ops->name, "cpu") != 0)
     return icl_error_set(err, ICL_EINVAL, "cpu ceilings: backend '%s' is not the CPU backend", be ? be->ops->name : "");
