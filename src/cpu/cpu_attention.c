@@ -42,9 +42,13 @@ static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t h0, int64_t i
   int64_t j1 = qpos + 1 < c->nkv ? qpos + 1 : c->nkv;
   int64_t j0 = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
   const float *q = c->q + (i * c->nh + h0) * c->hd;
-  for (int64_t j = j0; j < j1; j++) {
-    const float *kv = c->kc + (j * c->nkvh + kvh) * c->hd;
-    for (int64_t g = 0; g < group; g++) s[g * c->nkv + j] = k->dot(q + g * c->hd, kv, c->hd);
+  if (k->qk_rows) {
+    k->qk_rows(q, (int)group, c->hd, c->kc + kvh * c->hd, c->nkvh * c->hd, j0, j1, s, c->nkv);
+  } else {
+    for (int64_t j = j0; j < j1; j++) {
+      const float *kv = c->kc + (j * c->nkvh + kvh) * c->hd;
+      for (int64_t g = 0; g < group; g++) s[g * c->nkv + j] = k->dot(q + g * c->hd, kv, c->hd);
+    }
   }
   for (int64_t g = 0; g < group; g++) {
     int64_t h = h0 + g;
@@ -73,6 +77,10 @@ static void attn_row_group(const attn_ctx *c, int64_t kvh, int64_t h0, int64_t i
     }
   }
   float *o = c->out + (i * c->nh + h0) * c->hd;
+  if (k->pv_rows) {
+    k->pv_rows(s, c->nkv, (int)group, c->hd, c->vc + kvh * c->hd, c->nkvh * c->hd, j0, j1, o);
+    return;
+  }
   for (int64_t j = j0; j < j1; j++) {
     const float *vv = c->vc + (j * c->nkvh + kvh) * c->hd;
     for (int64_t g = 0; g < group; g++) {

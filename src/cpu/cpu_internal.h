@@ -116,6 +116,12 @@ typedef struct cpu_kernels {
   float (*dot)(const float *a, const float *b, int64_t n);
   /* y += a * x over n floats */
   void (*axpy)(float *y, float a, const float *x, int64_t n);
+  /* decode attention's row path (NULL: dot and axpy per key): s[g*ss + j] = q[g*hd ...] . k[j*ks ...], and
+   * o[g*hd + c] += sum over p[g*ps + j] != 0 of p[g*ps + j] * v[j*vs + c], for g < ng and j in [j0, j1) */
+  void (*qk_rows)(const float *q, int ng, int64_t hd, const float *k, int64_t ks, int64_t j0, int64_t j1, float *s,
+                  int64_t ss);
+  void (*pv_rows)(const float *p, int64_t ps, int ng, int64_t hd, const float *v, int64_t vs, int64_t j0, int64_t j1,
+                  float *o);
   /* y = exp(x) over n floats (y may be x); about 1 ulp; results below ~1e-38 flush to 0 */
   void (*vexp)(const float *x, float *y, int64_t n);
   /* softmax steps: x *= s and return max(x) (-inf for n = 0); x = exp(x - m) and return the sum */

@@ -94,6 +94,10 @@ static const ot_shape ATTENTION[] = {
     /* single-head work items on the CPU (one kv head, or GQA groups too few for the threads) */
     {"odd", {64, 4, 1, 2, 50, 0}, 0, AT_MASK | AT_PATTERN}, {"tiny", {64, 6, 2, 1, 30, 0}, 0, AT_MASK | AT_PATTERN},
     {"model", {256, 4, 1, 130, 0, 0}, 0, AT_PATTERN},
+    /* the CPU row path's head sizes: 16-key score blocks and a register-held output row at 64/128/256, per-key
+     * dots elsewhere (40: not a multiple of 16; 96: no register-held row), with a softcap */
+    {"odd", {40, 2, 1, 1, 37, 0}, 0, AT_PATTERN}, {"odd", {128, 4, 2, 2, 40, 0}, 0, AT_MASK | AT_PATTERN},
+    {"odd", {96, 2, 1, 1, 20, 0}, 30, AT_PATTERN},
     /* the Vulkan suite's cases: scores x4, aligned (vec4 kernels) and unaligned views */
     {"tiny", {64, 9, 3, 1, 6, 0}, 0, AT_SCALE4 | AT_PATTERN}, {"tiny", {64, 9, 3, 1, 6, 0}, 0, AT_SCALE4 | AT_PATTERN | U},
     {"odd", {64, 9, 3, 7, 0, 0}, 0, AT_SCALE4 | AT_PATTERN},  {"odd", {64, 9, 3, 7, 0, 0}, 0, AT_SCALE4 | AT_PATTERN | U},
