@@ -28,6 +28,10 @@ int cpu_pool_threads(const cpu_pool *p);
 void cpu_pool_for(cpu_pool *p, int64_t n_items, cpu_item_fn fn, void *ctx);
 /* Runs fn over [0, n) in ranges of grain elements (one range on the caller if n <= grain). */
 void cpu_pool_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+/* Runs fn over [0, n) (n < 2^31) as one contiguous region per thread, each taken front to back in ranges of
+ * chunk elements; a thread done with its region takes chunks from the back of the others (memory streams
+ * that stay sequential, balanced across threads of unequal speed). One thread: one range [0, n). */
+void cpu_pool_split(cpu_pool *p, int64_t n, int64_t chunk, cpu_range_fn fn, void *ctx);
 
 /* ---- activation blocks for integer dot products ------------------------------------------ */
 

@@ -25,6 +25,11 @@
 /* Integer path: weight rows fetched ahead. Decode's small matmuls (SmolLM2: 360-byte rows, items of 36) left
  * the hardware prefetcher little run-up per item; the qdot loop stalled on the weight loads (~12 GB/s). */
 #define MM_PREFETCH_ROWS 4
+/* Row-wise paths (few tokens): rows per claim of cpu_pool_split. Each thread streams one contiguous region of
+ * weight rows that the prefetchers follow; items of up to 64 rows claimed in turn made each thread's stream
+ * jump every ~20 KB and restart the prefetchers (decode layers at 10-14 GB/s of a 27-29 GB/s read ceiling).
+ * A thread done early takes chunks from the back of another's region. */
+#define MM_SPLIT_ROWS 64
 
 typedef struct mm_ctx {
   cpu_backend *cb;
@@ -36,7 +41,6 @@ typedef struct mm_ctx {
   const float *xp; /* tile path: x packed per group of gemm_nt tokens, [n/gnt][K][gnt] */
   float *y;       /* [n][rows] */
   cpu_q8 *xq;     /* [n][K/32], the int8 paths only */
-  int64_t n_items, item_rows; /* row-wise paths; EXACT one token: groups of CPU_XW_TILES tiles per item */
   void *panel;                  /* tile path: n_ptiles packed tiles of tbytes */
   int q;                        /* tile path: int8 tiles (FAST) */
   int trows;                    /* rows per tile */
@@ -68,14 +72,13 @@ void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *d
 
 /* ---- integer path ------------------------------------------------------------------------- */
 
-/* Items are runs of item_rows weight rows. */
-static void mm_qdot_item(void *arg, int64_t it, int ith) {
+/* Rows [r0, r1). */
+static void mm_qdot_rows(void *arg, int64_t r0, int64_t r1, int ith) {
   (void)ith;
   mm_ctx *c = arg;
   cpu_qdot_fn f = c->cb->k.qdot[c->type];
   int64_t nb = c->K / 32;
   float out[MM_QDOT_TOKENS];
-  int64_t r0 = it * c->item_rows, r1 = r0 + c->item_rows < c->rows ? r0 + c->item_rows : c->rows;
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t *wr = c->w + (size_t)r * c->wrb;
     if (r + MM_PREFETCH_ROWS < r1)
@@ -113,11 +116,10 @@ static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) 
 
 /* ---- row-at-a-time float path (few tokens, types without an integer kernel) --------------- */
 
-static void mm_rows_item(void *arg, int64_t it, int ith) {
+static void mm_rows_rows(void *arg, int64_t r0, int64_t r1, int ith) {
   mm_ctx *c = arg;
   const cpu_kernels *k = &c->cb->k;
   float *tmp = c->cb->scratch[ith].p;
-  int64_t r0 = it * c->item_rows, r1 = r0 + c->item_rows < c->rows ? r0 + c->item_rows : c->rows;
   for (int64_t r = r0; r < r1; r++) {
     const float *wr = (const float *)(c->w + (size_t)r * c->wrb);
     if (c->type != ICL_TYPE_F32) {
@@ -234,18 +236,20 @@ static void mm_xw_group(const mm_ctx *c, int64_t gi, int64_t n_tiles) {
   }
 }
 
+/* Groups [g0, g1) of mm_xw_group. */
+static void mm_xw_groups(void *arg, int64_t g0, int64_t g1, int ith) {
+  (void)ith;
+  const mm_ctx *c = arg;
+  int64_t n_tiles = (c->rows + c->trows - 1) / c->trows;
+  for (int64_t gi = g0; gi < g1; gi++) mm_xw_group(c, gi, n_tiles);
+}
+
 /* Few tokens (one token block): item = one tile, packed into the thread's scratch (after the f32
  * path's row-major staging area) and used at once, so no panel round trip through L3. */
 static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
   uint8_t *tmp = c->cb->scratch[ith].p, *tile = c->q || c->xw ? tmp : tmp + c->tbytes;
   const cpu_kernels *k = &c->cb->k;
-  if (c->xw_multi) { /* item = item_rows groups of CPU_XW_TILES tiles */
-    int64_t n_tiles = (c->rows + c->trows - 1) / c->trows;
-    for (int64_t gi = it * c->item_rows; gi < (it + 1) * c->item_rows && CPU_XW_TILES * gi < n_tiles; gi++)
-      mm_xw_group(c, gi, n_tiles);
-    return;
-  }
   if (c->xw && c->n <= CPU_ROWTILE_TOKS) { /* straight from the codes */
     int64_t r0;
     int nr = mm_tile_rows(c, it, &r0);
@@ -298,13 +302,10 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     c->xp = xp;
   }
   if (fused) {
-    int64_t n_items = n_tiles;
-    if (c->xw_multi) { /* one contiguous range of groups per thread, as mm_item_rows */
-      int64_t groups = (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES, nth = cpu_pool_threads(cb->pool);
-      c->item_rows = (groups + nth - 1) / nth;
-      n_items = (groups + c->item_rows - 1) / c->item_rows;
-    }
-    cpu_pool_for(cb->pool, n_items, mm_fused_item, c);
+    if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS) */
+      cpu_pool_split(cb->pool, (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES, 1, mm_xw_groups, c);
+    else
+      cpu_pool_for(cb->pool, n_tiles, mm_fused_item, c);
     return ICL_OK;
   }
   int64_t per_panel = MM_PANEL_BYTES / c->tbytes > 0 ? (int64_t)(MM_PANEL_BYTES / c->tbytes) : 1;
@@ -320,18 +321,10 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   return ICL_OK;
 }
 
-/* Rows per item for the row-wise paths (few tokens): one contiguous range per thread. Each thread then streams
- * one run of weight rows that the hardware and software prefetches follow to its end; items of 64 rows claimed
- * in turn restarted the prefetch at every item (decode, FAST: SmolLM2 ~140 -> ~160 tok/s, Gemma 3 ~75 -> ~85). */
-static int64_t mm_item_rows(int64_t rows, int nth) {
-  int64_t r = (rows + nth - 1) / nth;
-  return r < 4 ? 4 : r;
-}
 
 
 int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
-  int nth = cb->n_threads;
   mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1],
               .n = icl_dt_nrows(x), .x = cpu_f32(x), .y = cpu_f32(y)};
   c.wrb = icl_type_row_bytes(w->type, c.K);
@@ -348,9 +341,7 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
     return mm_tiles(&c, err);
   }
   if (c.n >= cb->tile_min_tokens) return mm_tiles(&c, err);
-  c.item_rows = mm_item_rows(c.rows, nth);
-  c.n_items = (c.rows + c.item_rows - 1) / c.item_rows;
-  cpu_item_fn task = mm_rows_item;
+  cpu_range_fn task = mm_rows_rows;
   if (cb->k.qdot[c.type]) {
     int64_t nb = c.K / 32, np = (nb + 1) / 2;
     /* one token with a pair dot: the blocks rearranged after xq, 64-byte aligned */
@@ -368,12 +359,12 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
       mm_q8p_fill(c.xq, nb, c.type == ICL_TYPE_Q8_0, &c.xq1);
       c.qdot1 = cb->k.qdot1[c.type];
     }
-    task = mm_qdot_item;
+    task = mm_qdot_rows;
   } else {
     int rc = mm_reserve(cb, (size_t)c.K * sizeof(float), err);
     if (rc) return rc;
   }
-  cpu_pool_for(cb->pool, c.n_items, task, &c);
+  cpu_pool_split(cb->pool, c.rows, MM_SPLIT_ROWS, task, &c);
   return ICL_OK;
 }
 

@@ -201,3 +201,51 @@ void cpu_pool_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void
   range_ctx r = {fn, ctx, n, grain};
   cpu_pool_for(p, (n + grain - 1) / grain, range_item, &r);
 }
+
+/* cpu_pool_split: region r's remaining [front, back) packed as front << 32 | back. */
+typedef struct split_ctx {
+  cpu_range_fn fn;
+  void *ctx;
+  int64_t chunk;
+  int n_reg;
+  _Atomic uint64_t reg[256];
+} split_ctx;
+
+/* Claims up to chunk elements from the front (owner) or the back (others) of a region; 0 when it is empty. */
+static int split_claim(_Atomic uint64_t *reg, int64_t chunk, int back, int64_t *lo, int64_t *hi) {
+  uint64_t s = atomic_load(reg), ns;
+  int64_t f, b;
+  do {
+    f = (int64_t)(s >> 32), b = (int64_t)(s & 0xFFFFFFFFu);
+    if (f >= b) return 0;
+    if (back) *lo = b - chunk > f ? b - chunk : f, *hi = b, ns = (uint64_t)f << 32 | (uint64_t)*lo;
+    else *lo = f, *hi = f + chunk < b ? f + chunk : b, ns = (uint64_t)*hi << 32 | (uint64_t)b;
+  } while (!atomic_compare_exchange_weak(reg, &s, ns));
+  return 1;
+}
+
+/* Item r: region r from its front, then the other regions from their backs. */
+static void split_item(void *arg, int64_t r, int ith) {
+  split_ctx *c = arg;
+  int64_t lo, hi;
+  while (split_claim(&c->reg[r], c->chunk, 0, &lo, &hi)) c->fn(c->ctx, lo, hi, ith);
+  for (int k = 1; k < c->n_reg; k++)
+    while (split_claim(&c->reg[(r + k) % c->n_reg], c->chunk, 1, &lo, &hi)) c->fn(c->ctx, lo, hi, ith);
+}
+
+void cpu_pool_split(cpu_pool *p, int64_t n, int64_t chunk, cpu_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  if (chunk < 1) chunk = 1;
+  if (p->n == 1 || n <= chunk) {
+    fn(ctx, 0, n, 0);
+    return;
+  }
+  if (n >= (int64_t)1 << 31) { /* beyond the packed 32-bit bounds: plain ranges */
+    cpu_pool_range(p, n, chunk, fn, ctx);
+    return;
+  }
+  split_ctx c = {.fn = fn, .ctx = ctx, .chunk = chunk, .n_reg = p->n};
+  for (int r = 0; r < c.n_reg; r++)
+    atomic_init(&c.reg[r], (uint64_t)(n * r / c.n_reg) << 32 | (uint64_t)(n * (r + 1) / c.n_reg));
+  cpu_pool_for(p, c.n_reg, split_item, &c);
+}
