@@ -2,6 +2,7 @@
  * and attention) against the f32 FMA peak (exact precision) or the int8 dot-product peak (fast precision,
  * where the backend runs matmuls on int8 activations). Decode is bandwidth: the bytes it must read per
  * step (every weight once plus the visible K/V cache) against the measured read stream. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ int bench_roof_parse(const char *v, icl_cpu_ceilings *out) {
   const char *p = v;
   for (int i = 0; i < 3; i++) {
     x[i] = strtod(p, &end);
-    if (end == p || !(x[i] > 0) || *end != (i < 2 ? ',' : '\0')) return 1;
+    if (end == p || !(x[i] > 0) || !isfinite(x[i]) || *end != (i < 2 ? ',' : '\0')) return 1;
     p = end + 1;
   }
   *out = (icl_cpu_ceilings){.fma_gflops = x[0], .int8_gops = x[1], .read_gbps = x[2]};

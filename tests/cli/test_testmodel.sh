@@ -31,6 +31,8 @@ check "--ceilings: decode's fraction is of the given bandwidth" awk '
 "$ICL" bench model -m "$TMP/a.gguf" --ceilings 1,2 2>"$TMP/err" >/dev/null
 check "--ceilings with two numbers exits 2" [ $? -eq 2 ]
 check "... and the message names the value" grep -q "'1,2'" "$TMP/err"
+"$ICL" bench model -m "$TMP/a.gguf" --ceilings inf,800,25 2>/dev/null >/dev/null
+check "--ceilings that is not finite exits 2" [ $? -eq 2 ]
 "$ICL" testmodel --like llama70b -o "$TMP/c.gguf" 2>"$TMP/err"
 check "unknown --like exits 2" [ $? -eq 2 ]
 check "the message names it" grep -q "llama70b" "$TMP/err"
