@@ -99,9 +99,10 @@ static inline size_t cpu_xw_tile_bytes(uint32_t t, int64_t K) { return (size_t)(
  * cpu_q8 blocks long and xstride blocks apart; out[t] = the dot for token t. */
 typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int nt, int64_t xstride, float *out);
 
-/* One token's cpu_q8 blocks rearranged for the pair dots (cpu_q8p_fill): q holds two blocks per 64 bytes, in
- * element order (block 2p then 2p+1) for Q8_0, else halves order (elements 0-15 of 2p, of 2p+1, then 16-31
- * of 2p, of 2p+1, matching the nibble layout); d and s per block. An odd count is padded with a zero block. */
+/* One token's cpu_q8 blocks rearranged for the pair dots (cpu_matmul.c's mm_q8p_fill): q holds two blocks per
+ * 64 bytes, in element order (block 2p then 2p+1) for Q8_0, else halves order (elements 0-15 of 2p, of 2p+1,
+ * then 16-31 of 2p, of 2p+1, matching the nibble layout); d and s per block. An odd count is padded with a zero
+ * block. */
 typedef struct cpu_q8p {
   int8_t *q;
   float *d, *s;

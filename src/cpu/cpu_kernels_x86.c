@@ -225,7 +225,6 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
 #undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
-#undef QD_MASK_BITS
 #undef QD_DOTACC
 #undef QD_TARGET
 #undef QD_SFX

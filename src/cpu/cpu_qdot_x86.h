@@ -81,16 +81,30 @@ QD_ATTR size_t QD_FN(qd_block_bytes_)(const int T) {
   }
 }
 
+/* Offset of the 16 nibble bytes (Q4_0/Q4_1/Q5_0/Q5_1) and of the fifth-bit word (0: none) in a block of T. */
+QD_ATTR int QD_FN(qd_nib_off_)(const int T) {
+  return T == ICL_TYPE_Q4_0 ? 2 : T == ICL_TYPE_Q4_1 ? 4 : T == ICL_TYPE_Q5_0 ? 6 : 8;
+}
+QD_ATTR int QD_FN(qd_bit_off_)(const int T) { return T == ICL_TYPE_Q5_0 ? 2 : T == ICL_TYPE_Q5_1 ? 4 : 0; }
+
+/* The offset c of a 32-block type's block with multiplier d (w = d*u + c; Q8_0's codes shifted by 128). */
+QD_ATTR float QD_FN(qd_off32_)(const int T, const uint8_t *blk, float d) {
+  switch (T) {
+  case ICL_TYPE_Q4_0: return -8.0f * d;
+  case ICL_TYPE_Q5_0: return -16.0f * d;
+  case ICL_TYPE_Q8_0: return -128.0f * d;
+  default: return QD_FN(qd_f16_)(blk + 2); /* Q4_1, Q5_1 */
+  }
+}
+
 /* The 32 unsigned codes u of one block of a 32-block type, with w = d*u + *c (Q8_0's signed codes shifted by 128). */
 QD_ATTR __m256i QD_FN(qd_codes32_)(const int T, const uint8_t *blk, float *d, float *c) {
   *d = QD_FN(qd_f16_)(blk);
-  switch (T) {
-  case ICL_TYPE_Q4_0: *c = -8.0f * *d; return QD_FN(qd_nibbles_)(blk + 2);
-  case ICL_TYPE_Q4_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_nibbles_)(blk + 4);
-  case ICL_TYPE_Q5_0: *c = -16.0f * *d; return QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(blk + 6), blk + 2);
-  case ICL_TYPE_Q5_1: *c = QD_FN(qd_f16_)(blk + 2); return QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(blk + 8), blk + 4);
-  default: *c = -128.0f * *d; return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-  }
+  *c = QD_FN(qd_off32_)(T, blk, *d);
+  if (T == ICL_TYPE_Q8_0)
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+  __m256i u = QD_FN(qd_nibbles_)(blk + QD_FN(qd_nib_off_)(T));
+  return QD_FN(qd_bit_off_)(T) ? QD_FN(qd_add_bit16_)(u, blk + QD_FN(qd_bit_off_)(T)) : u;
 }
 
 /* The body for weight type T (a constant after inlining) and NT tokens. */
@@ -153,22 +167,6 @@ QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
  * so the unpacking, conversion and scaling run once per pair. Q8_0 takes its codes shifted by 128 (dpbusd
  * sums in int32, so unsigned codes cannot saturate) with the -128*d offset on the block sums. */
 
-/* Offset of the 16 nibble bytes and of the fifth-bit word (0: none) in a block of nibble type T. */
-QD_ATTR int QD_FN(qp_nib_off_)(const int T) {
-  return T == ICL_TYPE_Q4_0 ? 2 : T == ICL_TYPE_Q4_1 ? 4 : T == ICL_TYPE_Q5_0 ? 6 : 8;
-}
-QD_ATTR int QD_FN(qp_bit_off_)(const int T) { return T == ICL_TYPE_Q5_0 ? 2 : T == ICL_TYPE_Q5_1 ? 4 : 0; }
-
-/* The offset multiplier c of a block (w = d*u + c) with multiplier d. */
-QD_ATTR float QD_FN(qp_off_)(const int T, const uint8_t *blk, float d) {
-  switch (T) {
-  case ICL_TYPE_Q4_0: return -8.0f * d;
-  case ICL_TYPE_Q5_0: return -16.0f * d;
-  case ICL_TYPE_Q8_0: return -128.0f * d;
-  default: return QD_FN(qd_f16_)(blk + 2); /* Q4_1, Q5_1 */
-  }
-}
-
 /* The codes of blocks b0 and b1 (b1 absent: has1 = 0) in cpu_q8p order. */
 QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *b1, int has1) {
   if (T == ICL_TYPE_Q8_0) {
@@ -176,7 +174,7 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
     __m256i r1 = has1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_set1_epi8((char)0x80);
     return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1), _mm512_set1_epi8((char)0x80));
   }
-  const int no = QD_FN(qp_nib_off_)(T), bo = QD_FN(qp_bit_off_)(T);
+  const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
   __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
   __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
   __m256i n = _mm256_set_m128i(n1, n0);
@@ -208,8 +206,8 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     float d0 = QD_FN(qd_f16_)(b0), d1 = has1 ? QD_FN(qd_f16_)(b1) : 0.0f;
     __m512 sv = _mm512_mask_blend_ps(second, _mm512_set1_ps(d0 * xp->d[b]), _mm512_set1_ps(d1 * xp->d[b + 1]));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sv, acc);
-    bias0 += QD_FN(qp_off_)(T, b0, d0) * xp->s[b];
-    if (has1) bias1 += QD_FN(qp_off_)(T, b1, d1) * xp->s[b + 1];
+    bias0 += QD_FN(qd_off32_)(T, b0, d0) * xp->s[b];
+    if (has1) bias1 += QD_FN(qd_off32_)(T, b1, d1) * xp->s[b + 1];
   }
   return _mm512_reduce_add_ps(acc) + (bias0 + bias1);
 }
