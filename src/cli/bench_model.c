@@ -46,7 +46,7 @@ static int parse_bench(const char *cmd, int argc, char **argv, bench_opts *o) {
     else if (!strcmp(a, "--precision") && !strcmp(v, "fast")) o->precision = ICL_PRECISION_FAST;
     else if (!strcmp(a, "--ceilings") && strcmp(cmd, "hooks")) {
       if (bench_roof_parse(v, &o->ceil)) {
-        fprintf(stderr, "icl bench %s: --ceilings '%s': expected three positive numbers FMA,INT8,READ "
+        fprintf(stderr, "icl bench %s: --ceilings '%s': expected three finite positive numbers FMA,INT8,READ "
                         "(GFLOP/s, GOP/s, GB/s)\n", cmd, v);
         return 2;
       }
