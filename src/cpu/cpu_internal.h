@@ -154,9 +154,14 @@ typedef struct cpu_kernels {
   /* cpu_pack_x (activations, attention's queries and probabilities for gemm_tile), in registers where the level
    * has a transpose for its gemm_nt */
   void (*pack_x)(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp);
-  /* gemm_tile on the row-major tile src (pack_tile's input) for nt <= CPU_ROWTILE_TOKS, bit-identical to
-   * pack_tile + gemm_tile; NULL where the level has none */
-  void (*gemm_rowtile)(const float *src, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr);
+  /* gemm_tile on the row-major tile src (pack_tile's input, rows lds apart; all 32 readable) for
+   * nt <= CPU_ROWTILE_TOKS, bit-identical to pack_tile + gemm_tile; NULL where the level has none */
+  void (*gemm_rowtile)(const float *src, int64_t lds, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
+                       int nr);
+  /* gemm_tile with column c of the tile at wp + c*ldw (unaligned; lanes r >= nr not read), bit-identical to
+   * gemm_tile on the packed copy: decode attention's p.v straight from the value rows; NULL where none */
+  void (*gemm_tile_ld)(const float *wp, int64_t ldw, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
+                       int nr);
   /* EXACT repacked weights (NULL where the level has none): xpack repacks nr <= CPU_TILE_ROWS rows (wrb bytes
    * apart) of K columns into a tile of K/32 groups of cpu_xw_group_bytes; xunpack writes its pack_tile layout
    * wp[c*32 + r]; xgemm is gemm_tile on it for nt <= CPU_ROWTILE_TOKS (xp packed as for gemm_tile). Both are

@@ -380,8 +380,9 @@ __attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, i
 /* gemm_tile on an unpacked tile: 16x16 blocks of the row-major tile are transposed in registers and
  * used at once, column by column, with the same fma sequence per (row, token) as gemm32_avx512, so
  * the results are bit-identical without writing and re-reading a packed tile (few tokens). */
-static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src, int64_t K, const float *xp,
-                                                                const int NT, float *y, int64_t ldy, int nr) {
+static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src, int64_t lds, int64_t K,
+                                                                const float *xp, const int NT, float *y, int64_t ldy,
+                                                                int nr) {
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
@@ -390,7 +391,7 @@ static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src
   for (; c0 + 16 <= K; c0 += 16) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
-      transpose16_avx512(src + 16 * h * K + c0, K, col, 16);
+      transpose16_avx512(src + 16 * h * lds + c0, lds, col, 16);
 #pragma GCC unroll 16
       for (int j = 0; j < 16; j++) {
         __m512 w = _mm512_load_ps(col + 16 * j);
@@ -401,19 +402,48 @@ static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src
   }
   for (; c0 < K; c0++) { /* columns past the last whole 16 */
     float w[32] __attribute__((aligned(64)));
-    for (int r = 0; r < 32; r++) w[r] = src[r * K + c0];
+    for (int r = 0; r < 32; r++) w[r] = src[r * lds + c0];
     col32_avx512(_mm512_load_ps(w), _mm512_load_ps(w + 16), xp + c0 * 8, NT, acc);
   }
   store32_avx512(acc, NT, y, ldy, nr);
 }
 
-__attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src, int64_t K, const float *xp, int nt,
-                                                                float *y, int64_t ldy, int nr) {
+__attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src, int64_t lds, int64_t K,
+                                                                const float *xp, int nt, float *y, int64_t ldy, int nr) {
   switch (nt) {
-  case 1: rowtile32_avx512(src, K, xp, 1, y, ldy, nr); break;
-  case 2: rowtile32_avx512(src, K, xp, 2, y, ldy, nr); break;
-  case 3: rowtile32_avx512(src, K, xp, 3, y, ldy, nr); break;
-  default: rowtile32_avx512(src, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */
+  case 1: rowtile32_avx512(src, lds, K, xp, 1, y, ldy, nr); break;
+  case 2: rowtile32_avx512(src, lds, K, xp, 2, y, ldy, nr); break;
+  case 3: rowtile32_avx512(src, lds, K, xp, 3, y, ldy, nr); break;
+  default: rowtile32_avx512(src, lds, K, xp, 4, y, ldy, nr); break; /* nt <= CPU_ROWTILE_TOKS */
+  }
+}
+
+/* gemm32_avx512 with the tile's columns ldw apart and lanes past nr masked off (not read). */
+static AI __attribute__((target(AVX512))) void gemm32_ld_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                const float *xp, const int NT, float *y, int64_t ldy,
+                                                                int nr) {
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; c++)
+    col32_avx512(_mm512_maskz_loadu_ps(m0, wp + c * ldw), _mm512_maskz_loadu_ps(m1, wp + c * ldw + 16), xp + c * 8,
+                 NT, acc);
+  store32_avx512(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX512))) static void gemm_tile_ld_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                const float *xp, int nt, float *y, int64_t ldy, int nr) {
+  switch (nt) {
+  case 1: gemm32_ld_avx512(wp, ldw, K, xp, 1, y, ldy, nr); break;
+  case 2: gemm32_ld_avx512(wp, ldw, K, xp, 2, y, ldy, nr); break;
+  case 3: gemm32_ld_avx512(wp, ldw, K, xp, 3, y, ldy, nr); break;
+  case 4: gemm32_ld_avx512(wp, ldw, K, xp, 4, y, ldy, nr); break;
+  case 5: gemm32_ld_avx512(wp, ldw, K, xp, 5, y, ldy, nr); break;
+  case 6: gemm32_ld_avx512(wp, ldw, K, xp, 6, y, ldy, nr); break;
+  case 7: gemm32_ld_avx512(wp, ldw, K, xp, 7, y, ldy, nr); break;
+  default: gemm32_ld_avx512(wp, ldw, K, xp, 8, y, ldy, nr); break;
   }
 }
 
@@ -474,6 +504,8 @@ __attribute__((target(AVX512))) static void qk_rows_avx512(const float *q, int n
       for (int u = 0; u < 16; u++) a[u] = _mm512_setzero_ps();
       for (int64_t c = 0; c < hd; c += 16) {
         __m512 qv = _mm512_loadu_ps(qg + c);
+        if (g == 0 && j + 32 <= j1) /* the next 16 keys: first touch, from memory */
+          for (int u = 0; u < 16; u++) _mm_prefetch((const char *)(k + (j + 16 + u) * ks + c), _MM_HINT_T0);
         for (int u = 0; u < 16; u++) a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + (j + u) * ks + c), a[u]);
       }
       _mm512_storeu_ps(sg + j, hsum16_avx512(a));
@@ -485,14 +517,20 @@ __attribute__((target(AVX512))) static void qk_rows_avx512(const float *q, int n
 /* Decode's p.v for NV = hd/16 (a constant): the output row stays in registers across the keys. */
 static AI __attribute__((target(AVX512))) void pv_row_avx512(const float *p, const int NV, const float *v, int64_t vs,
                                                             int64_t j0, int64_t j1, float *o) {
-  __m512 acc[16];
+  __m512 acc[16]; /* fully unrolled so it stays in registers (a loop kept it on the stack) */
+#pragma GCC unroll 16
   for (int c = 0; c < NV; c++) acc[c] = _mm512_loadu_ps(o + 16 * c);
   for (int64_t j = j0; j < j1; j++) {
     if (p[j] == 0.0f) continue;
     __m512 w = _mm512_set1_ps(p[j]);
     const float *vj = v + j * vs;
+    if (j + 8 < j1)
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; c++) _mm_prefetch((const char *)(vj + 8 * vs + 16 * c), _MM_HINT_T0);
+#pragma GCC unroll 16
     for (int c = 0; c < NV; c++) acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vj + 16 * c), acc[c]);
   }
+#pragma GCC unroll 16
   for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + 16 * c, acc[c]);
 }
 
@@ -647,6 +685,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->pack_tile = pack_tile_avx512;
   k->pack_x = pack_x_avx512;
   k->gemm_rowtile = gemm_rowtile_avx512;
+  k->gemm_tile_ld = gemm_tile_ld_avx512;
   xw_install_avx512(k);
   cpu_probes_avx512(k);
 }

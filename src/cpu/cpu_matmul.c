@@ -260,7 +260,7 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
     int64_t r0;
     int nr = mm_tile_rows(c, it, &r0);
     mm_dequant_tile(c, r0, nr, (float *)tmp);
-    k->gemm_rowtile((const float *)tmp, c->K, c->xp, (int)c->n, c->y + r0, c->rows, nr);
+    k->gemm_rowtile((const float *)tmp, c->K, c->K, c->xp, (int)c->n, c->y + r0, c->rows, nr);
     return;
   }
   mm_pack_one(c, it, tile, (float *)tmp);

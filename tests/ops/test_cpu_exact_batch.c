@@ -1,8 +1,11 @@
 /* EXACT precision's contract on the CPU matmul, op by op (and its repacked weights, bit for bit): a token's output row is bit-identical whether the
  * token is multiplied alone or among n others, on every SIMD level and across the kernels the token count picks
  * (the row-major few-token kernel, the fused one-block path, the panel path), for whole and ragged K, row
- * counts that leave partial tiles, and float and quantized weight types. (tests/model/test_batch_invariance.c
+ * counts that leave partial tiles, and float and quantized weight types. The same for attention: a query alone
+ * (decode: the in-place path where the level has it) against its row of a batch (the blocked path), output and
+ * pattern rows, over head sizes, GQA groups, windows, softcap and masks. (tests/model/test_batch_invariance.c
  * checks the same on whole models with the real shapes.) */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +94,59 @@ static void check_repack(uint32_t type, int64_t K, int64_t rows, int64_t n, cons
   free(wh), free(xh), free(ya), free(yb);
 }
 
+
+static icl_dt tensor4(int64_t n0, int64_t n1, int64_t n2, const float *host) {
+  icl_dt t = tensor(ICL_TYPE_F32, n0, n1 * n2, host);
+  t.ne[1] = n1, t.ne[2] = n2;
+  return t;
+}
+
+/* Attention of nb queries at positions n_past.. (the blocked path) against each query alone with the cache
+ * up to its own position (exactly that many keys, so reading past them is an overflow): {hd, heads, kv_heads,
+ * n_past, window}, softcap, mask. */
+static void check_attention(const int64_t sh[5], float softcap, int masked, const char *level) {
+  int64_t hd = sh[0], nh = sh[1], nkvh = sh[2], n_past = sh[3], nb = 6, nkv = n_past + nb;
+  float *qh = malloc((size_t)(hd * nh * nb) * sizeof(float)), *kh = malloc((size_t)(hd * nkvh * nkv) * sizeof(float));
+  float *vh = malloc((size_t)(hd * nkvh * nkv) * sizeof(float)), *mh = malloc((size_t)(nkv * nb * nh) * sizeof(float));
+  float *oa = malloc((size_t)(hd * nh * nb) * sizeof(float)), *pa = malloc((size_t)(nkv * nb * nh) * sizeof(float));
+  float *o1 = malloc((size_t)(hd * nh) * sizeof(float)), *p1 = malloc((size_t)(nkv * nh) * sizeof(float));
+  float *m1 = malloc((size_t)(nkv * nh) * sizeof(float));
+  t_rand_fill(qh, hd * nh * nb, 21, -1.0f, 1.0f);
+  t_rand_fill(kh, hd * nkvh * nkv, 22, -1.0f, 1.0f);
+  t_rand_fill(vh, hd * nkvh * nkv, 23, -1.0f, 1.0f);
+  t_rand_fill(mh, nkv * nb * nh, 24, -4.0f, 0.0f);
+  icl_attn_params p = {(int32_t)n_past, 1.0f / sqrtf((float)hd), (int32_t)sh[4], softcap};
+  icl_dt q = tensor4(hd, nh, nb, qh), k = tensor4(hd, nkvh, nkv, kh), v = tensor4(hd, nkvh, nkv, vh);
+  icl_dt m = tensor4(nkv, nb, nh, mh), o = tensor4(hd, nh, nb, NULL), pt = tensor4(nkv, nb, nh, NULL);
+  icl_error err;
+  CHECKF(icl_op_attention(be, &q, &k, &v, &p, masked ? &m : NULL, &o, &pt, &err) == ICL_OK, "attention: %s", err.msg);
+  CHECKF(be->ops->read(be, o.buf, 0, oa, (size_t)(hd * nh * nb) * sizeof(float), &err) == ICL_OK, "read: %s", err.msg);
+  CHECKF(be->ops->read(be, pt.buf, 0, pa, (size_t)(nkv * nb * nh) * sizeof(float), &err) == ICL_OK, "read: %s",
+         err.msg);
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t n1 = n_past + i + 1; /* the cache at query i's step */
+    for (int64_t h = 0; h < nh; h++) memcpy(m1 + h * n1, mh + (h * nb + i) * nkv, (size_t)n1 * sizeof(float));
+    icl_attn_params p1p = p;
+    p1p.n_past = (int32_t)(n_past + i);
+    icl_dt q1 = tensor4(hd, nh, 1, qh + i * hd * nh), k1 = tensor4(hd, nkvh, n1, kh), v1 = tensor4(hd, nkvh, n1, vh);
+    icl_dt mm = tensor4(n1, 1, nh, m1), o1d = tensor4(hd, nh, 1, NULL), p1d = tensor4(n1, 1, nh, NULL);
+    CHECKF(icl_op_attention(be, &q1, &k1, &v1, &p1p, masked ? &mm : NULL, &o1d, &p1d, &err) == ICL_OK,
+           "attention: %s", err.msg);
+    CHECKF(be->ops->read(be, o1d.buf, 0, o1, (size_t)(hd * nh) * sizeof(float), &err) == ICL_OK, "read: %s", err.msg);
+    CHECKF(be->ops->read(be, p1d.buf, 0, p1, (size_t)(n1 * nh) * sizeof(float), &err) == ICL_OK, "read: %s", err.msg);
+    int same = !memcmp(o1, oa + i * hd * nh, (size_t)(hd * nh) * sizeof(float));
+    for (int64_t h = 0; h < nh; h++) same &= !memcmp(p1 + h * n1, pa + (h * nb + i) * nkv, (size_t)n1 * sizeof(float));
+    CHECKF(same, "%s attention hd=%lld heads=%lld kv_heads=%lld n_past=%lld window=%lld softcap=%g mask=%d: query %lld "
+           "alone differs from the batch", level, (long long)hd, (long long)nh, (long long)nkvh, (long long)n_past,
+           (long long)sh[4], softcap, masked, (long long)i);
+    icl_dt *all1[] = {&q1, &k1, &v1, &mm, &o1d, &p1d};
+    for (int j = 0; j < 6; j++) release(all1[j]);
+  }
+  icl_dt *all[] = {&q, &k, &v, &m, &o, &pt};
+  for (int j = 0; j < 6; j++) release(all[j]);
+  free(qh), free(kh), free(vh), free(mh), free(oa), free(pa), free(o1), free(p1), free(m1);
+}
+
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
   static const uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -120,6 +176,15 @@ int main(void) {
       if (cpu_of(be)->k.xpack[t] && t != ICL_TYPE_Q4_1 && t != ICL_TYPE_Q8_0 && t != ICL_TYPE_Q4_K && t != ICL_TYPE_Q6_K)
         for (size_t ni = 0; ni < sizeof rns / sizeof rns[0]; ni++) check_repack(t, 512, 45, rns[ni], levels[l]);
     printf("%s: repacked weights equal dequantized rows, and follow writes\n", levels[l]);
+    /* {hd, heads, kv_heads, n_past, window}: SmolLM2 and Gemma 3 shapes, groups over CPU_ROWTILE_TOKS (7),
+     * head sizes not a multiple of 16 or 32 (40, 96), one partial key tile or many, a window */
+    static const int64_t attn[][5] = {{64, 9, 3, 0, 0},   {64, 9, 3, 27, 0},  {64, 9, 3, 250, 0}, {256, 4, 1, 700, 512},
+                                      {256, 4, 1, 30, 16}, {40, 2, 1, 37, 0}, {96, 7, 1, 64, 0},  {128, 14, 2, 45, 20}};
+    for (size_t ai = 0; ai < sizeof attn / sizeof attn[0]; ai++) {
+      check_attention(attn[ai], 0.0f, 0, levels[l]);
+      check_attention(attn[ai], ai % 2 ? 30.0f : 0.0f, 1, levels[l]);
+    }
+    printf("%s: every query alone equals its row of the batch in attention\n", levels[l]);
     be->ops->destroy(be);
   }
   unsetenv("ICL_CPU_SIMD");
