@@ -197,14 +197,14 @@ void cpu_probes_avx512(cpu_kernels *k);
 #endif
 void cpu_probes_generic(cpu_kernels *k);
 
-/* Packs nt rows of K floats (ldx apart) interleaved: xp[c*gnt + t], lanes t >= nt zero. */
+/* Packs nt rows of K floats (ldx apart) interleaved: xp[c*gnt + t]. Lanes t >= nt are not written: every kernel
+ * reads only the nt lanes it is given (zeroing them was ~2% of an exact one-token decode). */
 static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp) {
   if (nt == gnt) {
     for (int64_t c = 0; c < K; c++)
       for (int t = 0; t < gnt; t++) xp[c * gnt + t] = x[t * ldx + c];
     return;
   }
-  memset(xp, 0, (size_t)(K * gnt) * sizeof(float)); /* one token (decode): K stores, not K*gnt */
   for (int t = 0; t < nt; t++)
     for (int64_t c = 0; c < K; c++) xp[c * gnt + t] = x[t * ldx + c];
 }

@@ -213,11 +213,9 @@ static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
   for (int64_t t = lo; t < hi; t++) c->cb->k.quantize_q8(c->x + t * c->K, c->xq + t * nb, c->K);
 }
 
-/* EXACT, one token: the CPU_XW_TILES repacked tiles of group gi (fewer in the last group). */
-static void mm_xw_group(const mm_ctx *c, int64_t gi, int64_t n_tiles) {
+/* EXACT, one token: ntl <= CPU_XW_TILES repacked tiles from tile t0, all at once when there are CPU_XW_TILES. */
+static void mm_xw_tiles(const mm_ctx *c, int64_t t0, int ntl) {
   const cpu_kernels *k = &c->cb->k;
-  int64_t t0 = CPU_XW_TILES * gi;
-  int ntl = n_tiles - t0 < CPU_XW_TILES ? (int)(n_tiles - t0) : CPU_XW_TILES;
   if (ntl == CPU_XW_TILES) {
     float *ys[CPU_XW_TILES];
     int nrs[CPU_XW_TILES];
@@ -236,12 +234,11 @@ static void mm_xw_group(const mm_ctx *c, int64_t gi, int64_t n_tiles) {
   }
 }
 
-/* Groups [g0, g1) of mm_xw_group. */
-static void mm_xw_groups(void *arg, int64_t g0, int64_t g1, int ith) {
+/* Tiles [t0, t1) of mm_xw_tiles, CPU_XW_TILES at a time. */
+static void mm_xw_range(void *arg, int64_t t0, int64_t t1, int ith) {
   (void)ith;
   const mm_ctx *c = arg;
-  int64_t n_tiles = (c->rows + c->trows - 1) / c->trows;
-  for (int64_t gi = g0; gi < g1; gi++) mm_xw_group(c, gi, n_tiles);
+  for (int64_t t = t0; t < t1; t += CPU_XW_TILES) mm_xw_tiles(c, t, t1 - t < CPU_XW_TILES ? (int)(t1 - t) : CPU_XW_TILES);
 }
 
 /* Few tokens (one token block): item = one tile, packed into the thread's scratch (after the f32
@@ -302,8 +299,9 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     c->xp = xp;
   }
   if (fused) {
-    if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS) */
-      cpu_pool_split(cb->pool, (n_tiles + CPU_XW_TILES - 1) / CPU_XW_TILES, 1, mm_xw_groups, c);
+    if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS); split by tiles, not groups of
+                      * CPU_XW_TILES, so SmolLM2's 18-tile matrices split 9/9 rather than 3 groups to 2 */
+      cpu_pool_split(cb->pool, n_tiles, CPU_XW_TILES, mm_xw_range, c);
     else
       cpu_pool_for(cb->pool, n_tiles, mm_fused_item, c);
     return ICL_OK;
