@@ -259,7 +259,7 @@ static void attn_block_item(void *arg, int64_t it, int ith) {
 
 /* The blocked path's arithmetic for fewer than ATTN_BLOCKED_MIN_Q queries (one block of queries) without
  * packing the cache, which every decode step did again for the whole cache: q.k^T on the key rows where they
- * lie (gemm_rowtile transposes 16x16 blocks in registers) and p.v on the value rows (gemm_tile_ld), with up
+ * lie (gemm_rowtile transposes blocks in registers) and p.v on the value rows (gemm_tile_ld), with up
  * to CPU_ROWTILE_TOKS heads of a GQA group as the kernels' tokens. Each (key, head) score and (dim, head)
  * output is the kernels' per (row, token) fma sequence, the same as the blocked path's per (row, query), so
  * results are bit-identical (test_cpu_exact_batch). Three passes: scores by (query, kv head, run of key

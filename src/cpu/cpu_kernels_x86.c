@@ -14,21 +14,9 @@
 
 /* ================================ AVX2 ======================================================== */
 
-/* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. */
-static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t K, const float *xp, const int NT,
-                                                         float *y, int64_t ldy, int nr) {
-  __m256 acc[6][2];
-#pragma GCC unroll 6
-  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < K; c++) {
-    __m256 w0 = _mm256_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8);
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
-      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
-    }
-  }
+/* Stores rows [0, nr) (up to 16) of NT tokens' accumulators to y[t*ldy + r]. */
+static AI __attribute__((target(AVX2))) void store16_avx2(__m256 acc[6][2], const int NT, float *y, int64_t ldy,
+                                                          int nr) {
 #pragma GCC unroll 6
   for (int t = 0; t < NT; t++) {
     float *yt = y + t * ldy;
@@ -44,6 +32,24 @@ static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_
   }
 }
 
+/* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. */
+static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t K, const float *xp, const int NT,
+                                                         float *y, int64_t ldy, int nr) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    __m256 w0 = _mm256_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
+      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+  store16_avx2(acc, NT, y, ldy, nr);
+}
+
 __attribute__((target(AVX2))) static void gemm_tile_avx2(const float *wp, int64_t K, const float *xp, int nt,
                                                          float *y, int64_t ldy, int nr) {
   for (int h = 0; h < 2 && 16 * h < nr; h++) {
@@ -57,6 +63,118 @@ __attribute__((target(AVX2))) static void gemm_tile_avx2(const float *wp, int64_
     case 4: gemm16_avx2(w, K, xp, 4, yh, ldy, n); break;
     case 5: gemm16_avx2(w, K, xp, 5, yh, ldy, n); break;
     default: gemm16_avx2(w, K, xp, 6, yh, ldy, n); break;
+    }
+  }
+}
+
+/* gemm16_avx2 with the tile's columns ldw apart and lanes past nr masked off (not read). */
+static AI __attribute__((target(AVX2))) void gemm16_ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                            const int NT, float *y, int64_t ldy, int nr) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+  __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    __m256 w0 = _mm256_maskload_ps(wp + c * ldw, m0), w1 = _mm256_maskload_ps(wp + c * ldw + 8, m1);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
+      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+  store16_avx2(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                            int nt, float *y, int64_t ldy, int nr) {
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    const float *w = wp + 16 * h;
+    float *yh = y + 16 * h;
+    int n = nr - 16 * h;
+    switch (nt) {
+    case 1: gemm16_ld_avx2(w, ldw, K, xp, 1, yh, ldy, n); break;
+    case 2: gemm16_ld_avx2(w, ldw, K, xp, 2, yh, ldy, n); break;
+    case 3: gemm16_ld_avx2(w, ldw, K, xp, 3, yh, ldy, n); break;
+    case 4: gemm16_ld_avx2(w, ldw, K, xp, 4, yh, ldy, n); break;
+    case 5: gemm16_ld_avx2(w, ldw, K, xp, 5, yh, ldy, n); break;
+    default: gemm16_ld_avx2(w, ldw, K, xp, 6, yh, ldy, n); break;
+    }
+  }
+}
+
+/* 8 rows of 8 floats (ld apart) to 8 columns in registers: c[j] holds column j of the block. */
+static AI __attribute__((target(AVX2))) void transpose8_avx2(const float *src, int64_t ld, __m256 c[8]) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) { /* column i from the low 128-bit lanes, column i + 4 from the high */
+    c[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    c[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+}
+
+/* gemm16_avx2 on 16 rows of a row-major tile (lds apart): 8x8 blocks transposed in registers and used at
+ * once, column by column, the same fma sequence per (row, token), so bit-identical to the packed tile. */
+static AI __attribute__((target(AVX2))) void rowtile16_avx2(const float *src, int64_t lds, int64_t K, const float *xp,
+                                                            const int NT, float *y, int64_t ldy, int nr) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  int64_t c0 = 0;
+  for (; c0 + 8 <= K; c0 += 8) {
+    __m256 col0[8], col1[8];
+    transpose8_avx2(src + c0, lds, col0);
+    transpose8_avx2(src + 8 * lds + c0, lds, col1);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; t++) {
+        __m256 b = _mm256_broadcast_ss(xp + (c0 + j) * 6 + t);
+        acc[t][0] = _mm256_fmadd_ps(col0[j], b, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(col1[j], b, acc[t][1]);
+      }
+  }
+  for (; c0 < K; c0++) { /* columns past the last whole 8 */
+    float w[16] __attribute__((aligned(32)));
+    for (int r = 0; r < 16; r++) w[r] = src[r * lds + c0];
+    __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+      __m256 b = _mm256_broadcast_ss(xp + c0 * 6 + t);
+      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+    }
+  }
+  store16_avx2(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX2))) static void gemm_rowtile_avx2(const float *src, int64_t lds, int64_t K, const float *xp,
+                                                            int nt, float *y, int64_t ldy, int nr) {
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    const float *s16 = src + 16 * h * lds;
+    float *yh = y + 16 * h;
+    int n = nr - 16 * h;
+    switch (nt) {
+    case 1: rowtile16_avx2(s16, lds, K, xp, 1, yh, ldy, n); break;
+    case 2: rowtile16_avx2(s16, lds, K, xp, 2, yh, ldy, n); break;
+    case 3: rowtile16_avx2(s16, lds, K, xp, 3, yh, ldy, n); break;
+    default: rowtile16_avx2(s16, lds, K, xp, 4, yh, ldy, n); break; /* nt <= CPU_ROWTILE_TOKS */
     }
   }
 }
@@ -235,6 +353,8 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->name = "avx2";
   k->gemm_nt = 6;
   k->gemm_tile = gemm_tile_avx2;
+  k->gemm_rowtile = gemm_rowtile_avx2;
+  k->gemm_tile_ld = gemm_tile_ld_avx2;
   k->dot = dot_avx2;
   k->axpy = axpy_avx2;
   k->f16_to_f32 = f16_to_f32_avx2;
