@@ -1,0 +1,53 @@
+/* Causal attention on the CPU, shared by its paths (cpu_attention.c: the op and the blocked path;
+ * cpu_attention_rows.c: few queries in fast precision; cpu_attention_inplace.c: few queries in exact
+ * precision). */
+#ifndef ICL_CPU_ATTENTION_H
+#define ICL_CPU_ATTENTION_H
+
+#include "cpu/cpu_internal.h"
+
+/* Query rows per item of the blocked path, and the fewest queries that use it. */
+#define ATTN_QB 64
+#define ATTN_BLOCKED_MIN_Q 4
+#define TR CPU_TILE_ROWS
+
+typedef struct attn_ctx {
+  const cpu_kernels *k;
+  cpu_scratch *scratch;
+  const float *q, *kc, *vc, *mask;
+  float *out, *pattern;
+  int64_t hd, nh, nkvh, nq, nkv;
+  int64_t item_heads; /* blocked path: query heads per item, the whole GQA group or 1 when that makes too few items */
+  /* row path: key chunks per (query, kv head), and per (query, head, chunk) max, sum and hd output floats */
+  int64_t nchunk;
+  float *part;
+  icl_attn_params p;
+  /* blocked path: keys [J0, J0 + nkA) packed, kpA [kvh][tile][hd][32], vpA [kvh][dtile][nkA_pad][32] */
+  float *kpA, *vpA;
+  int64_t J0, nkA, nkA_pad;
+  /* in-place path: scores sc [query][head][nkA_pad] from key J0, score items per (query, kv head) */
+  float *sc;
+  int64_t ntchunk;
+} attn_ctx;
+
+/* Visible key range [*lo, *hi) of query i: causal limit and sliding window. */
+static inline void attn_range(const attn_ctx *c, int64_t i, int64_t *lo, int64_t *hi) {
+  int64_t qpos = c->p.n_past + i;
+  *hi = qpos + 1 < c->nkv ? qpos + 1 : c->nkv;
+  *lo = c->p.window > 0 && qpos - c->p.window + 1 > 0 ? qpos - c->p.window + 1 : 0;
+}
+
+/* Sets J0 (the first visible key's tile), nkA (keys from J0 the last query sees) and nkA_pad of all the queries. */
+void cpu_attn_key_span(attn_ctx *c);
+/* Turns raw q.k scores s[0..ns) (keys j0 + x) of query i, head h into probabilities in place (the blocked path's
+ * softmax, which the in-place path repeats exactly). */
+void cpu_attn_softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0, float *s, int64_t ns);
+/* Runs n items of fn on the pool, or on the caller when the whole op is too little work to wake it. */
+void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn);
+/* Few queries, fast precision: key chunks merged after. */
+int cpu_attn_rows(cpu_backend *cb, attn_ctx *c, icl_error *err);
+/* Few queries, exact precision, where the level has gemm_rowtile and gemm_tile_ld: the blocked path's
+ * arithmetic on the cache in place. */
+int cpu_attn_inplace(cpu_backend *cb, attn_ctx *c, icl_error *err);
+
+#endif
