@@ -159,7 +159,8 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
   /* exact precision: every query on the blocked path's arithmetic, whose result for a query does not depend on
    * the others; for few queries in place where the level has the kernels */
   int exact = be->precision == ICL_PRECISION_EXACT;
-  if (exact && c.nq < ATTN_BLOCKED_MIN_Q && cb->k.gemm_rowtile && cb->k.gemm_tile_ld) return cpu_attn_inplace(cb, &c, err);
+  if (exact && c.nq < ATTN_BLOCKED_MIN_Q && cb->k.gemm_rowtile && cb->k.gemm_tile_ld)
+    return cpu_attn_inplace(cb, &c, err);
   if (c.nq >= ATTN_BLOCKED_MIN_Q || exact) {
     size_t need = attn_block_scratch(&c);
     for (int i = 0; i < cb->n_threads; i++)

@@ -64,7 +64,8 @@ static void inplace_pv_item(void *arg, int64_t it, int ith) {
 int cpu_attn_inplace(cpu_backend *cb, attn_ctx *c, icl_error *err) {
   int64_t gnt = c->k->gemm_nt;
   cpu_attn_key_span(c);
-  size_t per_thread = (size_t)(c->hd * gnt + TR * c->hd) * sizeof(float), pv = (size_t)(c->nkA_pad * gnt) * sizeof(float);
+  size_t per_thread = (size_t)(c->hd * gnt + TR * c->hd) * sizeof(float);
+  size_t pv = (size_t)(c->nkA_pad * gnt) * sizeof(float);
   if (pv > per_thread) per_thread = pv;
   for (int i = 0; i < cb->n_threads; i++)
     if (!cpu_scratch_get(&cb->scratch[i], per_thread))
