@@ -24,6 +24,21 @@ void cpu_attn_key_span(attn_ctx *c) {
   c->nkA_pad = (c->nkA + TR - 1) / TR * TR;
 }
 
+float cpu_attn_logits(const attn_ctx *c, float *s, const float *mrow, int64_t n) {
+  float mx = c->k->scale_max(s, n, c->p.scale);
+  if (c->p.softcap > 0.0f || mrow) {
+    mx = -INFINITY;
+    for (int64_t x = 0; x < n; x++) {
+      float v = s[x];
+      if (c->p.softcap > 0.0f) v = c->p.softcap * tanhf(v / c->p.softcap);
+      if (mrow) v += mrow[x];
+      s[x] = v;
+      mx = v > mx ? v : mx;
+    }
+  }
+  return mx;
+}
+
 void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn) {
   if (c->nq * c->nkv * c->nh * c->hd < 65536)
     for (int64_t it = 0; it < n; it++) fn(c, it, 0);
@@ -66,18 +81,8 @@ void cpu_attn_softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0
   attn_range(c, i, &lo, &hi);
   lo = lo > j0 ? lo - j0 : 0;
   hi = hi - j0 < ns ? hi - j0 : ns;
-  const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv + j0 : NULL;
-  float mx = c->k->scale_max(s + lo, hi - lo, c->p.scale);
-  if (c->p.softcap > 0.0f || mrow) {
-    mx = -INFINITY;
-    for (int64_t x = lo; x < hi; x++) {
-      float v = s[x];
-      if (c->p.softcap > 0.0f) v = c->p.softcap * tanhf(v / c->p.softcap);
-      if (mrow) v += mrow[x];
-      s[x] = v;
-      mx = v > mx ? v : mx;
-    }
-  }
+  const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv + j0 + lo : NULL;
+  float mx = cpu_attn_logits(c, s + lo, mrow, hi - lo);
   double sum = mx != -INFINITY ? c->k->exp_sum(s + lo, hi - lo, mx) : 0.0;
   memset(s, 0, (size_t)lo * sizeof *s);
   memset(s + hi, 0, (size_t)(ns - hi) * sizeof *s);

@@ -42,18 +42,8 @@ static void attn_chunk_item(void *arg, int64_t it, int ith) {
   for (int64_t g = 0; g < group; g++) {
     int64_t h = h0 + g;
     float *sg = s + g * c->nkv, *pg = part + g * pstride;
-    const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv : NULL;
-    float mx = k->scale_max(sg + ja, jb - ja, c->p.scale);
-    if (c->p.softcap > 0.0f || mrow) {
-      mx = -INFINITY;
-      for (int64_t j = ja; j < jb; j++) {
-        float v = sg[j];
-        if (c->p.softcap > 0.0f) v = c->p.softcap * tanhf(v / c->p.softcap);
-        if (mrow) v += mrow[j];
-        sg[j] = v;
-        mx = v > mx ? v : mx;
-      }
-    }
+    const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv + ja : NULL;
+    float mx = cpu_attn_logits(c, sg + ja, mrow, jb - ja);
     double sum = mx != -INFINITY ? k->exp_sum(sg + ja, jb - ja, mx) : 0.0;
     if (sum == 0.0) memset(sg + ja, 0, (size_t)(jb - ja) * sizeof *sg); /* masked chunk: no -inf * 0 */
     pg[0] = mx;

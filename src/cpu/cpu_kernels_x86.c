@@ -464,26 +464,10 @@ __attribute__((target(AVX512))) static void pack_x_avx512(const float *x, int64_
   }
   int64_t c = 0;
   for (; c + 8 <= K; c += 8) {
-    __m256 r[8], t[8], s[8];
+    __m256 col[8];
+    transpose8_avx2(x + c, ldx, col);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + i * ldx + c);
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-      s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-      s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-      s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-      s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) { /* column i from the low 128-bit lanes, column i + 4 from the high */
-      _mm256_storeu_ps(xp + (c + i) * 8, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
-      _mm256_storeu_ps(xp + (c + i + 4) * 8, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
-    }
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(xp + (c + i) * 8, col[i]);
   }
   for (; c < K; c++)
     for (int i = 0; i < 8; i++) xp[c * 8 + i] = x[i * ldx + c];
