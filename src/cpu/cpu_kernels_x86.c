@@ -32,6 +32,17 @@ static AI __attribute__((target(AVX2))) void store16_avx2(__m256 acc[6][2], cons
   }
 }
 
+/* One column of 16 tile rows (w0, w1) times NT tokens' values xc[t]: one fma per register and token. */
+static AI __attribute__((target(AVX2))) void col16_avx2(__m256 w0, __m256 w1, const float *xc, const int NT,
+                                                        __m256 acc[6][2]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++) {
+    __m256 b = _mm256_broadcast_ss(xc + t);
+    acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+    acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+  }
+}
+
 /* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. */
 static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t K, const float *xp, const int NT,
                                                          float *y, int64_t ldy, int nr) {
@@ -39,13 +50,7 @@ static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_
 #pragma GCC unroll 6
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t c = 0; c < K; c++) {
-    __m256 w0 = _mm256_load_ps(wp + c * CPU_TILE_ROWS), w1 = _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8);
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
-      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
-    }
+    col16_avx2(_mm256_load_ps(wp + c * CPU_TILE_ROWS), _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8), xp + c * 6, NT, acc);
   }
   store16_avx2(acc, NT, y, ldy, nr);
 }
@@ -77,13 +82,7 @@ static AI __attribute__((target(AVX2))) void gemm16_ld_avx2(const float *wp, int
 #pragma GCC unroll 6
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t c = 0; c < K; c++) {
-    __m256 w0 = _mm256_maskload_ps(wp + c * ldw, m0), w1 = _mm256_maskload_ps(wp + c * ldw + 8, m1);
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-      __m256 b = _mm256_broadcast_ss(xp + c * 6 + t);
-      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
-    }
+    col16_avx2(_mm256_maskload_ps(wp + c * ldw, m0), _mm256_maskload_ps(wp + c * ldw + 8, m1), xp + c * 6, NT, acc);
   }
   store16_avx2(acc, NT, y, ldy, nr);
 }
@@ -142,24 +141,12 @@ static AI __attribute__((target(AVX2))) void rowtile16_avx2(const float *src, in
     transpose8_avx2(src + c0, lds, col0);
     transpose8_avx2(src + 8 * lds + c0, lds, col1);
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-#pragma GCC unroll 6
-      for (int t = 0; t < NT; t++) {
-        __m256 b = _mm256_broadcast_ss(xp + (c0 + j) * 6 + t);
-        acc[t][0] = _mm256_fmadd_ps(col0[j], b, acc[t][0]);
-        acc[t][1] = _mm256_fmadd_ps(col1[j], b, acc[t][1]);
-      }
+    for (int j = 0; j < 8; j++) col16_avx2(col0[j], col1[j], xp + (c0 + j) * 6, NT, acc);
   }
   for (; c0 < K; c0++) { /* columns past the last whole 8 */
     float w[16] __attribute__((aligned(32)));
     for (int r = 0; r < 16; r++) w[r] = src[r * lds + c0];
-    __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-      __m256 b = _mm256_broadcast_ss(xp + c0 * 6 + t);
-      acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
-    }
+    col16_avx2(_mm256_load_ps(w), _mm256_load_ps(w + 8), xp + c0 * 6, NT, acc);
   }
   store16_avx2(acc, NT, y, ldy, nr);
 }
