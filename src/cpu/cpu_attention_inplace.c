@@ -10,11 +10,6 @@
 
 #include "cpu/cpu_attention.h"
 
-/* Heads [h, h + n) of query i: q packed as the kernels' tokens into qp. */
-static void inplace_pack_q(const attn_ctx *c, int64_t i, int64_t h, int n, float *qp) {
-  c->k->pack_x(c->q + (i * c->nh + h) * c->hd, c->hd, c->hd, n, c->k->gemm_nt, qp);
-}
-
 static void inplace_score_item(void *arg, int64_t it, int ith) {
   attn_ctx *c = arg;
   const cpu_kernels *k = c->k;
@@ -24,7 +19,7 @@ static void inplace_score_item(void *arg, int64_t it, int ith) {
   float *qp = c->scratch[ith].p, *tail = qp + c->hd * k->gemm_nt;
   for (int64_t h = kvh * group; h < (kvh + 1) * group; h += CPU_ROWTILE_TOKS) {
     int n = (int)((kvh + 1) * group - h < CPU_ROWTILE_TOKS ? (kvh + 1) * group - h : CPU_ROWTILE_TOKS);
-    inplace_pack_q(c, i, h, n, qp);
+    k->pack_x(c->q + (i * c->nh + h) * c->hd, c->hd, c->hd, n, k->gemm_nt, qp); /* heads h.. as tokens */
     for (int64_t t = t0; t < t1; t++) {
       int nr = c->nkA - t * TR < TR ? (int)(c->nkA - t * TR) : TR;
       const float *rows = c->kc + ((c->J0 + t * TR) * c->nkvh + kvh) * c->hd;

@@ -43,38 +43,12 @@ static AI __attribute__((target(AVX2))) void col16_avx2(__m256 w0, __m256 w1, co
   }
 }
 
-/* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. */
-static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t K, const float *xp, const int NT,
-                                                         float *y, int64_t ldy, int nr) {
-  __m256 acc[6][2];
-#pragma GCC unroll 6
-  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < K; c++) {
-    col16_avx2(_mm256_load_ps(wp + c * CPU_TILE_ROWS), _mm256_load_ps(wp + c * CPU_TILE_ROWS + 8), xp + c * 6, NT, acc);
-  }
-  store16_avx2(acc, NT, y, ldy, nr);
-}
-
-__attribute__((target(AVX2))) static void gemm_tile_avx2(const float *wp, int64_t K, const float *xp, int nt,
-                                                         float *y, int64_t ldy, int nr) {
-  for (int h = 0; h < 2 && 16 * h < nr; h++) {
-    const float *w = wp + 16 * h;
-    float *yh = y + 16 * h;
-    int n = nr - 16 * h;
-    switch (nt) {
-    case 1: gemm16_avx2(w, K, xp, 1, yh, ldy, n); break;
-    case 2: gemm16_avx2(w, K, xp, 2, yh, ldy, n); break;
-    case 3: gemm16_avx2(w, K, xp, 3, yh, ldy, n); break;
-    case 4: gemm16_avx2(w, K, xp, 4, yh, ldy, n); break;
-    case 5: gemm16_avx2(w, K, xp, 5, yh, ldy, n); break;
-    default: gemm16_avx2(w, K, xp, 6, yh, ldy, n); break;
-    }
-  }
-}
-
-/* gemm16_avx2 with the tile's columns ldw apart and lanes past nr masked off (not read). */
-static AI __attribute__((target(AVX2))) void gemm16_ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
-                                                            const int NT, float *y, int64_t ldy, int nr) {
+/* 16 tile rows (two registers) times NT tokens; acc stays in 2*NT <= 12 registers. Column c of the tile is at
+ * wp + c*ldw; MASKED (gemm_tile_ld): unaligned, and lanes past nr not read, else (gemm_tile: ldw = 32, rows
+ * past nr zero in the packed tile) aligned loads. */
+static AI __attribute__((target(AVX2))) void gemm16_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                         const int NT, const int MASKED, float *y, int64_t ldy,
+                                                         int nr) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
   __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
@@ -82,26 +56,40 @@ static AI __attribute__((target(AVX2))) void gemm16_ld_avx2(const float *wp, int
 #pragma GCC unroll 6
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t c = 0; c < K; c++) {
-    col16_avx2(_mm256_maskload_ps(wp + c * ldw, m0), _mm256_maskload_ps(wp + c * ldw + 8, m1), xp + c * 6, NT, acc);
+    const float *w = wp + c * ldw;
+    if (MASKED) col16_avx2(_mm256_maskload_ps(w, m0), _mm256_maskload_ps(w + 8, m1), xp + c * 6, NT, acc);
+    else col16_avx2(_mm256_load_ps(w), _mm256_load_ps(w + 8), xp + c * 6, NT, acc);
   }
   store16_avx2(acc, NT, y, ldy, nr);
 }
 
-__attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
-                                                            int nt, float *y, int64_t ldy, int nr) {
+/* gemm_tile and gemm_tile_ld: the tile's two 16-row halves, NT a constant per case. */
+static AI __attribute__((target(AVX2))) void gemm_tile_any_avx2(const float *wp, int64_t ldw, int64_t K,
+                                                                const float *xp, int nt, const int MASKED, float *y,
+                                                                int64_t ldy, int nr) {
   for (int h = 0; h < 2 && 16 * h < nr; h++) {
     const float *w = wp + 16 * h;
     float *yh = y + 16 * h;
     int n = nr - 16 * h;
     switch (nt) {
-    case 1: gemm16_ld_avx2(w, ldw, K, xp, 1, yh, ldy, n); break;
-    case 2: gemm16_ld_avx2(w, ldw, K, xp, 2, yh, ldy, n); break;
-    case 3: gemm16_ld_avx2(w, ldw, K, xp, 3, yh, ldy, n); break;
-    case 4: gemm16_ld_avx2(w, ldw, K, xp, 4, yh, ldy, n); break;
-    case 5: gemm16_ld_avx2(w, ldw, K, xp, 5, yh, ldy, n); break;
-    default: gemm16_ld_avx2(w, ldw, K, xp, 6, yh, ldy, n); break;
+    case 1: gemm16_avx2(w, ldw, K, xp, 1, MASKED, yh, ldy, n); break;
+    case 2: gemm16_avx2(w, ldw, K, xp, 2, MASKED, yh, ldy, n); break;
+    case 3: gemm16_avx2(w, ldw, K, xp, 3, MASKED, yh, ldy, n); break;
+    case 4: gemm16_avx2(w, ldw, K, xp, 4, MASKED, yh, ldy, n); break;
+    case 5: gemm16_avx2(w, ldw, K, xp, 5, MASKED, yh, ldy, n); break;
+    default: gemm16_avx2(w, ldw, K, xp, 6, MASKED, yh, ldy, n); break;
     }
   }
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_avx2(const float *wp, int64_t K, const float *xp, int nt,
+                                                         float *y, int64_t ldy, int nr) {
+  gemm_tile_any_avx2(wp, CPU_TILE_ROWS, K, xp, nt, 0, y, ldy, nr);
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                            int nt, float *y, int64_t ldy, int nr) {
+  gemm_tile_any_avx2(wp, ldw, K, xp, nt, 1, y, ldy, nr);
 }
 
 /* 8 rows of 8 floats (ld apart) to 8 columns in registers: c[j] holds column j of the block. */
@@ -381,30 +369,44 @@ static AI __attribute__((target(AVX512))) void store32_avx512(__m512 acc[8][2], 
   }
 }
 
-/* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. */
-static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t K, const float *xp,
-                                                             const int NT, float *y, int64_t ldy, int nr) {
+/* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. Column c of the tile is at
+ * wp + c*ldw; MASKED (gemm_tile_ld): unaligned, and lanes past nr not read, else (gemm_tile: ldw = 32, rows past
+ * nr zero in the packed tile) aligned loads. */
+static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                             const int NT, const int MASKED, float *y, int64_t ldy,
+                                                             int nr) {
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < K; c++)
-    col32_avx512(_mm512_load_ps(wp + c * CPU_TILE_ROWS), _mm512_load_ps(wp + c * CPU_TILE_ROWS + 16), xp + c * 8, NT,
-                 acc);
+  for (int64_t c = 0; c < K; c++) {
+    const float *w = wp + c * ldw;
+    if (MASKED) col32_avx512(_mm512_maskz_loadu_ps(m0, w), _mm512_maskz_loadu_ps(m1, w + 16), xp + c * 8, NT, acc);
+    else col32_avx512(_mm512_load_ps(w), _mm512_load_ps(w + 16), xp + c * 8, NT, acc);
+  }
   store32_avx512(acc, NT, y, ldy, nr);
+}
+
+/* gemm_tile and gemm_tile_ld, NT a constant per case. */
+static AI __attribute__((target(AVX512))) void gemm_tile_any_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                    const float *xp, int nt, const int MASKED,
+                                                                    float *y, int64_t ldy, int nr) {
+  switch (nt) {
+  case 1: gemm32_avx512(wp, ldw, K, xp, 1, MASKED, y, ldy, nr); break;
+  case 2: gemm32_avx512(wp, ldw, K, xp, 2, MASKED, y, ldy, nr); break;
+  case 3: gemm32_avx512(wp, ldw, K, xp, 3, MASKED, y, ldy, nr); break;
+  case 4: gemm32_avx512(wp, ldw, K, xp, 4, MASKED, y, ldy, nr); break;
+  case 5: gemm32_avx512(wp, ldw, K, xp, 5, MASKED, y, ldy, nr); break;
+  case 6: gemm32_avx512(wp, ldw, K, xp, 6, MASKED, y, ldy, nr); break;
+  case 7: gemm32_avx512(wp, ldw, K, xp, 7, MASKED, y, ldy, nr); break;
+  default: gemm32_avx512(wp, ldw, K, xp, 8, MASKED, y, ldy, nr); break;
+  }
 }
 
 __attribute__((target(AVX512))) static void gemm_tile_avx512(const float *wp, int64_t K, const float *xp, int nt,
                                                              float *y, int64_t ldy, int nr) {
-  switch (nt) {
-  case 1: gemm32_avx512(wp, K, xp, 1, y, ldy, nr); break;
-  case 2: gemm32_avx512(wp, K, xp, 2, y, ldy, nr); break;
-  case 3: gemm32_avx512(wp, K, xp, 3, y, ldy, nr); break;
-  case 4: gemm32_avx512(wp, K, xp, 4, y, ldy, nr); break;
-  case 5: gemm32_avx512(wp, K, xp, 5, y, ldy, nr); break;
-  case 6: gemm32_avx512(wp, K, xp, 6, y, ldy, nr); break;
-  case 7: gemm32_avx512(wp, K, xp, 7, y, ldy, nr); break;
-  default: gemm32_avx512(wp, K, xp, 8, y, ldy, nr); break;
-  }
+  gemm_tile_any_avx512(wp, CPU_TILE_ROWS, K, xp, nt, 0, y, ldy, nr);
 }
 
 /* 16 rows of 16 floats (ld apart) to 16 columns (ldd apart): 32-bit, 64-bit, then two 128-bit-lane
@@ -509,33 +511,9 @@ __attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src
   }
 }
 
-/* gemm32_avx512 with the tile's columns ldw apart and lanes past nr masked off (not read). */
-static AI __attribute__((target(AVX512))) void gemm32_ld_avx512(const float *wp, int64_t ldw, int64_t K,
-                                                                const float *xp, const int NT, float *y, int64_t ldy,
-                                                                int nr) {
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-  __m512 acc[8][2];
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < K; c++)
-    col32_avx512(_mm512_maskz_loadu_ps(m0, wp + c * ldw), _mm512_maskz_loadu_ps(m1, wp + c * ldw + 16), xp + c * 8,
-                 NT, acc);
-  store32_avx512(acc, NT, y, ldy, nr);
-}
-
 __attribute__((target(AVX512))) static void gemm_tile_ld_avx512(const float *wp, int64_t ldw, int64_t K,
                                                                 const float *xp, int nt, float *y, int64_t ldy, int nr) {
-  switch (nt) {
-  case 1: gemm32_ld_avx512(wp, ldw, K, xp, 1, y, ldy, nr); break;
-  case 2: gemm32_ld_avx512(wp, ldw, K, xp, 2, y, ldy, nr); break;
-  case 3: gemm32_ld_avx512(wp, ldw, K, xp, 3, y, ldy, nr); break;
-  case 4: gemm32_ld_avx512(wp, ldw, K, xp, 4, y, ldy, nr); break;
-  case 5: gemm32_ld_avx512(wp, ldw, K, xp, 5, y, ldy, nr); break;
-  case 6: gemm32_ld_avx512(wp, ldw, K, xp, 6, y, ldy, nr); break;
-  case 7: gemm32_ld_avx512(wp, ldw, K, xp, 7, y, ldy, nr); break;
-  default: gemm32_ld_avx512(wp, ldw, K, xp, 8, y, ldy, nr); break;
-  }
+  gemm_tile_any_avx512(wp, ldw, K, xp, nt, 1, y, ldy, nr);
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {

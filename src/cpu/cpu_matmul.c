@@ -238,7 +238,8 @@ static void mm_xw_tiles(const mm_ctx *c, int64_t t0, int ntl) {
 static void mm_xw_range(void *arg, int64_t t0, int64_t t1, int ith) {
   (void)ith;
   const mm_ctx *c = arg;
-  for (int64_t t = t0; t < t1; t += CPU_XW_TILES) mm_xw_tiles(c, t, t1 - t < CPU_XW_TILES ? (int)(t1 - t) : CPU_XW_TILES);
+  for (int64_t t = t0; t < t1; t += CPU_XW_TILES)
+    mm_xw_tiles(c, t, t1 - t < CPU_XW_TILES ? (int)(t1 - t) : CPU_XW_TILES);
 }
 
 /* Few tokens (one token block): item = one tile, packed into the thread's scratch (after the f32
