@@ -4,8 +4,9 @@
 # in one run on this machine: prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position
 # logits (tokens/s); prints a table with ratios icl / llama.cpp and, for the CPU backend, each row's fraction of the
 # ceiling that bounds it (prefill and forward: the f32 FMA peak in exact precision, the int8-dot peak for the
-# matmuls in fast; decode: the read bandwidth). The ceilings are measured once, by `icl bench cpu` at the start,
-# and given to every `icl bench model` run, so all rows are fractions of the same figures.
+# matmuls in fast; decode: the read bandwidth). The ceilings are measured by `icl bench cpu` twice at the start
+# (the higher of each is given to every `icl bench model` run, so all rows are fractions of the same figures) and
+# once at the end, to show their drift.
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
@@ -23,7 +24,7 @@ for a in "$@"; do
     --quick) reps=1 ;;
     --no-vulkan) vulkan=0 ;;
     --park) park=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-peers: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -81,9 +82,17 @@ fi
 scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
 
-echo "bench-peers: this machine's ceilings (icl bench cpu)" >&2
-ceil=$(ICL_THREADS=$threads build/icl bench cpu |
-  awk '/^f32 FMA peak/{f=$4} /^int8 dot-product peak/{i=$4} /^read bandwidth/{r=$4} END{print f "," i "," r}')
+# This VM's ceilings move 15-40% between measurements minutes apart while the rows move less, so the fractions use
+# the higher of two measurements at the start, and a third at the end says how far they drifted.
+measure_ceil() {
+  ICL_THREADS=$threads build/icl bench cpu |
+    awk '/^f32 FMA peak/{f=$4} /^int8 dot-product peak/{i=$4} /^read bandwidth/{r=$4} END{print f "," i "," r}'
+}
+max_ceil() { awk -v a="$1" -v b="$2" 'BEGIN{ split(a, x, ","); split(b, y, ",")
+  for (i = 1; i <= 3; i++) printf "%s%s", (i > 1 ? "," : ""), (x[i] + 0 >= y[i] + 0 ? x[i] : y[i]); print "" }'; }
+echo "bench-peers: this machine's ceilings (icl bench cpu, twice)" >&2
+ceil_a=$(measure_ceil) ceil_b=$(measure_ceil)
+ceil=$(max_ceil "$ceil_a" "$ceil_b")
 declare -A R
 run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
   ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
@@ -109,10 +118,18 @@ for entry in "${models[@]}"; do
   done
 done
 
+echo "bench-peers: this machine's ceilings again, after the rows" >&2
+ceil_end=$(measure_ceil)
+
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "roofline: the CPU row's fraction of its bounding ceiling (prefill, forward: f32 FMA peak (exact), int8-dot peak for matmuls (fast); decode: read bandwidth)"
-echo "ceilings (icl bench cpu at the start, $threads threads): f32 FMA, int8 dot, read = ${ceil//,/, } (GFLOP/s, GOP/s, GB/s)"
+echo "ceilings ($threads threads; f32 FMA, int8 dot, read in GFLOP/s, GOP/s, GB/s): ${ceil//,/, }, the higher of two" \
+  "measurements at the start (${ceil_a//,/, } and ${ceil_b//,/, }); at the end: ${ceil_end//,/, }"
+awk -v c="$ceil" -v e="$ceil_end" 'BEGIN{ split(c, x, ","); split(e, y, ","); split("f32 FMA,int8 dot,read", n, ",")
+  for (i = 1; i <= 3; i++) if (y[i] > 1.05 * x[i])
+    printf "note: the %s ceiling measured %.0f%% higher at the end: fractions against it may be overstated by as much\n",
+      n[i], 100 * (y[i] / x[i] - 1) }'
 printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" model measure "llama.cpp" "icl exact" ratio "icl fast" ratio \
   "roof ex" "roof fa" "icl vulkan" ratio
 for entry in "${models[@]}"; do
