@@ -42,6 +42,9 @@ typedef struct icl_dt {
 
 enum { ICL_ROPE_NORMAL = 0, ICL_ROPE_NEOX = 1 };
 
+/* The most weights one matmul_group applies to one input (q, k and v: 3). */
+enum { ICL_MATMUL_GROUP_MAX = 4 };
+
 /* Parameters of causal attention. */
 typedef struct icl_attn_params {
   int32_t n_past;      /* keys/values already in the cache before this batch; query i is at position n_past+i */
@@ -112,6 +115,9 @@ typedef struct icl_backend_ops {
   /* 2-D strided fill: dst[off + r*stride + c] = value (rows may not overlap: stride >= cols when rows > 1) */
   int (*fill2d)(icl_backend *be, const icl_dt *dst, int64_t off, int64_t stride, int64_t rows, int64_t cols,
                 float value, icl_error *err);
+  /* y[i] = x . w[i]^T for i < count (2..ICL_MATMUL_GROUP_MAX): several weights on one input (q, k and v; gate and
+   * up), each y[i] bit-identical to what matmul gives it; optional (NULL: the wrapper runs matmul count times) */
+  int (*matmul_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
 } icl_backend_ops;
 
 struct icl_backend {

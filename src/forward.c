@@ -90,9 +90,8 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   HOOK(il, HP_LN1, &H);
 
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
-  TRY(icl_op_matmul(be, &L->wq, &H, &Q2, err));
-  TRY(icl_op_matmul(be, &L->wk, &H, &K2, err));
-  TRY(icl_op_matmul(be, &L->wv, &H, &V2, err));
+  icl_dt Wqkv[3] = {L->wq, L->wk, L->wv}, Yqkv[3] = {Q2, K2, V2};
+  TRY(icl_op_matmul_group(be, 3, Wqkv, &H, Yqkv, err));
   TRY(add_bias(be, &Q2, &L->bq, err));
   TRY(add_bias(be, &K2, &L->bk, err));
   TRY(add_bias(be, &V2, &L->bv, err));
@@ -185,8 +184,8 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
   HOOK(il, HP_LN2, &H);
   if (m->feat.gated_ffn) {
-    TRY(icl_op_matmul(be, &L->w_gate, &H, &G, err));
-    TRY(icl_op_matmul(be, &L->w_up, &H, &U, err));
+    icl_dt Wgu[2] = {L->w_gate, L->w_up}, Ygu[2] = {G, U};
+    TRY(icl_op_matmul_group(be, 2, Wgu, &H, Ygu, err));
     HOOK(il, HP_MLP_PRE, &G);
     if (m->arch->act == ICL_ACT_GELU)
       TRY(icl_op_geglu(be, &G, &U, &G, err));

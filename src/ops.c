@@ -101,15 +101,37 @@ int icl_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const i
   return be->ops->get_rows(be, w, ids, out, err);
 }
 
+static int chk_matmul(const char *op, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  TRY(chk_weight(op, w, err));
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, "y", y, err));
+  TRY(chk_dim(op, "x", x, "ne[0]", x->ne[0], w->ne[0], "w's columns", err));
+  TRY(chk_dim(op, "y", y, "ne[0]", y->ne[0], w->ne[1], "w's rows", err));
+  TRY(chk_dim(op, "y", y, "rows", icl_dt_nrows(y), icl_dt_nrows(x), "x's rows", err));
+  return chk_no_alias(op, "x", x, "y", y, err);
+}
+
 int icl_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
-  TRY(chk_weight("matmul", w, err));
-  TRY(chk_f32("matmul", "x", x, err));
-  TRY(chk_f32("matmul", "y", y, err));
-  TRY(chk_dim("matmul", "x", x, "ne[0]", x->ne[0], w->ne[0], "w's columns", err));
-  TRY(chk_dim("matmul", "y", y, "ne[0]", y->ne[0], w->ne[1], "w's rows", err));
-  TRY(chk_dim("matmul", "y", y, "rows", icl_dt_nrows(y), icl_dt_nrows(x), "x's rows", err));
-  TRY(chk_no_alias("matmul", "x", x, "y", y, err));
+  TRY(chk_matmul("matmul", w, x, y, err));
   return be->ops->matmul(be, w, x, y, err);
+}
+
+int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
+                        icl_error *err) {
+  if (count < 1 || count > ICL_MATMUL_GROUP_MAX)
+    return icl_error_set(err, ICL_EINVAL, "matmul_group: count %d outside 1..%d", count, ICL_MATMUL_GROUP_MAX);
+  for (int i = 0; i < count; i++) {
+    char op[32], yi[16], yj[16];
+    snprintf(op, sizeof op, "matmul_group[%d]", i);
+    TRY(chk_matmul(op, &w[i], x, &y[i], err));
+    for (int j = 0; j < i; j++) {
+      snprintf(yi, sizeof yi, "y[%d]", i), snprintf(yj, sizeof yj, "y[%d]", j);
+      TRY(chk_no_alias("matmul_group", yj, &y[j], yi, &y[i], err));
+    }
+  }
+  if (count > 1 && be->ops->matmul_group) return be->ops->matmul_group(be, count, w, x, y, err);
+  for (int i = 0; i < count; i++) TRY(be->ops->matmul(be, &w[i], x, &y[i], err));
+  return ICL_OK;
 }
 
 /* Optional per-channel f32 parameter of length d (norm weight or bias). */

@@ -156,6 +156,7 @@ static const icl_backend_ops CPU_OPS = {
     .lse_select = cpu_lse_select,
     .copy2d = cpu_copy2d,
     .fill2d = cpu_fill2d,
+    .matmul_group = cpu_matmul_group,
 };
 
 int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {

@@ -270,6 +270,7 @@ void *cpu_scratch_get(cpu_scratch *s, size_t size);
 
 /* Ops (cpu_matmul.c, cpu_attention.c, cpu_ops.c), with the backend.h signatures. */
 int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
 int cpu_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                   const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);

@@ -11,7 +11,9 @@
  *   and use a float dot. Memory traffic is the weights read once.
  * - FAST, many tokens (prefill): the same int8 activations against weight tiles repacked once
  *   into int8 codes (cpu_qgemm_x86.h), 16 rows x up to 6 tokens per kernel call; levels or types
- *   without that kernel take the f32 tiles. */
+ *   without that kernel take the f32 tiles.
+ * matmul_group (q, k, v; gate, up) runs one token's matmuls of one input as one dispatch over their joint rows
+ * (tiles in EXACT), the activations prepared once; each row takes the path a lone matmul gives it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +97,8 @@ static void mm_qdot_rows(void *arg, int64_t r0, int64_t r1, int ith) {
   }
 }
 
+static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith);
+
 /* Fills xp (cpu_q8p) from one token's nb blocks x; elements: Q8_0's order (cpu_q8p). */
 static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) {
   for (int64_t b = 0; b < nb + (nb & 1); b++) {
@@ -112,6 +116,26 @@ static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) 
     else memcpy(q + 16 * second, x[b].q, 16), memcpy(q + 32 + 16 * second, x[b].q + 16, 16);
   }
   xp->nb = nb;
+}
+
+/* The few-token integer path's activations in the shared scratch: x quantized into c->xq, then, for one token,
+ * arranged for the pair dots where want[e] (e = 1: Q8_0's element order, 0: the other types'), into pairs[e]. */
+static int mm_q8_few(mm_ctx *c, const int want[2], cpu_q8p pairs[2], icl_error *err) {
+  int64_t nb = c->K / 32, np = (nb + 1) / 2;
+  size_t xq_bytes = ((size_t)(c->n * nb) * sizeof(cpu_q8) + 63) & ~(size_t)63;
+  size_t pair_bytes = ((size_t)np * (64 + 4 * sizeof(float)) + 63) & ~(size_t)63;
+  uint8_t *buf = cpu_scratch_get(&c->cb->shared, xq_bytes + 2 * pair_bytes);
+  if (!buf) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+  c->xq = (cpu_q8 *)buf;
+  mm_quantize_range(c, 0, c->n, 0); /* one token or a few: not worth waking the pool */
+  for (int e = 0; e < 2; e++) {
+    if (!want[e]) continue;
+    uint8_t *p = buf + xq_bytes + (size_t)e * pair_bytes; /* 64-byte aligned: q first */
+    pairs[e] = (cpu_q8p){.q = (int8_t *)p, .d = (float *)(p + (size_t)np * 64)};
+    pairs[e].s = pairs[e].d + 2 * np;
+    mm_q8p_fill(c->xq, nb, e, &pairs[e]);
+  }
+  return ICL_OK;
 }
 
 /* ---- row-at-a-time float path (few tokens, types without an integer kernel) --------------- */
@@ -265,6 +289,20 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
   mm_gemm_one(c, it, tile, 0, c->n);
 }
 
+/* The f32 tile paths' activations: x interleaved per group of gnt tokens into the shared scratch (c->xp), so the
+ * kernel reads one sequential stream. */
+static int mm_pack_x(mm_ctx *c, int gnt, icl_error *err) {
+  int64_t groups = (c->n + gnt - 1) / gnt;
+  float *xp = cpu_scratch_get(&c->cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
+  if (!xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
+  for (int64_t g = 0; g < groups; g++) {
+    int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
+    c->cb->k.pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
+  }
+  c->xp = xp;
+  return ICL_OK;
+}
+
 /* The tile paths: panels of packed weight tiles (at most MM_PANEL_BYTES, so a panel stays in L3)
  * swept by blocks of about MM_TOK_BLOCK tokens, whose activations and output strip stay in L2.
  * Without this blocking, outputs larger than L2 halved the kernel's speed. c->q: int8 tiles and
@@ -288,16 +326,8 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
     c->xq = xq;
     cpu_pool_range(cb->pool, c->n, 8192 / c->K + 1, mm_quantize_range, c);
-  } else {
-    /* activations interleaved per token group: the kernel then reads one sequential stream */
-    int64_t groups = (c->n + gnt - 1) / gnt;
-    float *xp = cpu_scratch_get(&cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
-    if (!xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
-    for (int64_t g = 0; g < groups; g++) {
-      int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
-      c->cb->k.pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
-    }
-    c->xp = xp;
+  } else if ((rc = mm_pack_x(c, gnt, err))) {
+    return rc;
   }
   if (fused) {
     if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS); split by tiles, not groups of
@@ -320,13 +350,25 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   return ICL_OK;
 }
 
+/* A matmul's context before its path is chosen. */
+static mm_ctx mm_init(cpu_backend *cb, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
+  mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1], .n = icl_dt_nrows(x),
+              .x = cpu_f32(x), .y = cpu_f32(y)};
+  c.wrb = icl_type_row_bytes(w->type, c.K);
+  return c;
+}
 
+/* FAST precision's path for this type and token count. */
+enum { MM_QGEMM, MM_TILES, MM_QDOT, MM_ROWS };
+static int mm_fast_path(const cpu_backend *cb, uint32_t type, int64_t n) {
+  if (n >= cb->qgemm_min_tokens && cb->k.qgemm[type]) return MM_QGEMM;
+  if (n >= cb->tile_min_tokens) return MM_TILES;
+  return cb->k.qdot[type] ? MM_QDOT : MM_ROWS;
+}
 
 int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
-  mm_ctx c = {.cb = cb, .type = w->type, .w = cpu_ptr(w), .K = w->ne[0], .rows = w->ne[1],
-              .n = icl_dt_nrows(x), .x = cpu_f32(x), .y = cpu_f32(y)};
-  c.wrb = icl_type_row_bytes(w->type, c.K);
+  mm_ctx c = mm_init(cb, w, x, y);
   /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
    * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
   if (be->precision == ICL_PRECISION_EXACT) {
@@ -335,35 +377,90 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
     c.xw_multi = c.xw && c.n == 1 && cb->k.xgemmn[c.type];
     return mm_tiles(&c, err);
   }
-  if (c.n >= cb->qgemm_min_tokens && cb->k.qgemm[c.type]) {
-    c.q = 1;
-    return mm_tiles(&c, err);
-  }
-  if (c.n >= cb->tile_min_tokens) return mm_tiles(&c, err);
+  int path = mm_fast_path(cb, c.type, c.n);
+  if (path == MM_QGEMM) c.q = 1;
+  if (path == MM_QGEMM || path == MM_TILES) return mm_tiles(&c, err);
   cpu_range_fn task = mm_rows_rows;
-  if (cb->k.qdot[c.type]) {
-    int64_t nb = c.K / 32, np = (nb + 1) / 2;
-    /* one token with a pair dot: the blocks rearranged after xq, 64-byte aligned */
-    size_t xq_bytes = ((size_t)(c.n * nb) * sizeof(cpu_q8) + 63) & ~(size_t)63;
-    int pairs = c.n == 1 && cb->k.qdot1[c.type];
-    size_t bytes = xq_bytes + (pairs ? (size_t)np * (64 + 4 * sizeof(float)) : 0);
-    uint8_t *buf = cpu_scratch_get(&cb->shared, bytes);
-    if (!buf) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
-    c.xq = (cpu_q8 *)buf;
-    mm_quantize_range(&c, 0, c.n, 0); /* one token or a few: not worth waking the pool */
-    if (pairs) {
-      c.xq1 = (cpu_q8p){.q = (int8_t *)(buf + xq_bytes)};
-      c.xq1.d = (float *)(buf + xq_bytes + (size_t)np * 64);
-      c.xq1.s = c.xq1.d + 2 * np;
-      mm_q8p_fill(c.xq, nb, c.type == ICL_TYPE_Q8_0, &c.xq1);
-      c.qdot1 = cb->k.qdot1[c.type];
-    }
+  if (path == MM_QDOT) {
+    int pairs = c.n == 1 && cb->k.qdot1[c.type], elements = c.type == ICL_TYPE_Q8_0;
+    int want[2] = {pairs && !elements, pairs && elements};
+    cpu_q8p pr[2];
+    int rc = mm_q8_few(&c, want, pr, err);
+    if (rc) return rc;
+    if (pairs) c.xq1 = pr[elements], c.qdot1 = cb->k.qdot1[c.type];
     task = mm_qdot_rows;
   } else {
     int rc = mm_reserve(cb, (size_t)c.K * sizeof(float), err);
     if (rc) return rc;
   }
   cpu_pool_split(cb->pool, c.rows, MM_SPLIT_ROWS, task, &c);
+  return ICL_OK;
+}
+
+/* ---- one-token groups: q, k, v (or gate, up) share one activation preparation and one dispatch --------------- */
+
+typedef struct mm_group {
+  int count;
+  mm_ctx c[ICL_MATMUL_GROUP_MAX];
+  int64_t off[ICL_MATMUL_GROUP_MAX + 1]; /* member i's units (rows or tiles) in the joint range */
+  cpu_range_fn fn;                       /* a member's units [lo, hi) */
+} mm_group;
+
+/* Joint units [lo, hi): the pieces of each member they cover. */
+static void mm_group_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  mm_group *g = arg;
+  for (int i = 0; i < g->count && lo < hi; i++) {
+    if (lo >= g->off[i + 1]) continue;
+    int64_t e = hi < g->off[i + 1] ? hi : g->off[i + 1];
+    g->fn(&g->c[i], lo - g->off[i], e - g->off[i], ith);
+    lo = e;
+  }
+}
+
+/* One token through the paths a lone matmul takes (EXACT: CPU_XW_TILES repacked tiles at once; FAST: the pair
+ * dots), so every row is computed as cpu_matmul computes it; other cases run the matmuls in turn. */
+int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  int exact = be->precision == ICL_PRECISION_EXACT, ok = icl_dt_nrows(x) == 1, want[2] = {0, 0};
+  mm_group g = {.count = count};
+  for (int i = 0; i < count && ok; i++) {
+    mm_ctx *c = &g.c[i];
+    *c = mm_init(cb, &w[i], x, &y[i]);
+    if (exact) {
+      c->xw = cpu_xw_get(cb, &w[i]);
+      c->xw_tile = cpu_xw_tile_bytes(c->type, c->K);
+      c->trows = CPU_TILE_ROWS;
+      ok = c->xw && cb->k.xgemmn[c->type];
+      g.off[i + 1] = g.off[i] + (c->rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+    } else {
+      ok = mm_fast_path(cb, c->type, 1) == MM_QDOT && cb->k.qdot1[c->type];
+      want[c->type == ICL_TYPE_Q8_0] = 1;
+      g.off[i + 1] = g.off[i] + c->rows;
+    }
+  }
+  if (!ok) {
+    for (int i = 0; i < count; i++) {
+      int rc = cpu_matmul(be, &w[i], x, &y[i], err);
+      if (rc) return rc;
+    }
+    return ICL_OK;
+  }
+  int rc;
+  if (exact) {
+    if ((rc = mm_pack_x(&g.c[0], cb->k.gemm_nt, err))) return rc;
+    for (int i = 1; i < count; i++) g.c[i].xp = g.c[0].xp;
+    g.fn = mm_xw_range;
+  } else {
+    cpu_q8p pr[2];
+    if ((rc = mm_q8_few(&g.c[0], want, pr, err))) return rc;
+    for (int i = 0; i < count; i++) {
+      g.c[i].xq = g.c[0].xq;
+      g.c[i].xq1 = pr[g.c[i].type == ICL_TYPE_Q8_0];
+      g.c[i].qdot1 = cb->k.qdot1[g.c[i].type];
+    }
+    g.fn = mm_qdot_rows;
+  }
+  cpu_pool_split(cb->pool, g.off[count], exact ? CPU_XW_TILES : MM_SPLIT_ROWS, mm_group_range, &g);
   return ICL_OK;
 }
 

@@ -30,6 +30,10 @@ static int f_sync(icl_backend *be, icl_error *err) { return fault("sync", err) ?
 static int f_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   return fault("matmul", err) ? err->code : real->matmul(be, w, x, y, err);
 }
+static int f_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
+                          icl_error *err) {
+  return fault("matmul_group", err) ? err->code : real->matmul_group(be, count, w, x, y, err);
+}
 static int f_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                        const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err) {
   return fault("attention", err) ? err->code : real->attention(be, q, k, v, p, mask, out, pattern, err);
@@ -44,6 +48,7 @@ static void wrap(icl_model *m) {
   faulty = *real;
   faulty.write = f_write, faulty.read = f_read, faulty.sync = f_sync, faulty.matmul = f_matmul;
   faulty.attention = f_attention, faulty.fill2d = f_fill2d;
+  if (real->matmul_group) faulty.matmul_group = f_matmul_group;
   m->be->ops = &faulty;
 }
 

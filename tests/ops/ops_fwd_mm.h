@@ -35,6 +35,45 @@ static void o_matmul(const ot_case *c, double *out[]) {
 /* FAST: int8 decode below tile_min_tokens, the int8 gemm above it (levels with one): another path for every n */
 static const ot_op OP_MATMUL = {"matmul", "K,rows,tokens", "", g_matmul, r_matmul, o_matmul, {OT_NMSE}, INT64_MAX};
 
+/* ---- matmul_group: n = {K, rows0, tokens, rows1, rows2}: weights 0 and 1 of the case's type, weight 2 of another
+ * (Q8_0, or Q4_0 beside Q8_0), as q, k and v of a layer may be; x is input 3 ------------------------------------ */
+
+static uint32_t mg_type2(uint32_t t) { return t == ICL_TYPE_Q8_0 ? ICL_TYPE_Q4_0 : ICL_TYPE_Q8_0; }
+static int g_matmul_group(ot_case *c) {
+  const int64_t *n = c->s->n;
+  if (n[0] % icl_type_block_elems(c->type)) return 0;
+  for (int i = 0; i < 3; i++) {
+    int64_t rows = n[i ? i + 2 : 1];
+    ot_in_weights(c, i, i < 2 ? c->type : mg_type2(c->type), n[0], rows);
+    ot_out(c, i, ICL_TYPE_F32, rows, n[2], 1, -1);
+  }
+  ot_in_f32(c, 3, n[0], n[2], 1, -1.0f, 1.0f);
+  c->fast_rows = n[2];
+  return 1;
+}
+static int r_matmul_group(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  icl_dt w[3] = {*in[0], *in[1], *in[2]}, y[3] = {*out[0], *out[1], *out[2]};
+  return icl_op_matmul_group(be, 3, w, in[3], y, err);
+}
+static void o_matmul_group(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], n = c->s->n[2];
+  const float *x = ot_f(c, 3);
+  for (int i = 0; i < 3; i++) {
+    int64_t R = c->s->n[i ? i + 2 : 1];
+    double *w = ot_weights_f64(c, i);
+    for (int64_t t = 0; t < n; t++)
+      for (int64_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; k++) s += w[r * K + k] * x[t * K + k];
+        out[i][t * R + r] = s;
+      }
+    free(w);
+  }
+}
+static const ot_op OP_MATMUL_GROUP = {"matmul_group", "K,rows0,tokens,rows1,rows2", "", g_matmul_group,
+                                      r_matmul_group, o_matmul_group, {OT_NMSE, OT_NMSE, OT_NMSE}, INT64_MAX};
+
 /* ---- get_rows: n = {K, rows, ids}; ids include row 0 and the last row -------------------- */
 
 static int g_get_rows(ot_case *c) {

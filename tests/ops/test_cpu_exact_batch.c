@@ -3,8 +3,9 @@
  * (the row-major few-token kernel, the fused one-block path, the panel path), for whole and ragged K, row
  * counts that leave partial tiles, and float and quantized weight types. The same for attention: a query alone
  * (decode: the in-place path where the level has it) against its row of a batch (the blocked path), output and
- * pattern rows, over head sizes, GQA groups, windows, softcap and masks. (tests/model/test_batch_invariance.c
- * checks the same on whole models with the real shapes.) */
+ * pattern rows, over head sizes, GQA groups, windows, softcap and masks. And matmul_group (q, k and v in one
+ * dispatch), in both precisions: each output bit-identical to its weight's lone matmul, over mixed weight types.
+ * (tests/model/test_batch_invariance.c checks the same on whole models with the real shapes.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,39 @@ static void check_repack(uint32_t type, int64_t K, int64_t rows, int64_t n, cons
   free(wh), free(xh), free(ya), free(yb);
 }
 
+
+/* matmul_group of 3 weights (types ts, rows rs) on n tokens against each weight's lone matmul, bit for bit. */
+static void check_group(const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, const char *level) {
+  icl_dt w[3], y[3], y1[3];
+  float *xh = malloc((size_t)(K * n) * sizeof(float));
+  t_rand_fill(xh, K * n, 5, -2.0f, 2.0f);
+  icl_dt x = tensor(ICL_TYPE_F32, K, n, xh);
+  for (int i = 0; i < 3; i++) {
+    size_t wbytes = icl_type_row_bytes(ts[i], K) * (size_t)rs[i];
+    void *wh = malloc(wbytes);
+    if (ts[i] == ICL_TYPE_F32) t_rand_fill(wh, K * rs[i], 17 + i, -1.0f, 1.0f);
+    else icl_ref_random_weights(ts[i], wh, K * rs[i], 17 + (uint64_t)i);
+    w[i] = tensor(ts[i], K, rs[i], wh);
+    y[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL), y1[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL);
+    free(wh);
+  }
+  icl_error err;
+  CHECKF(icl_op_matmul_group(be, 3, w, &x, y, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  for (int i = 0; i < 3; i++) {
+    CHECKF(icl_op_matmul(be, &w[i], &x, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
+    size_t bytes = (size_t)(rs[i] * n) * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes);
+    CHECKF(be->ops->read(be, y[i].buf, 0, a, bytes, &err) == ICL_OK, "read: %s", err.msg);
+    CHECKF(be->ops->read(be, y1[i].buf, 0, b, bytes, &err) == ICL_OK, "read: %s", err.msg);
+    CHECKF(!memcmp(a, b, bytes), "%s %s group %s/%s/%s K=%lld n=%lld: output %d differs from its lone matmul", level,
+           be->precision == ICL_PRECISION_FAST ? "fast" : "exact", icl_type_name(ts[0]), icl_type_name(ts[1]),
+           icl_type_name(ts[2]), (long long)K, (long long)n, i);
+    free(a), free(b);
+    release(&w[i]), release(&y[i]), release(&y1[i]);
+  }
+  release(&x);
+  free(xh);
+}
 
 static icl_dt tensor4(int64_t n0, int64_t n1, int64_t n2, const float *host) {
   icl_dt t = tensor(ICL_TYPE_F32, n0, n1 * n2, host);
@@ -185,6 +219,23 @@ int main(void) {
       check_attention(attn[ai], ai % 2 ? 30.0f : 0.0f, 1, levels[l]);
     }
     printf("%s: every query alone equals its row of the batch in attention\n", levels[l]);
+    /* type sets: SmolLM2's, Gemma 3's, Q8_0 beside another pair-dot layout, f32 (no integer path) and f16 */
+    static const uint32_t gts[][3] = {{ICL_TYPE_Q4_1, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0},
+                                      {ICL_TYPE_Q4_K, ICL_TYPE_Q5_0, ICL_TYPE_Q6_K},
+                                      {ICL_TYPE_Q8_0, ICL_TYPE_Q4_0, ICL_TYPE_Q8_0},
+                                      {ICL_TYPE_F32, ICL_TYPE_Q4_K, ICL_TYPE_F16}};
+    static const int64_t grs[][3] = {{576, 192, 192}, {33, 7, 70}, {1, 64, 65}};
+    static const int64_t gks[] = {256, 768}, gns[] = {1, 2, 5};
+    for (int prec = 0; prec < 2; prec++) {
+      be->precision = prec ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT;
+      for (size_t a = 0; a < sizeof gts / sizeof gts[0]; a++)
+        for (size_t r = 0; r < sizeof grs / sizeof grs[0]; r++)
+          for (size_t k = 0; k < sizeof gks / sizeof gks[0]; k++)
+            for (size_t ni = 0; ni < sizeof gns / sizeof gns[0]; ni++)
+              check_group(gts[a], gks[k], grs[r], gns[ni], levels[l]);
+    }
+    be->precision = ICL_PRECISION_EXACT;
+    printf("%s: matmul_group's outputs equal lone matmuls in both precisions\n", levels[l]);
     be->ops->destroy(be);
   }
   unsetenv("ICL_CPU_SIMD");

@@ -38,6 +38,11 @@ static void test_shape_errors(void) {
   CHECK(strstr(err.msg, "576") && strstr(err.msg, "640")); /* expected and actual */
   expect_error(icl_op_matmul(g_be, &w, &x576, &y3, &err), &err, "matmul", "y");
   expect_error(icl_op_matmul(g_be, &w, &x576, &x576, &err), &err, "matmul", "y"); /* 64 rows != 576 */
+  icl_dt gw[2] = {w, w}, gy[2] = {y, y3}, gsame[2] = {y, y};
+  expect_error(icl_op_matmul_group(g_be, 2, gw, &x576, gy, &err), &err, "matmul_group[1]", "y"); /* 3 rows, x 2 */
+  expect_error(icl_op_matmul_group(g_be, 2, gw, &x576, gsame, &err), &err, "matmul_group", "y[1]"); /* one output */
+  CHECK(strstr(err.msg, "overlaps y[0]"));
+  expect_error(icl_op_matmul_group(g_be, 5, gw, &x576, gy, &err), &err, "matmul_group", "count");
   expect_error(icl_op_rms_norm(g_be, &x, &y, 1e-5f, &x, &err), &err, "rms_norm", "w");
   expect_error(icl_op_add(g_be, &x576, &y, &x576, &err), &err, "add", "b");
   expect_error(icl_op_rope(g_be, &q, &i32, 7, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "n_rot");
