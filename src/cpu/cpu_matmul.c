@@ -13,7 +13,7 @@
  *   into int8 codes (cpu_qgemm_x86.h), 16 rows x up to 6 tokens per kernel call; levels or types
  *   without that kernel take the f32 tiles.
  * matmul_group (q, k, v; gate, up) runs one token's matmuls of one input as one dispatch over their joint rows
- * (tiles in EXACT), the activations prepared once; each row takes the path a lone matmul gives it. */
+ * (four-tile groups in EXACT), the activations prepared once; each row takes the path a lone matmul gives it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -406,6 +406,14 @@ typedef struct mm_group {
   cpu_range_fn fn;                       /* a member's units [lo, hi) */
 } mm_group;
 
+/* EXACT members' units: groups of CPU_XW_TILES tiles, so no piece of a split leaves a member's tiles fewer than
+ * xgemmn takes at once (a lone tile runs the one-tile kernel, with fewer fma chains). */
+static void mm_xw_units(void *arg, int64_t u0, int64_t u1, int ith) {
+  const mm_ctx *c = arg;
+  int64_t n_tiles = (c->rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+  mm_xw_range(arg, u0 * CPU_XW_TILES, u1 * CPU_XW_TILES < n_tiles ? u1 * CPU_XW_TILES : n_tiles, ith);
+}
+
 /* Joint units [lo, hi): the pieces of each member they cover. */
 static void mm_group_range(void *arg, int64_t lo, int64_t hi, int ith) {
   mm_group *g = arg;
@@ -431,7 +439,7 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
       c->xw_tile = cpu_xw_tile_bytes(c->type, c->K);
       c->trows = CPU_TILE_ROWS;
       ok = c->xw && cb->k.xgemmn[c->type];
-      g.off[i + 1] = g.off[i] + (c->rows + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+      g.off[i + 1] = g.off[i] + (c->rows + CPU_TILE_ROWS * CPU_XW_TILES - 1) / (CPU_TILE_ROWS * CPU_XW_TILES);
     } else {
       ok = mm_fast_path(cb, c->type, 1) == MM_QDOT && cb->k.qdot1[c->type];
       want[c->type == ICL_TYPE_Q8_0] = 1;
@@ -449,7 +457,7 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
   if (exact) {
     if ((rc = mm_pack_x(&g.c[0], cb->k.gemm_nt, err))) return rc;
     for (int i = 1; i < count; i++) g.c[i].xp = g.c[0].xp;
-    g.fn = mm_xw_range;
+    g.fn = mm_xw_units;
   } else {
     cpu_q8p pr[2];
     if ((rc = mm_q8_few(&g.c[0], want, pr, err))) return rc;
@@ -460,7 +468,7 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
     }
     g.fn = mm_qdot_rows;
   }
-  cpu_pool_split(cb->pool, g.off[count], exact ? CPU_XW_TILES : MM_SPLIT_ROWS, mm_group_range, &g);
+  cpu_pool_split(cb->pool, g.off[count], exact ? 1 : MM_SPLIT_ROWS, mm_group_range, &g);
   return ICL_OK;
 }
 
