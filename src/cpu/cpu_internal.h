@@ -170,10 +170,11 @@ typedef struct cpu_kernels {
   void (*xunpack[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, float *wp);
   void (*xgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
                                 int nr);
-  /* xgemm of one token on CPU_XW_TILES tiles tile + i*tstride at once (more fma chains and weight streams in
-   * flight), tile i into y[i] (nr[i] rows) */
-  void (*xgemmn[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y,
-                                 const int *nr);
+  /* xgemm of one token on ntl <= CPU_XW_TILES tiles tile + i*tstride at once (more fma chains and weight streams
+   * in flight), tile i into y[i] (nr[i] rows); x is the token's K floats as they lie, not packed (packing one token
+   * scattered it over 8x the cache lines: ~10% of SmolLM2's exact decode) */
+  void (*xgemmn[ICL_TYPE_COUNT])(const uint8_t *tile, size_t tstride, int64_t K, const float *x, float *const *y,
+                                 const int *nr, int ntl);
   /* n elements (whole blocks) of a quantized row to f32; NULL = cpu_dequant_blocks (scalar, the generic level) */
   void (*dequant[ICL_TYPE_COUNT])(const uint8_t *src, float *dst, int64_t n);
   /* ceiling probes (cpu_ceilings.c): iters rounds of independent register-resident f32 FMA or int8

@@ -237,25 +237,16 @@ static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith) {
   for (int64_t t = lo; t < hi; t++) c->cb->k.quantize_q8(c->x + t * c->K, c->xq + t * nb, c->K);
 }
 
-/* EXACT, one token: ntl <= CPU_XW_TILES repacked tiles from tile t0, all at once when there are CPU_XW_TILES. */
+/* EXACT, one token: ntl <= CPU_XW_TILES repacked tiles from tile t0 at once, from the unpacked x. */
 static void mm_xw_tiles(const mm_ctx *c, int64_t t0, int ntl) {
-  const cpu_kernels *k = &c->cb->k;
-  if (ntl == CPU_XW_TILES) {
-    float *ys[CPU_XW_TILES];
-    int nrs[CPU_XW_TILES];
-    for (int q = 0; q < ntl; q++) {
-      int64_t r0;
-      nrs[q] = mm_tile_rows(c, t0 + q, &r0);
-      ys[q] = c->y + r0;
-    }
-    k->xgemmn[c->type](c->xw + (size_t)t0 * c->xw_tile, c->xw_tile, c->K, c->xp, ys, nrs);
-  } else {
-    for (int q = 0; q < ntl; q++) {
-      int64_t r0;
-      int nr = mm_tile_rows(c, t0 + q, &r0);
-      k->xgemm[c->type](c->xw + (size_t)(t0 + q) * c->xw_tile, c->K, c->xp, 1, c->y + r0, c->rows, nr);
-    }
+  float *ys[CPU_XW_TILES];
+  int nrs[CPU_XW_TILES];
+  for (int q = 0; q < ntl; q++) {
+    int64_t r0;
+    nrs[q] = mm_tile_rows(c, t0 + q, &r0);
+    ys[q] = c->y + r0;
   }
+  c->cb->k.xgemmn[c->type](c->xw + (size_t)t0 * c->xw_tile, c->xw_tile, c->K, c->x, ys, nrs, ntl);
 }
 
 /* Tiles [t0, t1) of mm_xw_tiles, CPU_XW_TILES at a time. */
@@ -326,7 +317,7 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
     c->xq = xq;
     cpu_pool_range(cb->pool, c->n, 8192 / c->K + 1, mm_quantize_range, c);
-  } else if ((rc = mm_pack_x(c, gnt, err))) {
+  } else if (!c->xw_multi && (rc = mm_pack_x(c, gnt, err))) { /* xgemmn reads x as it lies */
     return rc;
   }
   if (fused) {
@@ -453,14 +444,12 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
     }
     return ICL_OK;
   }
-  int rc;
   if (exact) {
-    if ((rc = mm_pack_x(&g.c[0], cb->k.gemm_nt, err))) return rc;
-    for (int i = 1; i < count; i++) g.c[i].xp = g.c[0].xp;
-    g.fn = mm_xw_units;
+    g.fn = mm_xw_units; /* xgemmn reads x as it lies: nothing to prepare */
   } else {
     cpu_q8p pr[2];
-    if ((rc = mm_q8_few(&g.c[0], want, pr, err))) return rc;
+    int rc = mm_q8_few(&g.c[0], want, pr, err);
+    if (rc) return rc;
     for (int i = 0; i < count; i++) {
       g.c[i].xq = g.c[0].xq;
       g.c[i].xq1 = pr[g.c[i].type == ICL_TYPE_Q8_0];

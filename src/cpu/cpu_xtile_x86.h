@@ -144,15 +144,16 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
 }
 
 /* One token times NTL repacked tiles (tile + i*tstride): 2*NTL independent fma chains instead of two, for decode,
- * where one tile's two chains wait on the fma latency, and NTL streams in flight. y[i] gets tile i's nr[i] rows. */
+ * where one tile's two chains wait on the fma latency, and NTL streams in flight. y[i] gets tile i's nr[i] rows.
+ * x unpacked: column c's value is x[c] (xw_gemm_body_ reads it at xp[8c]; the same value, the same fmas). */
 QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *tile, size_t tstride, int64_t K,
-                                   const float *xp, float *const *y, const int *nr) {
+                                   const float *x, float *const *y, const int *nr) {
   const size_t gb = cpu_xw_group_bytes(T);
   const int hs = cpu_xw_halves(T);
   __m512 acc[CPU_XW_TILES][8][2];
 #pragma GCC unroll 4
   for (int q = 0; q < NTL; q++) acc[q][0][0] = acc[q][0][1] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < K / 32; g++, xp += 32 * 8) {
+  for (int64_t g = 0; g < K / 32; g++, x += 32) {
     const uint8_t *grp = tile + (size_t)g * gb;
     __m512 a[CPU_XW_TILES][2], c[CPU_XW_TILES][2], w[2];
 #pragma GCC unroll 4
@@ -166,7 +167,7 @@ QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *ti
 #pragma GCC unroll 4
         for (int q = 0; q < NTL; q++) {
           QD_FN(xw_col_)(T, grp + q * tstride, j + o, o, a[q], c[q], w);
-          col32_avx512(w[0], w[1], xp + (j + o) * 8, 1, acc[q]);
+          col32_avx512(w[0], w[1], x + j + o, 1, acc[q]);
         }
     }
   }
@@ -270,8 +271,13 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
 #if XW_LANES == 16
 #define XW_DEFINEN(tname, T)                                                                                      \
   __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemmn_##tname##_)(                                     \
-      const uint8_t *tile, size_t tstride, int64_t K, const float *xp, float *const *y, const int *nr) {          \
-    QD_FN(xw_gemmn_body_)(T, CPU_XW_TILES, tile, tstride, K, xp, y, nr);                                          \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *x, float *const *y, const int *nr, int ntl) {  \
+    switch (ntl) {                                                                                                \
+    case 1: QD_FN(xw_gemmn_body_)(T, 1, tile, tstride, K, x, y, nr); break;                                       \
+    case 2: QD_FN(xw_gemmn_body_)(T, 2, tile, tstride, K, x, y, nr); break;                                       \
+    case 3: QD_FN(xw_gemmn_body_)(T, 3, tile, tstride, K, x, y, nr); break;                                       \
+    default: QD_FN(xw_gemmn_body_)(T, CPU_XW_TILES, tile, tstride, K, x, y, nr); break;                           \
+    }                                                                                                             \
   }
 #define XW_SETN(k, tname, T) (k)->xgemmn[T] = QD_FN(xw_gemmn_##tname##_)
 #else
