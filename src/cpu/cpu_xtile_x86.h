@@ -227,9 +227,10 @@ QD_ATTR void QD_FN(xw_unpack_body_)(const int T, const uint8_t *tile, int64_t K,
   }
 }
 
-/* gemm16_avx2's chains (16 rows at a time, xp packed with gemm_nt = 6) on a repacked tile. */
-QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, const float *xp, const int NT,
-                                  float *y, int64_t ldy, int nr) {
+/* gemm16_avx2's chains (16 rows at a time) on a repacked tile; token t's column c at xp[c*XS + t] (XS = 6:
+ * packed with gemm_nt; 1: one token as it lies, for xgemmn). */
+QD_ATTR void QD_FN(xw_gemm_xs_body_)(const int T, const uint8_t *tile, int64_t K, const float *xp, const int NT,
+                                     const int XS, float *y, int64_t ldy, int nr) {
   const size_t gb = cpu_xw_group_bytes(T);
   const int hs = cpu_xw_halves(T);
   for (int h = 0; h < 2 && 16 * h < nr; h++) {
@@ -237,7 +238,7 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     const float *xc = xp;
-    for (int64_t g = 0; g < K / 32; g++, xc += 32 * 6) {
+    for (int64_t g = 0; g < K / 32; g++, xc += 32 * XS) {
       const uint8_t *grp = tile + (size_t)g * gb;
       __m256 a[2], c[2], w[2];
       QD_FN(xw_scales8_)(T, grp, 0, h, a, c);
@@ -248,7 +249,7 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
           QD_FN(xw_col8_)(T, grp, j + o, o, h, a, c, w);
 #pragma GCC unroll 4
           for (int t = 0; t < NT; t++) {
-            __m256 b = _mm256_broadcast_ss(xc + (j + o) * 6 + t);
+            __m256 b = _mm256_broadcast_ss(xc + (j + o) * XS + t);
             acc[t][0] = _mm256_fmadd_ps(w[0], b, acc[t][0]);
             acc[t][1] = _mm256_fmadd_ps(w[1], b, acc[t][1]);
           }
@@ -266,6 +267,11 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
   }
 }
 
+QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, const float *xp, const int NT,
+                                  float *y, int64_t ldy, int nr) {
+  QD_FN(xw_gemm_xs_body_)(T, tile, K, xp, NT, 6, y, ldy, nr);
+}
+
 #endif
 
 #if XW_LANES == 16
@@ -280,9 +286,13 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
     }                                                                                                             \
   }
 #define XW_SETN(k, tname, T) (k)->xgemmn[T] = QD_FN(xw_gemmn_##tname##_)
-#else
-#define XW_DEFINEN(tname, T)
-#define XW_SETN(k, tname, T) (void)0
+#else /* AVX2: tile by tile (the registers hold one tile's chains), on the unpacked token */
+#define XW_DEFINEN(tname, T)                                                                                      \
+  __attribute__((target(QD_TARGET))) static void QD_FN(xw_gemmn_##tname##_)(                                     \
+      const uint8_t *tile, size_t tstride, int64_t K, const float *x, float *const *y, const int *nr, int ntl) {  \
+    for (int q = 0; q < ntl; q++) QD_FN(xw_gemm_xs_body_)(T, tile + q * tstride, K, x, 1, 1, y[q], 0, nr[q]);     \
+  }
+#define XW_SETN(k, tname, T) (k)->xgemmn[T] = QD_FN(xw_gemmn_##tname##_)
 #endif
 #define XW_DEFINE(tname, T)                                                                                       \
   __attribute__((target(QD_TARGET))) static void QD_FN(xw_pack_##tname##_)(const uint8_t *w, size_t wrb, int nr, \
