@@ -65,11 +65,11 @@ static int cpus(void) {
 /* ---- buffers ------------------------------------------------------------------------------ */
 
 static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err) {
-  (void)be;
   icl_buf *b = calloc(1, sizeof *b);
-  /* 64-byte alignment for full-width vector loads; size rounded up as aligned_alloc requires */
+  /* 64-byte alignment for full-width vector loads; size rounded up as aligned_alloc requires; weights on huge
+   * pages (cpu_mem.c) */
   size_t n = ((size ? size : 1) + 63) & ~(size_t)63;
-  if (b) b->data = aligned_alloc(64, n);
+  if (b) b->data = usage & ICL_BUF_WEIGHT ? cpu_mem_alloc(&cpu_of(be)->mem, n, &b->chunk) : aligned_alloc(64, n);
   if (!b || !b->data) {
     free(b);
     return icl_error_set(err, ICL_ENOMEM, "cpu: cannot allocate a buffer of %zu bytes", size);
@@ -83,7 +83,7 @@ static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out,
 static void cpu_buf_free(icl_backend *be, icl_buf *b) {
   if (!b) return;
   cpu_xw_drop(cpu_of(be), b, 0, SIZE_MAX);
-  free(b->data);
+  cpu_mem_free(&cpu_of(be)->mem, b->data, b->chunk);
   free(b);
 }
 
@@ -122,9 +122,10 @@ static void cpu_destroy(icl_backend *be) {
   free(cb->scratch);
   free(cb->shared.p);
   free(cb->panel.p);
-  for (int i = 0; i < cb->n_xw; i++) free(cb->xw[i].tiles);
+  for (int i = 0; i < cb->n_xw; i++) cpu_mem_free(&cb->mem, cb->xw[i].tiles, cb->xw[i].chunk);
   for (int i = 0; i < CPU_ROPE_TABS; i++) free(cb->rope[i].mem.p);
   free(cb->xw);
+  cpu_mem_release(&cb->mem);
   free(cb);
 }
 
@@ -191,6 +192,7 @@ int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {
    * (the same results, less memory, slower) */
   const char *rp = getenv("ICL_CPU_REPACK");
   cb->xw_off = rp && !strcmp(rp, "0");
+  cpu_mem_init(&cb->mem);
   cb->pool = cpu_pool_new(cb->n_threads);
   if (cb->pool) cb->n_threads = cpu_pool_threads(cb->pool);
   cb->scratch = cb->pool ? calloc((size_t)cb->n_threads, sizeof *cb->scratch) : NULL;

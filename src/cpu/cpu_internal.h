@@ -212,10 +212,28 @@ static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, in
 
 /* ---- the backend ------------------------------------------------------------------------- */
 
+/* Memory for weights and repacked copies (cpu_mem.c): 2 MiB-aligned chunks with huge pages requested. */
+typedef struct cpu_chunk cpu_chunk;
+typedef struct cpu_mem {
+  int on;                 /* 0: plain aligned_alloc (ICL_CPU_HUGEPAGES=0, AddressSanitizer, no MADV_HUGEPAGE) */
+  cpu_chunk *chunks, *cur; /* every chunk; the one being carved */
+} cpu_mem;
+/* Reads ICL_CPU_HUGEPAGES; returns m->on. */
+int cpu_mem_init(cpu_mem *m);
+/* size bytes, 64-byte aligned, from a chunk (*chunk) or aligned_alloc (*chunk = NULL); NULL when out of memory. */
+void *cpu_mem_alloc(cpu_mem *m, size_t size, cpu_chunk **chunk);
+/* Frees what cpu_mem_alloc returned with that chunk. */
+void cpu_mem_free(cpu_mem *m, void *p, cpu_chunk *chunk);
+/* Unmaps every chunk (the backend's destroy, after its buffers were freed). */
+void cpu_mem_release(cpu_mem *m);
+/* Chunks mapped now (tests). */
+int cpu_mem_chunks(const cpu_mem *m);
+
 struct icl_buf {
   void *data;
   size_t size;
-  int usage; /* ICL_BUF_* of buf_alloc (0 for views made by hand, e.g. the trainer's) */
+  int usage;        /* ICL_BUF_* of buf_alloc (0 for views made by hand, e.g. the trainer's) */
+  cpu_chunk *chunk; /* weights: the cpu_mem chunk data was carved from, or NULL */
 };
 
 /* Per-thread scratch that grows on demand (weight tiles, dequantized rows, attention scores). */
@@ -231,6 +249,7 @@ typedef struct cpu_xw {
   uint32_t type;
   int64_t K, rows;
   uint8_t *tiles; /* ceil(rows/32) tiles of K/32 groups */
+  cpu_chunk *chunk; /* cpu_mem's, for tiles */
 } cpu_xw;
 
 /* RoPE's cos and sin for one run of positions (cpu_ops.c): every layer rotates q and k at the same positions, so
@@ -260,6 +279,7 @@ typedef struct cpu_backend {
   int xw_off;           /* 1: never repack (ICL_CPU_REPACK=0; tests compare both paths) */
   cpu_rope_tab rope[CPU_ROPE_TABS];
   int rope_next;        /* the table to replace next */
+  cpu_mem mem;          /* weights and repacked copies */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }

@@ -47,10 +47,13 @@ const uint8_t *cpu_xw_get(cpu_backend *cb, const icl_dt *w) {
   size_t tbytes = cpu_xw_tile_bytes(t, K), bytes = (size_t)n_tiles * tbytes;
   xw_build b = {.k = k, .type = t, .w = (const uint8_t *)w->buf->data + w->offset,
                 .wrb = icl_type_row_bytes(t, K), .tbytes = tbytes, .K = K, .rows = rows,
-                .tiles = aligned_alloc(64, bytes)};
+                .tiles = NULL};
+  cpu_chunk *chunk;
+  b.tiles = cpu_mem_alloc(&cb->mem, bytes, &chunk);
   if (!b.tiles) return NULL; /* the caller dequantizes rows instead: same results, slower */
   cpu_pool_for(cb->pool, n_tiles, xw_build_item, &b);
-  cb->xw[cb->n_xw++] = (cpu_xw){.buf = w->buf, .offset = w->offset, .type = t, .K = K, .rows = rows, .tiles = b.tiles};
+  cb->xw[cb->n_xw++] = (cpu_xw){.buf = w->buf, .offset = w->offset, .type = t, .K = K, .rows = rows, .tiles = b.tiles,
+                                .chunk = chunk};
   return b.tiles;
 }
 
@@ -59,7 +62,7 @@ void cpu_xw_drop(cpu_backend *cb, const icl_buf *b, size_t off, size_t n) {
     cpu_xw *e = &cb->xw[i];
     size_t lo = e->offset, hi = lo + icl_type_row_bytes(e->type, e->K) * (size_t)e->rows;
     if (e->buf == b && off < hi && (n == SIZE_MAX || off + n > lo)) {
-      free(e->tiles);
+      cpu_mem_free(&cb->mem, e->tiles, e->chunk);
       *e = cb->xw[--cb->n_xw];
     } else {
       i++;
