@@ -105,12 +105,16 @@ int icl_cpu_measure_ceilings(icl_backend *be, int quick, icl_cpu_ceilings *out, 
   cpu_backend *cb = cpu_of(be);
   probe_ctx *c = calloc(1, sizeof *c);
   size_t bytes = quick ? READ_BYTES / 2 : READ_BYTES;
-  float *buf = aligned_alloc(64, bytes);
+  cpu_chunk *chunk = NULL; /* the weights' memory (huge pages where allowed): the stream decode reads */
+  float *buf = cpu_mem_alloc(&cb->mem, bytes, &chunk);
   if (!c || !buf) {
-    free(c), free(buf);
+    free(c);
+    if (buf) cpu_mem_free(&cb->mem, buf, chunk);
     return icl_error_set(err, ICL_ENOMEM, "cpu ceilings: cannot allocate %zu bytes for the read stream", bytes);
   }
-  memset(buf, 0, bytes); /* fault the pages in before timing */
+  /* fault the pages in before timing; distinct values rather than zeros, a precaution against page sharing (a
+   * host or kernel serving identical pages from one copy) */
+  for (size_t i = 0; i < bytes / sizeof(float); i++) buf[i] = (float)(i & 0xFFFFF);
   int reps = quick ? 3 : 7;
   int64_t items = (int64_t)ITEMS_PER_THREAD * cb->n_threads;
   *out = (icl_cpu_ceilings){.threads = cb->n_threads, .simd = cb->k.name};
@@ -122,7 +126,7 @@ int icl_cpu_measure_ceilings(icl_backend *be, int quick, icl_cpu_ceilings *out, 
   c->which = 2;
   c->buf = buf;
   out->read_gbps = probe_best(cb, c, (int64_t)(bytes / READ_ITEM_BYTES), quick ? 2 : 4) * 1e-9;
-  free(buf);
+  cpu_mem_free(&cb->mem, buf, chunk);
   free(c);
   return ICL_OK;
 }
