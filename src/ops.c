@@ -120,14 +120,13 @@ int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_d
                         icl_error *err) {
   if (count < 1 || count > ICL_MATMUL_GROUP_MAX)
     return icl_error_set(err, ICL_EINVAL, "matmul_group: count %d outside 1..%d", count, ICL_MATMUL_GROUP_MAX);
+  /* names for the messages, without formatting them on every call (decode makes two groups per layer) */
+  static const char *const op[] = {"matmul_group[0]", "matmul_group[1]", "matmul_group[2]", "matmul_group[3]"};
+  static const char *const yn[] = {"y[0]", "y[1]", "y[2]", "y[3]"};
+  _Static_assert(sizeof op / sizeof op[0] == ICL_MATMUL_GROUP_MAX, "a name per member");
   for (int i = 0; i < count; i++) {
-    char op[32], yi[16], yj[16];
-    snprintf(op, sizeof op, "matmul_group[%d]", i);
-    TRY(chk_matmul(op, &w[i], x, &y[i], err));
-    for (int j = 0; j < i; j++) {
-      snprintf(yi, sizeof yi, "y[%d]", i), snprintf(yj, sizeof yj, "y[%d]", j);
-      TRY(chk_no_alias("matmul_group", yj, &y[j], yi, &y[i], err));
-    }
+    TRY(chk_matmul(op[i], &w[i], x, &y[i], err));
+    for (int j = 0; j < i; j++) TRY(chk_no_alias("matmul_group", yn[j], &y[j], yn[i], &y[i], err));
   }
   if (count > 1 && be->ops->matmul_group) return be->ops->matmul_group(be, count, w, x, y, err);
   for (int i = 0; i < count; i++) TRY(be->ops->matmul(be, &w[i], x, &y[i], err));

@@ -349,6 +349,14 @@ static mm_ctx mm_init(cpu_backend *cb, const icl_dt *w, const icl_dt *x, const i
   return c;
 }
 
+/* EXACT: the repacked weight (or NULL) and whether one token takes xgemmn on it (unpacked x, tiles at once). */
+static void mm_exact_init(mm_ctx *c, const icl_dt *w) {
+  c->xw = cpu_xw_get(c->cb, w);
+  c->xw_tile = cpu_xw_tile_bytes(c->type, c->K);
+  c->xw_multi = c->xw && c->n == 1 && c->cb->k.xgemmn[c->type];
+  c->trows = CPU_TILE_ROWS;
+}
+
 /* FAST precision's path for this type and token count. */
 enum { MM_QGEMM, MM_TILES, MM_QDOT, MM_ROWS };
 static int mm_fast_path(const cpu_backend *cb, uint32_t type, int64_t n) {
@@ -363,9 +371,7 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
    * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
   if (be->precision == ICL_PRECISION_EXACT) {
-    c.xw = cpu_xw_get(cb, w);
-    c.xw_tile = cpu_xw_tile_bytes(c.type, c.K);
-    c.xw_multi = c.xw && c.n == 1 && cb->k.xgemmn[c.type];
+    mm_exact_init(&c, w);
     return mm_tiles(&c, err);
   }
   int path = mm_fast_path(cb, c.type, c.n);
@@ -426,10 +432,8 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
     mm_ctx *c = &g.c[i];
     *c = mm_init(cb, &w[i], x, &y[i]);
     if (exact) {
-      c->xw = cpu_xw_get(cb, &w[i]);
-      c->xw_tile = cpu_xw_tile_bytes(c->type, c->K);
-      c->trows = CPU_TILE_ROWS;
-      ok = c->xw && cb->k.xgemmn[c->type];
+      mm_exact_init(c, &w[i]);
+      ok = c->xw_multi;
       g.off[i + 1] = g.off[i] + (c->rows + CPU_TILE_ROWS * CPU_XW_TILES - 1) / (CPU_TILE_ROWS * CPU_XW_TILES);
     } else {
       ok = mm_fast_path(cb, c->type, 1) == MM_QDOT && cb->k.qdot1[c->type];
