@@ -99,19 +99,19 @@ static void mm_qdot_rows(void *arg, int64_t r0, int64_t r1, int ith) {
 
 static void mm_quantize_range(void *arg, int64_t lo, int64_t hi, int ith);
 
-/* Fills xp (cpu_q8p) from one token's nb blocks x; elements: Q8_0's order (cpu_q8p). */
+/* Fills xp (cpu_q8p) from one token's nb blocks x; elements: element order (cpu_q8p). */
 static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) {
   for (int64_t b = 0; b < nb + (nb & 1); b++) {
     int8_t *q = xp->q + 64 * (b / 2);
     int second = (int)(b & 1);
     if (b == nb) { /* the zero pad of an odd count */
-      xp->d[b] = xp->s[b] = 0.0f;
+      xp->ds[2 * b] = xp->ds[2 * b + 1] = 0.0f;
       if (elements) memset(q + 32, 0, 32);
       else memset(q + 16, 0, 16), memset(q + 48, 0, 16);
       continue;
     }
-    xp->d[b] = x[b].d;
-    xp->s[b] = x[b].s;
+    xp->ds[2 * b] = x[b].d;
+    xp->ds[2 * b + 1] = x[b].s;
     if (elements) memcpy(q + 32 * second, x[b].q, 32);
     else memcpy(q + 16 * second, x[b].q, 16), memcpy(q + 32 + 16 * second, x[b].q + 16, 16);
   }
@@ -119,7 +119,7 @@ static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) 
 }
 
 /* The few-token integer path's activations in the shared scratch: x quantized into c->xq, then, for one token,
- * arranged for the pair dots where want[e] (e = 1: Q8_0's element order, 0: the other types'), into pairs[e]. */
+ * arranged for the pair dots where want[e] (e = 1: element order, 0: halves order; cpu_q8p), into pairs[e]. */
 static int mm_q8_few(mm_ctx *c, const int want[2], cpu_q8p pairs[2], icl_error *err) {
   int64_t nb = c->K / 32, np = (nb + 1) / 2;
   size_t xq_bytes = ((size_t)(c->n * nb) * sizeof(cpu_q8) + 63) & ~(size_t)63;
@@ -131,8 +131,7 @@ static int mm_q8_few(mm_ctx *c, const int want[2], cpu_q8p pairs[2], icl_error *
   for (int e = 0; e < 2; e++) {
     if (!want[e]) continue;
     uint8_t *p = buf + xq_bytes + (size_t)e * pair_bytes; /* 64-byte aligned: q first */
-    pairs[e] = (cpu_q8p){.q = (int8_t *)p, .d = (float *)(p + (size_t)np * 64)};
-    pairs[e].s = pairs[e].d + 2 * np;
+    pairs[e] = (cpu_q8p){.q = (int8_t *)p, .ds = (float *)(p + (size_t)np * 64)};
     mm_q8p_fill(c->xq, nb, e, &pairs[e]);
   }
   return ICL_OK;
@@ -379,7 +378,7 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   if (path == MM_QGEMM || path == MM_TILES) return mm_tiles(&c, err);
   cpu_range_fn task = mm_rows_rows;
   if (path == MM_QDOT) {
-    int pairs = c.n == 1 && cb->k.qdot1[c.type], elements = c.type == ICL_TYPE_Q8_0;
+    int pairs = c.n == 1 && cb->k.qdot1[c.type], elements = cpu_q8p_elements(c.type);
     int want[2] = {pairs && !elements, pairs && elements};
     cpu_q8p pr[2];
     int rc = mm_q8_few(&c, want, pr, err);
@@ -437,7 +436,7 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
       g.off[i + 1] = g.off[i] + (c->rows + CPU_TILE_ROWS * CPU_XW_TILES - 1) / (CPU_TILE_ROWS * CPU_XW_TILES);
     } else {
       ok = mm_fast_path(cb, c->type, 1) == MM_QDOT && cb->k.qdot1[c->type];
-      want[c->type == ICL_TYPE_Q8_0] = 1;
+      want[cpu_q8p_elements(c->type)] = 1;
       g.off[i + 1] = g.off[i] + c->rows;
     }
   }
@@ -456,7 +455,7 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
     if (rc) return rc;
     for (int i = 0; i < count; i++) {
       g.c[i].xq = g.c[0].xq;
-      g.c[i].xq1 = pr[g.c[i].type == ICL_TYPE_Q8_0];
+      g.c[i].xq1 = pr[cpu_q8p_elements(g.c[i].type)];
       g.c[i].qdot1 = cb->k.qdot1[g.c[i].type];
     }
     g.fn = mm_qdot_rows;

@@ -165,7 +165,10 @@ QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
 /* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
  * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
  * so the unpacking, conversion and scaling run once per pair. Q8_0 takes its codes shifted by 128 (dpbusd
- * sums in int32, so unsigned codes cannot saturate) with the -128*d offset on the block sums. */
+ * sums in int32, so unsigned codes cannot saturate). A pair's four f16 scale words (d and, for Q4_1/Q5_1, the
+ * offset m of each block) are converted in one instruction and multiplied by the token's (d, s) pairs: the
+ * products give the sums' scales and the offsets' terms (w = d*u + c, c = m or -8d, -16d, -128d), without
+ * scalar work per block (which left Q5_0 decode compute-bound at ~24 GB/s). */
 
 /* The codes of blocks b0 and b1 (b1 absent: has1 = 0) in cpu_q8p order. */
 QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *b1, int has1) {
@@ -178,38 +181,44 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
   __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
   __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
   __m256i n = _mm256_set_m128i(n1, n0);
-  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1);
-  u = _mm512_and_si512(u, _mm512_set1_epi8(0x0F));
-  if (bo) { /* fifth bits in the same order: low 16 of b0, of b1, high 16 of b0, of b1 */
-    uint32_t h0, h1 = 0;
-    memcpy(&h0, b0 + bo, 4);
-    if (has1) memcpy(&h1, b1 + bo, 4);
-    uint64_t m = (uint64_t)(h0 & 0xFFFFu) | (uint64_t)(h1 & 0xFFFFu) << 16 | (uint64_t)(h0 >> 16) << 32 |
-                 (uint64_t)(h1 >> 16) << 48;
-    u = _mm512_mask_add_epi8(u, (__mmask64)m, u, _mm512_set1_epi8(16));
-  }
-  return u;
+  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1); /* lo0 lo1 hi0 hi1 */
+  if (!bo) return _mm512_and_si512(u, _mm512_set1_epi8(0x0F));
+  u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F)); /* elements */
+  uint32_t h0, h1 = 0;
+  memcpy(&h0, b0 + bo, 4);
+  if (has1) memcpy(&h1, b1 + bo, 4);
+  return _mm512_mask_add_epi8(u, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), u, _mm512_set1_epi8(16));
 }
 
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  /* lanes of the second block: 4-7 and 12-15 in halves order, 8-15 in element order */
-  const __mmask16 second = T == ICL_TYPE_Q8_0 ? 0xFF00 : 0xF0F0;
+  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1;
+  /* the offset per unit of d (symmetric types); 1: the offset word m itself */
+  const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? -128.0f : 1.0f;
+  const __m128 kv = _mm_setr_ps(1.0f, k, 1.0f, k);
+  /* lane i of the sums takes scale 0 (block 2p) or 2 (block 2p+1) of [d0*xd0, c0*xs0, d1*xd1, c1*xs1] */
+  /* element order (cpu_q8p_elements: Q5's fifth bits then form the mask in two loads) or halves order */
+  const __m512i pick = cpu_q8p_elements(T)
+                           ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2)
+                           : _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
   __m512 acc = _mm512_setzero_ps();
-  float bias0 = 0.0f, bias1 = 0.0f;
+  __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
   const int64_t nb = xp->nb;
   for (int64_t b = 0; b < nb; b += 2) {
     const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
     const int has1 = b + 1 < nb;
     __m512i u = QD_FN(qp_codes_)(T, b0, b1, has1);
     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512((const void *)(xp->q + 32 * b)));
-    float d0 = QD_FN(qd_f16_)(b0), d1 = has1 ? QD_FN(qd_f16_)(b1) : 0.0f;
-    __m512 sv = _mm512_mask_blend_ps(second, _mm512_set1_ps(d0 * xp->d[b]), _mm512_set1_ps(d1 * xp->d[b + 1]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sv, acc);
-    bias0 += QD_FN(qd_off32_)(T, b0, d0) * xp->s[b];
-    if (has1) bias1 += QD_FN(qd_off32_)(T, b1, d1) * xp->s[b + 1];
+    uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
+    memcpy(&w0, b0, 4);
+    if (has1) memcpy(&w1, b1, 4);
+    __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)w0 | (uint64_t)w1 << 32)));
+    if (!asym) dm = _mm_moveldup_ps(dm); /* d0 d0 d1 d1 */
+    __m128 v = _mm_mul_ps(_mm_mul_ps(dm, _mm_load_ps(xp->ds + 2 * b)), kv);
+    off = _mm_add_ps(off, v);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(v)), acc);
   }
-  return _mm512_reduce_add_ps(acc) + (bias0 + bias1);
+  return _mm512_reduce_add_ps(acc) + (_mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3)));
 }
 
 #define QP_DEFINE(tname, T)                                                                                    \
