@@ -101,15 +101,17 @@ typedef void (*cpu_qdot_fn)(const uint8_t *w, const cpu_q8 *x, int64_t nb, int n
 
 /* One token's cpu_q8 blocks rearranged for the pair dots (cpu_matmul.c's mm_q8p_fill): q holds two blocks per
  * 64 bytes, in element order (block 2p then 2p+1; cpu_q8p_elements) or halves order (elements 0-15 of 2p, of
- * 2p+1, then 16-31 of 2p, of 2p+1, matching the nibble layout); ds holds d, s of block 2p, then of 2p+1. An odd
- * count is padded with a zero block. */
+ * 2p+1, then 16-31 of 2p, of 2p+1, matching the nibble layout); ds holds d, s of block 2p, then of 2p+1; h each
+ * block's half sums (the K types' offsets). An odd count is padded with a zero block. */
 typedef struct cpu_q8p {
   int8_t *q;
   float *ds; /* 16-byte aligned */
+  float *h;
   int64_t nb;
 } cpu_q8p;
-/* Whether the pair dot of type t takes cpu_q8p in element order (Q8_0, Q5_0, Q5_1) rather than halves order. */
-static inline int cpu_q8p_elements(uint32_t t) { return t == ICL_TYPE_Q8_0 || t == ICL_TYPE_Q5_0 || t == ICL_TYPE_Q5_1; }
+/* Whether the pair dot of type t takes cpu_q8p in element order (Q8_0, Q5_0, Q5_1, the K types) rather than halves
+ * order (Q4_0, Q4_1). */
+static inline int cpu_q8p_elements(uint32_t t) { return t != ICL_TYPE_Q4_0 && t != ICL_TYPE_Q4_1; }
 /* Dot of one weight row of xp->nb 32-blocks with the prepared token (AVX-512's one-token path). */
 typedef float (*cpu_qdot1_fn)(const uint8_t *w, const cpu_q8p *xp);
 

@@ -105,13 +105,15 @@ static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) 
     int8_t *q = xp->q + 64 * (b / 2);
     int second = (int)(b & 1);
     if (b == nb) { /* the zero pad of an odd count */
-      xp->ds[2 * b] = xp->ds[2 * b + 1] = 0.0f;
+      xp->ds[2 * b] = xp->ds[2 * b + 1] = xp->h[2 * b] = xp->h[2 * b + 1] = 0.0f;
       if (elements) memset(q + 32, 0, 32);
       else memset(q + 16, 0, 16), memset(q + 48, 0, 16);
       continue;
     }
     xp->ds[2 * b] = x[b].d;
     xp->ds[2 * b + 1] = x[b].s;
+    xp->h[2 * b] = x[b].h[0];
+    xp->h[2 * b + 1] = x[b].h[1];
     if (elements) memcpy(q + 32 * second, x[b].q, 32);
     else memcpy(q + 16 * second, x[b].q, 16), memcpy(q + 32 + 16 * second, x[b].q + 16, 16);
   }
@@ -123,7 +125,7 @@ static void mm_q8p_fill(const cpu_q8 *x, int64_t nb, int elements, cpu_q8p *xp) 
 static int mm_q8_few(mm_ctx *c, const int want[2], cpu_q8p pairs[2], icl_error *err) {
   int64_t nb = c->K / 32, np = (nb + 1) / 2;
   size_t xq_bytes = ((size_t)(c->n * nb) * sizeof(cpu_q8) + 63) & ~(size_t)63;
-  size_t pair_bytes = ((size_t)np * (64 + 4 * sizeof(float)) + 63) & ~(size_t)63;
+  size_t pair_bytes = ((size_t)np * (64 + 8 * sizeof(float)) + 63) & ~(size_t)63;
   uint8_t *buf = cpu_scratch_get(&c->cb->shared, xq_bytes + 2 * pair_bytes);
   if (!buf) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
   c->xq = (cpu_q8 *)buf;
@@ -132,6 +134,7 @@ static int mm_q8_few(mm_ctx *c, const int want[2], cpu_q8p pairs[2], icl_error *
     if (!want[e]) continue;
     uint8_t *p = buf + xq_bytes + (size_t)e * pair_bytes; /* 64-byte aligned: q first */
     pairs[e] = (cpu_q8p){.q = (int8_t *)p, .ds = (float *)(p + (size_t)np * 64)};
+    pairs[e].h = pairs[e].ds + 4 * np;
     mm_q8p_fill(c->xq, nb, e, &pairs[e]);
   }
   return ICL_OK;

@@ -370,6 +370,85 @@ QD_ATTR void QD_FN(qk_body_)(const int T, const uint8_t *w, const cpu_q8 *x, int
   for (int i = 0; i < NT; i++) out[i] = QD_FN(qd_hsum_)(acc[i]) - bias[i];
 }
 
+#ifdef QD_MASK_BITS
+/* ---- K types, one token: a 256-block's eight 32-groups as four pairs in element order (cpu_q8p), one dpbusd
+ * each; the block's 16 half multipliers and offsets as one vector each, the offsets against the token's half sums
+ * in a vector accumulator. (The 256-bit body above spent most of its instructions on per-group scalar scaling:
+ * Q4_K and Q6_K decode ran at ~22 GB/s.) Q4_K, Q5_K, Q6_K. */
+
+/* The multipliers a[2g + h] of the block's 16 halves; *b: their offsets (w = a*u - b). */
+QD_ATTR __m512 QD_FN(qk1_scales_)(const int T, const uint8_t *blk, __m512 *b) {
+  if (T == ICL_TYPE_Q6_K) {
+    __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    a = _mm512_mul_ps(a, _mm512_set1_ps(QD_FN(qd_f16_)(blk + 208)));
+    *b = _mm512_mul_ps(a, _mm512_set1_ps(32.0f));
+    return a;
+  }
+  /* Q4_K, Q5_K: the 6-bit scales and mins of qk_scales_, each group's byte twice (both its halves) */
+  uint32_t u[3];
+  memcpy(u, blk + 4, 12);
+  uint64_t sc = (uint64_t)(u[0] & 0x3f3f3f3fu) | (uint64_t)((u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4) << 32;
+  uint64_t m = (uint64_t)(u[1] & 0x3f3f3f3fu) | (uint64_t)(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4) << 32;
+  __m128i scb = _mm_cvtsi64_si128((long long)sc), mb = _mm_cvtsi64_si128((long long)m);
+  __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(scb, scb)));
+  *b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(mb, mb))), _mm512_set1_ps(QD_FN(qd_f16_)(blk + 2)));
+  return _mm512_mul_ps(a, _mm512_set1_ps(QD_FN(qd_f16_)(blk)));
+}
+
+/* The 64 codes of groups 2j and 2j+1 (a constant j after unrolling). */
+QD_ATTR __m512i QD_FN(qk1_codes_)(const int T, const uint8_t *blk, const int j) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if (T == ICL_TYPE_Q6_K) { /* groups 2j, 2j+1: planes 2(j%2) and 2(j%2)+1 of half j/2 */
+    const int half = j / 2, p0 = 2 * (j % 2);
+    __m512i lo = _mm512_loadu_si512((const void *)(blk + 64 * half));
+    __m512i u = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(lo, 4) : lo, m4);
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * half));
+    __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(hi, 2 * p0)), _mm256_srli_epi16(hi, 2 * p0 + 2), 1);
+    return _mm512_or_si512(u, _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi8(3)), 4));
+  }
+  __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + (T == ICL_TYPE_Q5_K ? 48 : 16) + 32 * j));
+  __m512i u = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs), _mm256_srli_epi16(qs, 4), 1), m4);
+  if (T == ICL_TYPE_Q5_K) { /* fifth bits: bit g of byte i is element i of group g */
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
+    __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))), _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+    u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bit), u, _mm512_set1_epi8(16));
+  }
+  return u;
+}
+
+QD_ATTR float QD_FN(qk1_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
+  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2); /* d of group 2j, 2j+1 */
+  __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < xp->nb / 8; sb++) {
+    const uint8_t *blk = w + (size_t)sb * bb;
+    __m512 b, a = QD_FN(qk1_scales_)(T, blk, &b);
+    off = _mm512_fmadd_ps(b, _mm512_loadu_ps(xp->h + 16 * sb), off);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      const int64_t pr = 4 * sb + j;
+      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), QD_FN(qk1_codes_)(T, blk, j),
+                                      _mm512_load_si512((const void *)(xp->q + 64 * pr)));
+      /* lane i: half 4j + i/4 of the block, group 2j + i/8 of the token */
+      const __m512i hx = _mm512_setr_epi32(4 * j, 4 * j, 4 * j, 4 * j, 4 * j + 1, 4 * j + 1, 4 * j + 1, 4 * j + 1,
+                                           4 * j + 2, 4 * j + 2, 4 * j + 2, 4 * j + 2, 4 * j + 3, 4 * j + 3, 4 * j + 3, 4 * j + 3);
+      __m512 xd = _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(_mm_load_ps(xp->ds + 4 * pr)));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(_mm512_permutexvar_ps(hx, a), xd), acc);
+    }
+  }
+  return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(off);
+}
+
+#define QK1_DEFINE(tname, T)                                                                                   \
+  __attribute__((target(QD_TARGET))) static float QD_FN(qdot1_##tname##_)(const uint8_t *w, const cpu_q8p *xp) { \
+    return QD_FN(qk1_body_)(T, w, xp);                                                                         \
+  }
+QK1_DEFINE(q4_k, ICL_TYPE_Q4_K)
+QK1_DEFINE(q5_k, ICL_TYPE_Q5_K)
+QK1_DEFINE(q6_k, ICL_TYPE_Q6_K)
+#undef QK1_DEFINE
+#endif
+
 #define QK_DEFINE(tname, T)                                                                                    \
   __attribute__((target(QD_TARGET))) static void QD_FN(qdot_##tname##_)(const uint8_t *w, const cpu_q8 *x,     \
                                                                          int64_t nb, int nt, int64_t xs,       \
@@ -455,6 +534,9 @@ static void QD_FN(qd_install_)(cpu_kernels *k) {
   k->qdot1[ICL_TYPE_Q5_0] = QD_FN(qdot1_q5_0_);
   k->qdot1[ICL_TYPE_Q5_1] = QD_FN(qdot1_q5_1_);
   k->qdot1[ICL_TYPE_Q8_0] = QD_FN(qdot1_q8_0_);
+  k->qdot1[ICL_TYPE_Q4_K] = QD_FN(qdot1_q4_k_);
+  k->qdot1[ICL_TYPE_Q5_K] = QD_FN(qdot1_q5_k_);
+  k->qdot1[ICL_TYPE_Q6_K] = QD_FN(qdot1_q6_k_);
 #endif
   k->dequant[ICL_TYPE_Q4_0] = QD_FN(dq_q4_0_);
   k->dequant[ICL_TYPE_Q4_1] = QD_FN(dq_q4_1_);
