@@ -112,7 +112,7 @@ typedef struct cpu_q8p {
 /* Whether the pair dot of type t takes cpu_q8p in element order (Q8_0, Q5_0, Q5_1, the K types) rather than halves
  * order (Q4_0, Q4_1). */
 static inline int cpu_q8p_elements(uint32_t t) { return t != ICL_TYPE_Q4_0 && t != ICL_TYPE_Q4_1; }
-/* Dot of one weight row of xp->nb 32-blocks with the prepared token (AVX-512's one-token path). */
+/* Dot of one weight row of xp->nb 32-blocks with the prepared token (the one-token path of AVX2 and AVX-512). */
 typedef float (*cpu_qdot1_fn)(const uint8_t *w, const cpu_q8p *xp);
 
 typedef struct cpu_kernels {

@@ -220,6 +220,58 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
   }
   return _mm512_reduce_add_ps(acc) + (_mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3)));
 }
+#else
+/* ---- AVX2, one token: the same pairs (cpu_q8p) and scaling, one 256-bit dot per block. Q4_0/Q4_1 take the
+ * halves order, so a pair's low nibbles meet the first 32 activation bytes and its high nibbles the next 32, and
+ * the two integer sums add before one conversion; Q8_0 keeps |w| against sign(x, w) (maddubs saturates on codes
+ * shifted by 128), so it has no offset term. Without this, one token ran the multi-token body with scalar
+ * scaling and no q/k/v grouping (SmolLM2 FAST decode at 41% of the read bandwidth). */
+QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
+  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1, halves = !cpu_q8p_elements(T);
+  const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? 0.0f : 1.0f;
+  const __m128 kv = _mm_setr_ps(1.0f, k, 1.0f, k);
+  const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
+  const int64_t nb = xp->nb;
+  for (int64_t b = 0; b < nb; b += 2) {
+    const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
+    const int has1 = b + 1 < nb;
+    __m256i x0 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b)), x1 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b + 32));
+    uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
+    memcpy(&w0, b0, 4);
+    if (has1) memcpy(&w1, b1, 4);
+    __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)w0 | (uint64_t)w1 << 32)));
+    if (!asym) dm = _mm_moveldup_ps(dm); /* d0 d0 d1 d1 */
+    __m128 v = _mm_mul_ps(_mm_mul_ps(dm, _mm_load_ps(xp->ds + 2 * b)), kv);
+    off = _mm_add_ps(off, v);
+    __m256 v8 = _mm256_set_m128(v, v);
+    __m256 s0 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(0)), s1 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(2));
+    if (halves) { /* lanes 0-3: block 2p, 4-7: block 2p+1 */
+      __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
+      __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
+      __m256i n = _mm256_set_m128i(n1, n0), m4 = _mm256_set1_epi8(0x0F);
+      __m256i p = _mm256_add_epi32(QD_DOT(_mm256_and_si256(n, m4), x0), QD_DOT(_mm256_and_si256(_mm256_srli_epi16(n, 4), m4), x1));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_blend_ps(s0, s1, 0xF0), acc);
+      continue;
+    }
+    __m256i u0, u1 = _mm256_setzero_si256();
+    if (T == ICL_TYPE_Q8_0) {
+      __m256i r0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+      __m256i r1 = has1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256();
+      u0 = _mm256_abs_epi8(r0), u1 = _mm256_abs_epi8(r1);
+      x0 = _mm256_sign_epi8(x0, r0), x1 = _mm256_sign_epi8(x1, r1);
+    } else {
+      u0 = QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(b0 + no), b0 + bo);
+      if (has1) u1 = QD_FN(qd_add_bit16_)(QD_FN(qd_nibbles_)(b1 + no), b1 + bo);
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(QD_DOT(u0, x0)), s0, acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(QD_DOT(u1, x1)), s1, acc);
+  }
+  return QD_FN(qd_hsum_)(acc) + (_mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3)));
+}
+#endif
 
 #define QP_DEFINE(tname, T)                                                                                    \
   __attribute__((target(QD_TARGET))) static float QD_FN(qdot1_##tname##_)(const uint8_t *w, const cpu_q8p *xp) { \
@@ -231,7 +283,6 @@ QP_DEFINE(q5_0, ICL_TYPE_Q5_0)
 QP_DEFINE(q5_1, ICL_TYPE_Q5_1)
 QP_DEFINE(q8_0, ICL_TYPE_Q8_0)
 #undef QP_DEFINE
-#endif
 
 /* ---- K types: 8 groups of 32 codes per 256-block, multiplier a and offset b per 16-half ---- */
 
@@ -528,12 +579,12 @@ static void QD_FN(qd_install_)(cpu_kernels *k) {
   k->qdot[ICL_TYPE_Q4_K] = QD_FN(qdot_q4_k_);
   k->qdot[ICL_TYPE_Q5_K] = QD_FN(qdot_q5_k_);
   k->qdot[ICL_TYPE_Q6_K] = QD_FN(qdot_q6_k_);
-#ifdef QD_MASK_BITS
   k->qdot1[ICL_TYPE_Q4_0] = QD_FN(qdot1_q4_0_);
   k->qdot1[ICL_TYPE_Q4_1] = QD_FN(qdot1_q4_1_);
   k->qdot1[ICL_TYPE_Q5_0] = QD_FN(qdot1_q5_0_);
   k->qdot1[ICL_TYPE_Q5_1] = QD_FN(qdot1_q5_1_);
   k->qdot1[ICL_TYPE_Q8_0] = QD_FN(qdot1_q8_0_);
+#ifdef QD_MASK_BITS
   k->qdot1[ICL_TYPE_Q4_K] = QD_FN(qdot1_q4_k_);
   k->qdot1[ICL_TYPE_Q5_K] = QD_FN(qdot1_q5_k_);
   k->qdot1[ICL_TYPE_Q6_K] = QD_FN(qdot1_q6_k_);
