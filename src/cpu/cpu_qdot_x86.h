@@ -161,6 +161,25 @@ QD_DEFINE(q5_0, ICL_TYPE_Q5_0)
 QD_DEFINE(q5_1, ICL_TYPE_Q5_1)
 QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
 
+/* A pair's scales and offset terms for the one-token pair dots below: [d0*xd0, c0*xs0, d1*xd1, c1*xs1] from the
+ * four f16 words of blocks b0 and b1 (d, then m for Q4_1/Q5_1) in one conversion, with c = m, or k*d for the
+ * symmetric types (k 0 where the codes carry the sign); ds: the token's d, s of the two blocks. */
+QD_ATTR __m128 QD_FN(qp_scales_)(const int T, const float k, const uint8_t *b0, const uint8_t *b1, int has1,
+                                 const float *ds) {
+  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1;
+  uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
+  memcpy(&w0, b0, 4);
+  if (has1) memcpy(&w1, b1, 4);
+  __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)w0 | (uint64_t)w1 << 32)));
+  if (!asym) dm = _mm_moveldup_ps(dm); /* d0 d0 d1 d1 */
+  return _mm_mul_ps(_mm_mul_ps(dm, _mm_load_ps(ds)), _mm_setr_ps(1.0f, k, 1.0f, k));
+}
+
+/* The offset terms accumulated in lanes 1 (even blocks) and 3 (odd blocks), summed as the scalar code did. */
+QD_ATTR float QD_FN(qp_offsum_)(__m128 off) {
+  return _mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3));
+}
+
 #ifdef QD_MASK_BITS
 /* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
  * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
@@ -192,10 +211,8 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
 
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1;
   /* the offset per unit of d (symmetric types); 1: the offset word m itself */
   const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? -128.0f : 1.0f;
-  const __m128 kv = _mm_setr_ps(1.0f, k, 1.0f, k);
   /* lane i of the sums takes scale 0 (block 2p) or 2 (block 2p+1) of [d0*xd0, c0*xs0, d1*xd1, c1*xs1] */
   /* element order (cpu_q8p_elements: Q5's fifth bits then form the mask in two loads) or halves order */
   const __m512i pick = cpu_q8p_elements(T)
@@ -209,16 +226,11 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     const int has1 = b + 1 < nb;
     __m512i u = QD_FN(qp_codes_)(T, b0, b1, has1);
     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512((const void *)(xp->q + 32 * b)));
-    uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
-    memcpy(&w0, b0, 4);
-    if (has1) memcpy(&w1, b1, 4);
-    __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)w0 | (uint64_t)w1 << 32)));
-    if (!asym) dm = _mm_moveldup_ps(dm); /* d0 d0 d1 d1 */
-    __m128 v = _mm_mul_ps(_mm_mul_ps(dm, _mm_load_ps(xp->ds + 2 * b)), kv);
+    __m128 v = QD_FN(qp_scales_)(T, k, b0, b1, has1, xp->ds + 2 * b);
     off = _mm_add_ps(off, v);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(v)), acc);
   }
-  return _mm512_reduce_add_ps(acc) + (_mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3)));
+  return _mm512_reduce_add_ps(acc) + QD_FN(qp_offsum_)(off);
 }
 #else
 /* ---- AVX2, one token: the same pairs (cpu_q8p) and scaling, one 256-bit dot per block. Q4_0/Q4_1 take the
@@ -228,9 +240,8 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
  * scaling and no q/k/v grouping (SmolLM2 FAST decode at 41% of the read bandwidth). */
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1, halves = !cpu_q8p_elements(T);
+  const int halves = !cpu_q8p_elements(T);
   const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? 0.0f : 1.0f;
-  const __m128 kv = _mm_setr_ps(1.0f, k, 1.0f, k);
   const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
   __m256 acc = _mm256_setzero_ps();
   __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
@@ -239,12 +250,7 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
     const int has1 = b + 1 < nb;
     __m256i x0 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b)), x1 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b + 32));
-    uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
-    memcpy(&w0, b0, 4);
-    if (has1) memcpy(&w1, b1, 4);
-    __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)w0 | (uint64_t)w1 << 32)));
-    if (!asym) dm = _mm_moveldup_ps(dm); /* d0 d0 d1 d1 */
-    __m128 v = _mm_mul_ps(_mm_mul_ps(dm, _mm_load_ps(xp->ds + 2 * b)), kv);
+    __m128 v = QD_FN(qp_scales_)(T, k, b0, b1, has1, xp->ds + 2 * b);
     off = _mm_add_ps(off, v);
     __m256 v8 = _mm256_set_m128(v, v);
     __m256 s0 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(0)), s1 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(2));
@@ -269,7 +275,7 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(QD_DOT(u0, x0)), s0, acc);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(QD_DOT(u1, x1)), s1, acc);
   }
-  return QD_FN(qd_hsum_)(acc) + (_mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3)));
+  return QD_FN(qd_hsum_)(acc) + QD_FN(qp_offsum_)(off);
 }
 #endif
 
