@@ -87,14 +87,17 @@ QD_ATTR int QD_FN(qd_nib_off_)(const int T) {
 }
 QD_ATTR int QD_FN(qd_bit_off_)(const int T) { return T == ICL_TYPE_Q5_0 ? 2 : T == ICL_TYPE_Q5_1 ? 4 : 0; }
 
+/* Whether a 32-block type stores its offset m (Q4_1, Q5_1) rather than centring its codes. */
+QD_ATTR int QD_FN(qd_asym_)(const int T) { return T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1; }
+
+/* The offset per unit of d of a symmetric 32-block type's unsigned codes (Q8_0's shifted by 128). */
+QD_ATTR float QD_FN(qd_off_k_)(const int T) {
+  return T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : -128.0f;
+}
+
 /* The offset c of a 32-block type's block with multiplier d (w = d*u + c; Q8_0's codes shifted by 128). */
 QD_ATTR float QD_FN(qd_off32_)(const int T, const uint8_t *blk, float d) {
-  switch (T) {
-  case ICL_TYPE_Q4_0: return -8.0f * d;
-  case ICL_TYPE_Q5_0: return -16.0f * d;
-  case ICL_TYPE_Q8_0: return -128.0f * d;
-  default: return QD_FN(qd_f16_)(blk + 2); /* Q4_1, Q5_1 */
-  }
+  return QD_FN(qd_asym_)(T) ? QD_FN(qd_f16_)(blk + 2) : QD_FN(qd_off_k_)(T) * d;
 }
 
 /* The 32 unsigned codes u of one block of a 32-block type, with w = d*u + *c (Q8_0's signed codes shifted by 128). */
@@ -162,11 +165,12 @@ QD_DEFINE(q5_1, ICL_TYPE_Q5_1)
 QD_DEFINE(q8_0, ICL_TYPE_Q8_0)
 
 /* A pair's scales and offset terms for the one-token pair dots below: [d0*xd0, c0*xs0, d1*xd1, c1*xs1] from the
- * four f16 words of blocks b0 and b1 (d, then m for Q4_1/Q5_1) in one conversion, with c = m, or k*d for the
- * symmetric types (k 0 where the codes carry the sign); ds: the token's d, s of the two blocks. */
-QD_ATTR __m128 QD_FN(qp_scales_)(const int T, const float k, const uint8_t *b0, const uint8_t *b1, int has1,
+ * four f16 words of blocks b0 and b1 (d, then m for Q4_1/Q5_1) in one conversion, with c = m, or qd_off_k_ * d
+ * for the symmetric types (0 with signed: codes that carry the sign); ds: the token's d, s of the two blocks. */
+QD_ATTR __m128 QD_FN(qp_scales_)(const int T, const int signed_codes, const uint8_t *b0, const uint8_t *b1, int has1,
                                  const float *ds) {
-  const int asym = T == ICL_TYPE_Q4_1 || T == ICL_TYPE_Q5_1;
+  const int asym = QD_FN(qd_asym_)(T);
+  const float k = asym ? 1.0f : signed_codes ? 0.0f : QD_FN(qd_off_k_)(T);
   uint32_t w0, w1 = 0; /* f16 d, then m (asym) or the codes' first bytes (unused) */
   memcpy(&w0, b0, 4);
   if (has1) memcpy(&w1, b1, 4);
@@ -211,8 +215,6 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
 
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  /* the offset per unit of d (symmetric types); 1: the offset word m itself */
-  const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? -128.0f : 1.0f;
   /* lane i of the sums takes scale 0 (block 2p) or 2 (block 2p+1) of [d0*xd0, c0*xs0, d1*xd1, c1*xs1] */
   /* element order (cpu_q8p_elements: Q5's fifth bits then form the mask in two loads) or halves order */
   const __m512i pick = cpu_q8p_elements(T)
@@ -226,7 +228,7 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     const int has1 = b + 1 < nb;
     __m512i u = QD_FN(qp_codes_)(T, b0, b1, has1);
     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512((const void *)(xp->q + 32 * b)));
-    __m128 v = QD_FN(qp_scales_)(T, k, b0, b1, has1, xp->ds + 2 * b);
+    __m128 v = QD_FN(qp_scales_)(T, 0, b0, b1, has1, xp->ds + 2 * b);
     off = _mm_add_ps(off, v);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(v)), acc);
   }
@@ -241,7 +243,6 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
   const int halves = !cpu_q8p_elements(T);
-  const float k = T == ICL_TYPE_Q4_0 ? -8.0f : T == ICL_TYPE_Q5_0 ? -16.0f : T == ICL_TYPE_Q8_0 ? 0.0f : 1.0f;
   const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
   __m256 acc = _mm256_setzero_ps();
   __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
@@ -250,7 +251,7 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
     const int has1 = b + 1 < nb;
     __m256i x0 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b)), x1 = _mm256_load_si256((const __m256i *)(xp->q + 32 * b + 32));
-    __m128 v = QD_FN(qp_scales_)(T, k, b0, b1, has1, xp->ds + 2 * b);
+    __m128 v = QD_FN(qp_scales_)(T, T == ICL_TYPE_Q8_0, b0, b1, has1, xp->ds + 2 * b);
     off = _mm_add_ps(off, v);
     __m256 v8 = _mm256_set_m128(v, v);
     __m256 s0 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(0)), s1 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(2));
@@ -279,22 +280,33 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
 }
 #endif
 
-#define QP_DEFINE(tname, T)                                                                                    \
+/* The one-token pair dot qdot1 of type T from body (qp_body_ here, qk1_body_ for the K types below). */
+#define Q1_DEFINE(tname, T, body)                                                                              \
   __attribute__((target(QD_TARGET))) static float QD_FN(qdot1_##tname##_)(const uint8_t *w, const cpu_q8p *xp) { \
-    return QD_FN(qp_body_)(T, w, xp);                                                                          \
+    return QD_FN(body)(T, w, xp);                                                                              \
   }
-QP_DEFINE(q4_0, ICL_TYPE_Q4_0)
-QP_DEFINE(q4_1, ICL_TYPE_Q4_1)
-QP_DEFINE(q5_0, ICL_TYPE_Q5_0)
-QP_DEFINE(q5_1, ICL_TYPE_Q5_1)
-QP_DEFINE(q8_0, ICL_TYPE_Q8_0)
-#undef QP_DEFINE
+Q1_DEFINE(q4_0, ICL_TYPE_Q4_0, qp_body_)
+Q1_DEFINE(q4_1, ICL_TYPE_Q4_1, qp_body_)
+Q1_DEFINE(q5_0, ICL_TYPE_Q5_0, qp_body_)
+Q1_DEFINE(q5_1, ICL_TYPE_Q5_1, qp_body_)
+Q1_DEFINE(q8_0, ICL_TYPE_Q8_0, qp_body_)
 
 /* ---- K types: 8 groups of 32 codes per 256-block, multiplier a and offset b per 16-half ---- */
 
 QD_ATTR int QD_FN(qk_scale3_)(const uint8_t *s, int j) {
   int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
   return (lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+}
+
+/* Q4_K/Q5_K: the 6-bit scales and mins of the 12 bytes at blk+4 as 8 bytes each (group order) in the low halves of
+ * *sc and *m. Four groups per 32-bit word: groups 0-3 are the low 6 bits of words 0 (scales) and 1 (mins); groups
+ * 4-7 the nibbles of word 2 with the top 2 bits of words 0 and 1 above them. */
+QD_ATTR void QD_FN(qk_scale_bytes_)(const uint8_t *blk, __m128i *sc, __m128i *m) {
+  uint32_t u[3];
+  memcpy(u, blk + 4, 12);
+  uint64_t s = (uint64_t)(u[0] & 0x3f3f3f3fu) | (uint64_t)((u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4) << 32;
+  uint64_t n = (uint64_t)(u[1] & 0x3f3f3f3fu) | (uint64_t)(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4) << 32;
+  *sc = _mm_cvtsi64_si128((long long)s), *m = _mm_cvtsi64_si128((long long)n);
 }
 
 /* Multipliers a[2*g + h] and offsets b[2*g + h] of the 8 groups of one block. */
@@ -317,18 +329,8 @@ QD_ATTR void QD_FN(qk_scales_)(const int T, const uint8_t *blk, float *a, float 
     break;
   }
   case ICL_TYPE_Q4_K: case ICL_TYPE_Q5_K: {
-    /* the 6-bit scales and mins of the 12 bytes at blk+4, four groups per 32-bit word: groups 0-3 are the
-     * low 6 bits of words 0 (scales) and 1 (mins); groups 4-7 the nibbles of word 2 with the top 2 bits of
-     * words 0 and 1 above them */
-    uint32_t u[3], sc[2], m[2];
-    memcpy(u, blk + 4, 12);
-    sc[0] = u[0] & 0x3f3f3f3fu;
-    m[0] = u[1] & 0x3f3f3f3fu;
-    sc[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    m[1] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
     __m128i scb, mb;
-    memcpy(&scb, (const uint8_t *)sc, 8); /* only the low 8 bytes are used */
-    memcpy(&mb, (const uint8_t *)m, 8);
+    QD_FN(qk_scale_bytes_)(blk, &scb, &mb);
     __m256 av = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)), _mm256_set1_ps(QD_FN(qd_f16_)(blk)));
     __m256 bv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mb)), _mm256_set1_ps(QD_FN(qd_f16_)(blk + 2)));
     /* a[2g] = a[2g+1] = av[g] */
@@ -441,12 +443,8 @@ QD_ATTR __m512 QD_FN(qk1_scales_)(const int T, const uint8_t *blk, __m512 *b) {
     *b = _mm512_mul_ps(a, _mm512_set1_ps(32.0f));
     return a;
   }
-  /* Q4_K, Q5_K: the 6-bit scales and mins of qk_scales_, each group's byte twice (both its halves) */
-  uint32_t u[3];
-  memcpy(u, blk + 4, 12);
-  uint64_t sc = (uint64_t)(u[0] & 0x3f3f3f3fu) | (uint64_t)((u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4) << 32;
-  uint64_t m = (uint64_t)(u[1] & 0x3f3f3f3fu) | (uint64_t)(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4) << 32;
-  __m128i scb = _mm_cvtsi64_si128((long long)sc), mb = _mm_cvtsi64_si128((long long)m);
+  __m128i scb, mb; /* Q4_K, Q5_K: each group's byte twice below (both its halves) */
+  QD_FN(qk_scale_bytes_)(blk, &scb, &mb);
   __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(scb, scb)));
   *b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(mb, mb))), _mm512_set1_ps(QD_FN(qd_f16_)(blk + 2)));
   return _mm512_mul_ps(a, _mm512_set1_ps(QD_FN(qd_f16_)(blk)));
@@ -496,15 +494,11 @@ QD_ATTR float QD_FN(qk1_body_)(const int T, const uint8_t *w, const cpu_q8p *xp)
   return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(off);
 }
 
-#define QK1_DEFINE(tname, T)                                                                                   \
-  __attribute__((target(QD_TARGET))) static float QD_FN(qdot1_##tname##_)(const uint8_t *w, const cpu_q8p *xp) { \
-    return QD_FN(qk1_body_)(T, w, xp);                                                                         \
-  }
-QK1_DEFINE(q4_k, ICL_TYPE_Q4_K)
-QK1_DEFINE(q5_k, ICL_TYPE_Q5_K)
-QK1_DEFINE(q6_k, ICL_TYPE_Q6_K)
-#undef QK1_DEFINE
+Q1_DEFINE(q4_k, ICL_TYPE_Q4_K, qk1_body_)
+Q1_DEFINE(q5_k, ICL_TYPE_Q5_K, qk1_body_)
+Q1_DEFINE(q6_k, ICL_TYPE_Q6_K, qk1_body_)
 #endif
+#undef Q1_DEFINE
 
 #define QK_DEFINE(tname, T)                                                                                    \
   __attribute__((target(QD_TARGET))) static void QD_FN(qdot_##tname##_)(const uint8_t *w, const cpu_q8 *x,     \
