@@ -133,10 +133,10 @@ static icl_optim_config read_optim(lua_State *L, int t, int64_t steps) {
 typedef struct lbatch {
   icl_train_batch b;
   int32_t *tok, *tgt;
-  float *in, *mask;
+  icl_tensor *in, *mask; /* copies */
 } lbatch;
 
-static void lbatch_free(lbatch *x) { free(x->tok), free(x->tgt), free(x->in), free(x->mask); }
+static void lbatch_free(lbatch *x) { free(x->tok), free(x->tgt), icl_tensor_free(x->in), icl_tensor_free(x->mask); }
 
 /* Field k of the batch table t as a tensor (copied; NULL when absent); pushes nothing. */
 static icl_tensor *batch_field(lua_State *L, int t, const char *k) {
@@ -178,10 +178,9 @@ static void read_batch(lua_State *L, int t, lbatch *x) {
   int bad = (tk && tk->numel != n) || (mk && mk->numel != n) || (in && in->numel % (n > 0 ? n : 1));
   x->tgt = to_ids(L, tg, n, "targets");
   if (tk) x->tok = to_ids(L, tk, n, "tokens");
-  if (in) x->in = in->data, in->data = NULL;
-  if (mk) x->mask = mk->data, mk->data = NULL;
-  icl_tensor_free(tk), icl_tensor_free(tg), icl_tensor_free(in), icl_tensor_free(mk);
-  x->b.tokens = x->tok, x->b.targets = x->tgt, x->b.inputs = x->in, x->b.mask = x->mask;
+  x->in = in, x->mask = mk;
+  icl_tensor_free(tk), icl_tensor_free(tg);
+  x->b.tokens = x->tok, x->b.targets = x->tgt, x->b.inputs = in ? in->data : NULL, x->b.mask = mk ? mk->data : NULL;
   if (bad) {
     lbatch_free(x);
     luaL_error(L, "batch: tokens, mask and inputs must match targets' B x T positions");

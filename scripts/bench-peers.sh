@@ -4,9 +4,9 @@
 # in one run on this machine: prefill 128 and 512 tokens, decode 128 tokens, a 1400-token forward with all-position
 # logits (tokens/s); prints a table with ratios icl / llama.cpp and, for the CPU backend, each row's fraction of the
 # ceiling that bounds it (prefill and forward: the f32 FMA peak in exact precision, the int8-dot peak for the
-# matmuls in fast; decode: the read bandwidth). The ceilings are measured by `icl bench cpu` twice at the start
-# (the higher of each is given to every `icl bench model` run, so all rows are fractions of the same figures) and
-# once at the end, to show their drift.
+# matmuls in fast; decode: the read bandwidth). The ceilings are measured by `icl bench cpu` three times at the
+# start (the median of each is given to every `icl bench model` run, so all rows are fractions of the same figures)
+# and once at the end, to show their drift.
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
@@ -82,17 +82,21 @@ fi
 scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
 
-# This VM's ceilings move 15-40% between measurements minutes apart while the rows move less, so the fractions use
-# the higher of two measurements at the start, and a third at the end says how far they drifted.
+# This VM's ceilings move 15-40% between measurements minutes apart while the rows move less, and a single
+# start-up reading once came out at twice any other (the read stream at 56-63 GB/s against 34-37): the fractions
+# use the median of three measurements at the start, and a fourth at the end says how far they drifted.
 measure_ceil() {
   ICL_THREADS=$threads build/icl bench cpu |
     awk '/^f32 FMA peak/{f=$4} /^int8 dot-product peak/{i=$4} /^read bandwidth/{r=$4} END{print f "," i "," r}'
 }
-max_ceil() { awk -v a="$1" -v b="$2" 'BEGIN{ split(a, x, ","); split(b, y, ",")
-  for (i = 1; i <= 3; i++) printf "%s%s", (i > 1 ? "," : ""), (x[i] + 0 >= y[i] + 0 ? x[i] : y[i]); print "" }'; }
-echo "bench-peers: this machine's ceilings (icl bench cpu, twice)" >&2
-ceil_a=$(measure_ceil) ceil_b=$(measure_ceil)
-ceil=$(max_ceil "$ceil_a" "$ceil_b")
+median_ceil() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN{ split(a, x, ","); split(b, y, ","); split(c, z, ",")
+  for (i = 1; i <= 3; i++) { p = x[i] + 0; q = y[i] + 0; r = z[i] + 0
+    m = (p <= q) ? ((q <= r) ? q : (p <= r ? r : p)) : ((p <= r) ? p : (q <= r ? r : q))
+    printf "%s%s", (i > 1 ? "," : ""), m }
+  print "" }'; }
+echo "bench-peers: this machine's ceilings (icl bench cpu, three times)" >&2
+ceil_a=$(measure_ceil) ceil_b=$(measure_ceil) ceil_c=$(measure_ceil)
+ceil=$(median_ceil "$ceil_a" "$ceil_b" "$ceil_c")
 declare -A R
 run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
   ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
@@ -124,8 +128,8 @@ ceil_end=$(measure_ceil)
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, best of $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "roofline: the CPU row's fraction of its bounding ceiling (prefill, forward: f32 FMA peak (exact), int8-dot peak for matmuls (fast); decode: read bandwidth)"
-echo "ceilings ($threads threads; f32 FMA, int8 dot, read in GFLOP/s, GOP/s, GB/s): ${ceil//,/, }, the higher of two" \
-  "measurements at the start (${ceil_a//,/, } and ${ceil_b//,/, }); at the end: ${ceil_end//,/, }"
+echo "ceilings ($threads threads; f32 FMA, int8 dot, read in GFLOP/s, GOP/s, GB/s): ${ceil//,/, }, the median of three" \
+  "measurements at the start (${ceil_a//,/, }; ${ceil_b//,/, }; ${ceil_c//,/, }); at the end: ${ceil_end//,/, }"
 awk -v c="$ceil" -v e="$ceil_end" 'BEGIN{ split(c, x, ","); split(e, y, ","); split("f32 FMA,int8 dot,read", n, ",")
   for (i = 1; i <= 3; i++) if (y[i] > 1.05 * x[i])
     printf "note: the %s ceiling measured %.0f%% higher at the end: fractions against it may be overstated by as much\n",

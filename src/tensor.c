@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "icl/tensor.h"
+#include "tensor_mem.h"
 #include "tensor_ops.h"
 
 #define MAXD ICL_TENSOR_MAXDIM
@@ -45,7 +46,7 @@ icl_tensor *icl_tensor_new(int ndim, const int64_t *shape) {
   if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float)) return NULL;
   icl_tensor *t = calloc(1, sizeof *t);
   if (!t) return NULL;
-  t->data = calloc(n ? (size_t)n : 1, sizeof(float));
+  t->data = tensor_mem_alloc((n ? (size_t)n : 1) * sizeof(float));
   if (!t->data) {
     free(t);
     return NULL;
@@ -58,7 +59,7 @@ icl_tensor *icl_tensor_new(int ndim, const int64_t *shape) {
 
 void icl_tensor_free(icl_tensor *t) {
   if (!t) return;
-  free(t->data);
+  tensor_mem_free(t->data);
   free(t);
 }
 
