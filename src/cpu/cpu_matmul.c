@@ -33,6 +33,14 @@
  * A thread done early takes chunks from the back of another's region. */
 #define MM_SPLIT_ROWS 64
 
+/* Activations a tile path prepared in the shared scratch (quantized, or packed f32), which the next matmul of the
+ * same x can take as they are: a multi-token group's members (q, k, v; gate, up) prepare them once. */
+enum { MM_PREP_NONE, MM_PREP_Q8, MM_PREP_F32 };
+typedef struct mm_prep {
+  int kind;
+  const void *p;
+} mm_prep;
+
 typedef struct mm_ctx {
   cpu_backend *cb;
   uint32_t type;
@@ -53,6 +61,7 @@ typedef struct mm_ctx {
   int xw_multi;                 /* one token: items of CPU_XW_TILES repacked tiles (xgemmn) */
   cpu_qdot1_fn qdot1;           /* FAST, one token: the pair dot on xq1, or NULL */
   cpu_q8p xq1;
+  mm_prep *prep;                /* tile paths: activations of x already prepared, or NULL (prepare alone) */
 } mm_ctx;
 
 void cpu_dequant_row(const cpu_kernels *k, uint32_t t, const void *src, float *dst, int64_t n) {
@@ -313,14 +322,21 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   size_t per_thread = (c->q || c->xw ? 0 : c->tbytes) + (fused ? c->tbytes : 0);
   int rc = per_thread ? mm_reserve(cb, per_thread, err) : ICL_OK;
   if (rc) return rc;
-  if (c->q) {
+  if (c->q && c->prep && c->prep->kind == MM_PREP_Q8) {
+    c->xq = (cpu_q8 *)c->prep->p;
+  } else if (c->q) {
     int64_t nb = c->K / 32;
     cpu_q8 *xq = cpu_scratch_get(&cb->shared, (size_t)(c->n * nb) * sizeof(cpu_q8));
     if (!xq) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
     c->xq = xq;
     cpu_pool_range(cb->pool, c->n, 8192 / c->K + 1, mm_quantize_range, c);
-  } else if (!c->xw_multi && (rc = mm_pack_x(c, gnt, err))) { /* xgemmn reads x as it lies */
-    return rc;
+    if (c->prep) *c->prep = (mm_prep){MM_PREP_Q8, xq};
+  } else if (c->xw_multi) { /* xgemmn reads x as it lies */
+  } else if (c->prep && c->prep->kind == MM_PREP_F32) {
+    c->xp = c->prep->p;
+  } else {
+    if ((rc = mm_pack_x(c, gnt, err))) return rc;
+    if (c->prep) *c->prep = (mm_prep){MM_PREP_F32, c->xp};
   }
   if (fused) {
     if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS); split by tiles, not groups of
@@ -367,9 +383,12 @@ static int mm_fast_path(const cpu_backend *cb, uint32_t type, int64_t n) {
   return cb->k.qdot[type] ? MM_QDOT : MM_ROWS;
 }
 
-int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+/* One matmul; prep (or NULL) carries prepared activations from and to the matmuls of the same x around it. */
+static int mm_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, mm_prep *prep,
+                     icl_error *err) {
   cpu_backend *cb = cpu_of(be);
   mm_ctx c = mm_init(cb, w, x, y);
+  c.prep = prep;
   /* exact precision: every row through the f32 tile kernel, whose per-row arithmetic is the same for
    * any n; FAST: the int8 gemm from qgemm_min tokens where the level has one */
   if (be->precision == ICL_PRECISION_EXACT) {
@@ -379,6 +398,7 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   int path = mm_fast_path(cb, c.type, c.n);
   if (path == MM_QGEMM) c.q = 1;
   if (path == MM_QGEMM || path == MM_TILES) return mm_tiles(&c, err);
+  if (prep) prep->kind = MM_PREP_NONE; /* the paths below use the shared scratch their own way */
   cpu_range_fn task = mm_rows_rows;
   if (path == MM_QDOT) {
     int pairs = c.n == 1 && cb->k.qdot1[c.type], elements = cpu_q8p_elements(c.type);
@@ -394,6 +414,10 @@ int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *
   }
   cpu_pool_split(cb->pool, c.rows, MM_SPLIT_ROWS, task, &c);
   return ICL_OK;
+}
+
+int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  return mm_matmul(be, w, x, y, NULL, err);
 }
 
 /* ---- one-token groups: q, k, v (or gate, up) share one activation preparation and one dispatch --------------- */
@@ -425,7 +449,8 @@ static void mm_group_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 /* One token through the paths a lone matmul takes (EXACT: CPU_XW_TILES repacked tiles at once; FAST: the pair
- * dots), so every row is computed as cpu_matmul computes it; other cases run the matmuls in turn. */
+ * dots), so every row is computed as cpu_matmul computes it; other cases run the matmuls in turn, sharing the
+ * prepared activations (the same bytes each would prepare). */
 int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
   int exact = be->precision == ICL_PRECISION_EXACT, ok = icl_dt_nrows(x) == 1, want[2] = {0, 0};
@@ -443,9 +468,10 @@ int cpu_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *
       g.off[i + 1] = g.off[i] + c->rows;
     }
   }
-  if (!ok) {
+  if (!ok) { /* in turn, the activations prepared once where the paths agree */
+    mm_prep prep = {MM_PREP_NONE, NULL};
     for (int i = 0; i < count; i++) {
-      int rc = cpu_matmul(be, &w[i], x, &y[i], err);
+      int rc = mm_matmul(be, &w[i], x, &y[i], &prep, err);
       if (rc) return rc;
     }
     return ICL_OK;

@@ -225,7 +225,7 @@ int main(void) {
                                       {ICL_TYPE_Q8_0, ICL_TYPE_Q4_0, ICL_TYPE_Q8_0},
                                       {ICL_TYPE_F32, ICL_TYPE_Q4_K, ICL_TYPE_F16}};
     static const int64_t grs[][3] = {{576, 192, 192}, {33, 7, 70}, {1, 64, 65}};
-    static const int64_t gks[] = {256, 768}, gns[] = {1, 2, 5};
+    static const int64_t gks[] = {256, 768}, gns[] = {1, 2, 5, 70}; /* 70: past one token block (the panel path) */
     for (int prec = 0; prec < 2; prec++) {
       be->precision = prec ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT;
       for (size_t a = 0; a < sizeof gts / sizeof gts[0]; a++)
