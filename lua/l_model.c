@@ -627,6 +627,7 @@ static int hook_protected(lua_State *L) {
   call_args *a = lua_touserdata(L, 1);
   icl_lua_tbox *b = icl_lua_new_tbox(L); /* index 3: the copy the function sees */
   if (!(b->t = icl_tensor_clone(a->value))) return luaL_error(L, "out of memory");
+  icl_lua_tensor_account(L, b->t);
   lua_pushvalue(L, 2); /* hook.fn */
   lua_pushstring(L, a->name);
   lua_pushvalue(L, 3);
@@ -654,6 +655,7 @@ static int chunk_protected(lua_State *L) {
     if (!a->res->captures[i]) continue;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     if (!(b->t = icl_tensor_clone(a->res->captures[i]))) return luaL_error(L, "out of memory");
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, a->res->names[i]);
   }
   const icl_tensor *lg = a->res->logits;
@@ -662,12 +664,14 @@ static int chunk_protected(lua_State *L) {
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     int64_t r0 = a->c->stream && a->c->chunk_fn ? 0 : a->pos0; /* streaming: lg holds this chunk's rows only */
     if (icl_tensor_slice(lg, 0, r0, r0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, "logits");
   }
   if (a->res->lse) {
     icl_error err;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     if (icl_tensor_slice(a->res->lse, 0, a->pos0, a->pos0 + a->n, &b->t, &err)) return luaL_error(L, "%s", err.msg);
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, "lse");
   }
   lua_call(L, 3, 0);
@@ -804,11 +808,13 @@ static void push_results(lua_State *L, run_ctx *c) {
   if (r->logits) {
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     b->t = r->logits, r->logits = NULL;
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, "logits");
   }
   if (r->lse) {
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     b->t = r->lse, r->lse = NULL;
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, "lse");
   }
   if (c->reuse) {
@@ -819,6 +825,7 @@ static void push_results(lua_State *L, run_ctx *c) {
     if (!r->captures[i]) continue;
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     b->t = r->captures[i], r->captures[i] = NULL;
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, r->names[i]);
   }
 }

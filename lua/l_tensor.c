@@ -1,5 +1,6 @@
 /* icl.tensor: the tensor userdata, constructors, indexing, conversion to and from tables, and printing.
  * Indices and dimensions are 1-based (negative ones count from the end); every operation returns a new tensor. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -17,9 +18,18 @@ icl_lua_tbox *icl_lua_new_tbox(lua_State *L) {
   return b;
 }
 
+/* Lua sees a few bytes of userdata, not the data: without this a loop of all-logit runs kept every result (1.47 GB
+ * each on Gemma 3) until something else made the collector run. A step as if the data had been allocated by Lua
+ * paces the collector to it, so dead tensors are freed (and their buffers recycled, src/tensor_mem.c). */
+void icl_lua_tensor_account(lua_State *L, const icl_tensor *t) {
+  size_t kb = t ? (size_t)t->numel * sizeof(float) / 1024 : 0;
+  if (kb && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+}
+
 void icl_lua_push_tensor(lua_State *L, icl_tensor *t) {
   icl_lua_tbox *b = icl_lua_new_tbox(L);
   b->t = t;
+  icl_lua_tensor_account(L, t);
 }
 
 icl_tensor *icl_lua_test_tensor(lua_State *L, int arg) {
@@ -35,6 +45,7 @@ icl_tensor *icl_lua_check_tensor(lua_State *L, int arg) {
 
 int icl_lua_tensor_done(lua_State *L, int rc, const icl_error *err) {
   if (rc) return luaL_error(L, "%s", err->msg);
+  icl_lua_tensor_account(L, icl_lua_test_tensor(L, -1));
   return 1;
 }
 
@@ -302,6 +313,7 @@ static int t_clone(lua_State *L) {
   icl_tensor *t = icl_lua_check_tensor(L, 1);
   icl_lua_tbox *b = icl_lua_new_tbox(L);
   if (!(b->t = icl_tensor_clone(t))) return luaL_error(L, "out of memory cloning a tensor");
+  icl_lua_tensor_account(L, b->t);
   return 1;
 }
 

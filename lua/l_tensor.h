@@ -18,6 +18,10 @@ typedef struct icl_lua_tbox {
 /* Pushes a new closed tensor userdata; an operation then fills box->t. */
 icl_lua_tbox *icl_lua_new_tbox(lua_State *L);
 
+/* Tells the collector about t's data (Lua sees only the box): a step as if Lua had allocated it. Every place that
+ * gives Lua a new tensor calls it once the box holds the tensor (icl_lua_push_tensor and icl_lua_tensor_done do). */
+void icl_lua_tensor_account(lua_State *L, const icl_tensor *t);
+
 /* After an operation that filled (or failed to fill) box->t on top of the stack: returns 1 on success, else raises
  * err's message. */
 int icl_lua_tensor_done(lua_State *L, int rc, const icl_error *err);

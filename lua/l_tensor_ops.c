@@ -314,6 +314,7 @@ static void push_st_table(lua_State *L, st_lists *s) {
   for (int i = 0; i < s->n; i++) {
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     b->t = s->ts[i], s->ts[i] = NULL;
+    icl_lua_tensor_account(L, b->t);
     lua_setfield(L, -2, s->names[i]);
   }
 }
@@ -335,7 +336,9 @@ static int f_load(lua_State *L) {
   if (ends_with(path, ".npy")) {
     icl_lua_tbox *b = icl_lua_new_tbox(L);
     int rc = icl_tensor_load_npy(path, &b->t, &err);
-    return rc ? push_status(L, rc, &err) : 1;
+    if (rc) return push_status(L, rc, &err);
+    icl_lua_tensor_account(L, b->t);
+    return 1;
   }
   if (!ends_with(path, ".safetensors")) return luaL_argerror(L, 1, "path must end in .npy or .safetensors");
   st_lists *s = new_st_lists(L);
@@ -348,6 +351,7 @@ static int f_load(lua_State *L) {
   }
   icl_lua_tbox *b = icl_lua_new_tbox(L);
   b->t = s->ts[0], s->ts[0] = NULL;
+  icl_lua_tensor_account(L, b->t);
   return 1;
 }
 
