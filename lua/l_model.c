@@ -806,15 +806,13 @@ static void push_results(lua_State *L, run_ctx *c) {
   icl_run_result *r = &c->res;
   lua_createtable(L, 0, r->n_captures + 1);
   if (r->logits) {
-    icl_lua_tbox *b = icl_lua_new_tbox(L);
-    b->t = r->logits, r->logits = NULL;
-    icl_lua_tensor_account(L, b->t);
+    icl_lua_push_tensor(L, r->logits);
+    r->logits = NULL;
     lua_setfield(L, -2, "logits");
   }
   if (r->lse) {
-    icl_lua_tbox *b = icl_lua_new_tbox(L);
-    b->t = r->lse, r->lse = NULL;
-    icl_lua_tensor_account(L, b->t);
+    icl_lua_push_tensor(L, r->lse);
+    r->lse = NULL;
     lua_setfield(L, -2, "lse");
   }
   if (c->reuse) {
@@ -823,9 +821,8 @@ static void push_results(lua_State *L, run_ctx *c) {
   }
   for (int i = 0; !c->stream && i < r->n_captures; i++) {
     if (!r->captures[i]) continue;
-    icl_lua_tbox *b = icl_lua_new_tbox(L);
-    b->t = r->captures[i], r->captures[i] = NULL;
-    icl_lua_tensor_account(L, b->t);
+    icl_lua_push_tensor(L, r->captures[i]);
+    r->captures[i] = NULL;
     lua_setfield(L, -2, r->names[i]);
   }
 }

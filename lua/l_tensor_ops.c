@@ -312,9 +312,8 @@ static st_lists *new_st_lists(lua_State *L) {
 static void push_st_table(lua_State *L, st_lists *s) {
   lua_createtable(L, 0, s->n);
   for (int i = 0; i < s->n; i++) {
-    icl_lua_tbox *b = icl_lua_new_tbox(L);
-    b->t = s->ts[i], s->ts[i] = NULL;
-    icl_lua_tensor_account(L, b->t);
+    icl_lua_push_tensor(L, s->ts[i]);
+    s->ts[i] = NULL;
     lua_setfield(L, -2, s->names[i]);
   }
 }
@@ -349,9 +348,8 @@ static int f_load(lua_State *L) {
     lua_pushfstring(L, "%s: holds %d tensors; use icl.tensor.load_safetensors", path, s->n);
     return 2;
   }
-  icl_lua_tbox *b = icl_lua_new_tbox(L);
-  b->t = s->ts[0], s->ts[0] = NULL;
-  icl_lua_tensor_account(L, b->t);
+  icl_lua_push_tensor(L, s->ts[0]);
+  s->ts[0] = NULL;
   return 1;
 }
 

@@ -3,8 +3,8 @@
  * tensor that fits it: glibc unmaps a large block on free, so each run had the kernel fault in and zero its logits
  * afresh, page by page, 0.5-1.0 s of a 4.8 s Gemma 3 1400-token forward. A kept buffer's pages are handed back
  * lazily (MADV_FREE: the kernel takes them only under memory pressure, and reuse before then costs no fault); at
- * most two are kept, the most recently freed, and a large allocation that none of them fits unmaps them. Without MADV_FREE, and under AddressSanitizer (whose redzones need
- * malloc'd blocks), every size comes from calloc. */
+ * most two are kept, the most recently freed, and a large allocation that none of them fits unmaps them. Without
+ * MADV_FREE, and under AddressSanitizer (whose redzones need malloc'd blocks), every size comes from calloc. */
 #include "tensor_mem.h"
 
 #include <stdatomic.h>

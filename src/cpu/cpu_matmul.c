@@ -331,12 +331,10 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     c->xq = xq;
     cpu_pool_range(cb->pool, c->n, 8192 / c->K + 1, mm_quantize_range, c);
     if (c->prep) *c->prep = (mm_prep){MM_PREP_Q8, xq};
-  } else if (c->xw_multi) { /* xgemmn reads x as it lies */
-  } else if (c->prep && c->prep->kind == MM_PREP_F32) {
-    c->xp = c->prep->p;
-  } else {
-    if ((rc = mm_pack_x(c, gnt, err))) return rc;
-    if (c->prep) *c->prep = (mm_prep){MM_PREP_F32, c->xp};
+  } else if (!c->xw_multi) { /* xgemmn reads x as it lies */
+    if (c->prep && c->prep->kind == MM_PREP_F32) c->xp = c->prep->p;
+    else if ((rc = mm_pack_x(c, gnt, err))) return rc;
+    else if (c->prep) *c->prep = (mm_prep){MM_PREP_F32, c->xp};
   }
   if (fused) {
     if (c->xw_multi) /* weight streams, as the row-wise paths (MM_SPLIT_ROWS); split by tiles, not groups of

@@ -6,37 +6,24 @@ local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lu
 local check = tl.check
 local T = icl.tensor
 
-local function alive(w)
-  local n = 0
-  for _ in pairs(w) do n = n + 1 end
-  return n
-end
-
 local n, mib = 40, 16
-local seen = setmetatable({}, { __mode = "k" })
-for i = 1, n do
-  local t = T.full({ mib * 256, 1024 }, i) -- a constructor (icl_lua_tensor_done)
-  seen[t] = true
-  check(t[1][1] == i, "tensor " .. i .. " holds its value")
-end
-local left = alive(seen)
-check(left <= 8, string.format("%d of %d dropped 16 MiB tensors not yet collected (at most 8)", left, n))
 
+-- Drops n tensors of make(i) (which also returns the first element expected, or nil) and checks how many of them
+-- the collector has not taken.
+local function dropped(what, make)
+  local seen = setmetatable({}, { __mode = "k" })
+  for i = 1, n do
+    local t, want = make(i)
+    seen[t] = true
+    if want then check(t[1][1] == want, what .. " " .. i .. " holds " .. want) end
+  end
+  local left = 0
+  for _ in pairs(seen) do left = left + 1 end
+  check(left <= 8, string.format("%d of %d dropped %s not yet collected (at most 8)", left, n, what))
+end
+
+dropped("16 MiB tensors", function(i) return T.full({ mib * 256, 1024 }, i), i end) -- a constructor (tensor_done)
 local a = T.ones({ mib * 256, 1024 })
-seen = setmetatable({}, { __mode = "k" })
-for i = 1, n do
-  local b = a + i -- an operation's result
-  seen[b] = true
-  check(b[1][1] == i + 1, "a + " .. i)
-end
-left = alive(seen)
-check(left <= 8, string.format("%d of %d dropped sums not yet collected (at most 8)", left, n))
-
-seen = setmetatable({}, { __mode = "k" })
-for i = 1, n do
-  local c = a:clone() -- icl_lua_tensor_account called directly
-  seen[c] = true
-end
-left = alive(seen)
-check(left <= 8, string.format("%d of %d dropped clones not yet collected (at most 8)", left, n))
+dropped("sums", function(i) return a + i, i + 1 end) -- an operation's result
+dropped("clones", function() return a:clone() end) -- icl_lua_tensor_account called directly
 tl.done()
