@@ -39,8 +39,8 @@ float cpu_attn_logits(const attn_ctx *c, float *s, const float *mrow, int64_t n)
   return mx;
 }
 
-void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn) {
-  if (c->nq * c->nkv * c->nh * c->hd < 65536)
+void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn, int64_t serial_max) {
+  if (c->nq * c->nkv * c->nh * c->hd < serial_max)
     for (int64_t it = 0; it < n; it++) fn(c, it, 0);
   else
     cpu_pool_for(cb->pool, n, fn, c);

@@ -45,8 +45,9 @@ void cpu_attn_key_span(attn_ctx *c);
 /* Turns raw q.k scores s[0..ns) (keys j0 + x) of query i, head h into probabilities in place (the blocked path's
  * softmax, which the in-place path repeats exactly). */
 void cpu_attn_softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0, float *s, int64_t ns);
-/* Runs n items of fn on the pool, or on the caller when the whole op is too little work to wake it. */
-void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn);
+/* Runs n items of fn on the pool, or on the caller when the op's q.k work (queries x keys x heads x dims) is
+ * below serial_max: too little to pay for a dispatch. */
+void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn, int64_t serial_max);
 /* Few queries, fast precision: key chunks merged after. */
 int cpu_attn_rows(cpu_backend *cb, attn_ctx *c, icl_error *err);
 /* Few queries, exact precision, where the level has gemm_rowtile and gemm_tile_ld: the blocked path's

@@ -72,9 +72,11 @@ int cpu_attn_inplace(cpu_backend *cb, attn_ctx *c, icl_error *err) {
   int64_t base = c->nq * c->nkvh, ntile = c->nkA_pad / TR;
   c->ntchunk = (8 * cb->n_threads + base - 1) / base;
   if (c->ntchunk > ntile) c->ntchunk = ntile;
-  cpu_attn_run(cb, c, base * c->ntchunk, inplace_score_item);
-  cpu_attn_run(cb, c, c->nq * c->nh, inplace_softmax_item);
-  cpu_attn_run(cb, c, base * ((c->hd + TR - 1) / TR), inplace_pv_item);
+  /* three passes, three dispatches: serial below 64 Ki of q.k work (a lower bound measured no faster) */
+  const int64_t serial_max = 65536;
+  cpu_attn_run(cb, c, base * c->ntchunk, inplace_score_item, serial_max);
+  cpu_attn_run(cb, c, c->nq * c->nh, inplace_softmax_item, serial_max);
+  cpu_attn_run(cb, c, base * ((c->hd + TR - 1) / TR), inplace_pv_item, serial_max);
   return ICL_OK;
 }
 
