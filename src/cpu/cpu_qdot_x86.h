@@ -205,7 +205,6 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
   __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
   __m256i n = _mm256_set_m128i(n1, n0);
   __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1); /* lo0 lo1 hi0 hi1 */
-  if (!bo) return _mm512_and_si512(u, _mm512_set1_epi8(0x0F));
   u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F)); /* elements */
   uint32_t h0, h1 = 0;
   memcpy(&h0, b0 + bo, 4);
@@ -213,13 +212,38 @@ QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *
   return _mm512_mask_add_epi8(u, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), u, _mm512_set1_epi8(16));
 }
 
-QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+/* Q4_0/Q4_1 (halves order): a pair's low nibbles against the first 32 activation bytes and its high nibbles
+ * against the next 32, both 256-bit dots into one sum per lane (lanes 0-3: block 2p, 4-7: 2p+1), so no 512-bit
+ * insert, and conversion, scaling and accumulation at half width. */
+QD_ATTR float QD_FN(qp_halves_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  /* lane i of the sums takes scale 0 (block 2p) or 2 (block 2p+1) of [d0*xd0, c0*xs0, d1*xd1, c1*xs1] */
-  /* element order (cpu_q8p_elements: Q5's fifth bits then form the mask in two loads) or halves order */
-  const __m512i pick = cpu_q8p_elements(T)
-                           ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2)
-                           : _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
+  const int no = QD_FN(qd_nib_off_)(T);
+  const __m256i pick = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
+  const int64_t nb = xp->nb;
+  for (int64_t b = 0; b < nb; b += 2) {
+    const uint8_t *b0 = w + (size_t)b * bb, *b1 = b0 + bb;
+    const int has1 = b + 1 < nb;
+    __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
+    __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
+    __m256i n = _mm256_set_m128i(n1, n0);
+    __m256i p = QD_DOTACC(QD_DOT(_mm256_and_si256(n, m4), _mm256_load_si256((const __m256i *)(xp->q + 32 * b))),
+                          _mm256_and_si256(_mm256_srli_epi16(n, 4), m4),
+                          _mm256_load_si256((const __m256i *)(xp->q + 32 * b + 32)));
+    __m128 v = QD_FN(qp_scales_)(T, 0, b0, b1, has1, xp->ds + 2 * b);
+    off = _mm_add_ps(off, v);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), pick), acc);
+  }
+  return QD_FN(qd_hsum_)(acc) + QD_FN(qp_offsum_)(off);
+}
+
+QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+  if (!cpu_q8p_elements(T)) return QD_FN(qp_halves_)(T, w, xp);
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
+  /* lane i of the sums takes scale 0 (block 2p) or 2 (block 2p+1) of [d0*xd0, c0*xs0, d1*xd1, c1*xs1]; element
+   * order (cpu_q8p_elements: Q5's fifth bits then form the mask in two loads) */
+  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   __m512 acc = _mm512_setzero_ps();
   __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
   const int64_t nb = xp->nb;
