@@ -187,7 +187,7 @@ QD_ATTR float QD_FN(qp_offsum_)(__m128 off) {
 #ifdef QD_MASK_BITS
 /* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
  * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
- * so the unpacking, conversion and scaling run once per pair. Q8_0 takes its codes shifted by 128 (dpbusd
+ * so the unpacking, conversion and scaling run once per pair (Q4_0/Q4_1: two 256-bit dots, qp_halves_). Q8_0 takes its codes shifted by 128 (dpbusd
  * sums in int32, so unsigned codes cannot saturate). A pair's four f16 scale words (d and, for Q4_1/Q5_1, the
  * offset m of each block) are converted in one instruction and multiplied by the token's (d, s) pairs: the
  * products give the sums' scales and the offsets' terms (w = d*u + c, c = m or -8d, -16d, -128d), without
