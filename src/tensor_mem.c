@@ -12,14 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "asan.h"
+
+#if ICL_ASAN
 #define TENSOR_MEM_MAP 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TENSOR_MEM_MAP 0
-#endif
-#endif
-#ifndef TENSOR_MEM_MAP
+#else
 #include <sys/mman.h>
 #ifdef MADV_FREE
 #define TENSOR_MEM_MAP 1

@@ -11,14 +11,11 @@
 
 #include "cpu/cpu_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "asan.h"
+
+#if ICL_ASAN
 #define CPU_MEM_ARENA 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CPU_MEM_ARENA 0
-#endif
-#endif
-#ifndef CPU_MEM_ARENA
+#else
 #include <sys/mman.h>
 #ifdef MADV_HUGEPAGE
 #define CPU_MEM_ARENA 1
