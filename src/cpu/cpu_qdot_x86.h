@@ -184,37 +184,9 @@ QD_ATTR float QD_FN(qp_offsum_)(__m128 off) {
   return _mm_cvtss_f32(_mm_shuffle_ps(off, off, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off, off, 3));
 }
 
-#ifdef QD_MASK_BITS
-/* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
- * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
- * so the unpacking, conversion and scaling run once per pair (Q4_0/Q4_1: two 256-bit dots, qp_halves_). Q8_0 takes its codes shifted by 128 (dpbusd
- * sums in int32, so unsigned codes cannot saturate). A pair's four f16 scale words (d and, for Q4_1/Q5_1, the
- * offset m of each block) are converted in one instruction and multiplied by the token's (d, s) pairs: the
- * products give the sums' scales and the offsets' terms (w = d*u + c, c = m or -8d, -16d, -128d), without
- * scalar work per block (which left Q5_0 decode compute-bound at ~24 GB/s). */
-
-/* The codes of blocks b0 and b1 (b1 absent: has1 = 0) in cpu_q8p order. */
-QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *b1, int has1) {
-  if (T == ICL_TYPE_Q8_0) {
-    __m256i r0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-    __m256i r1 = has1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_set1_epi8((char)0x80);
-    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1), _mm512_set1_epi8((char)0x80));
-  }
-  const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
-  __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
-  __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
-  __m256i n = _mm256_set_m128i(n1, n0);
-  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1); /* lo0 lo1 hi0 hi1 */
-  u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F)); /* elements */
-  uint32_t h0, h1 = 0;
-  memcpy(&h0, b0 + bo, 4);
-  if (has1) memcpy(&h1, b1 + bo, 4);
-  return _mm512_mask_add_epi8(u, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), u, _mm512_set1_epi8(16));
-}
-
-/* Q4_0/Q4_1 (halves order): a pair's low nibbles against the first 32 activation bytes and its high nibbles
- * against the next 32, both 256-bit dots into one sum per lane (lanes 0-3: block 2p, 4-7: 2p+1), so no 512-bit
- * insert, and conversion, scaling and accumulation at half width. */
+/* One token, Q4_0/Q4_1 (halves order), at both levels: a pair's low nibbles against the first 32 activation bytes
+ * and its high nibbles against the next 32, both 256-bit dots into one integer sum per lane (lanes 0-3: block 2p,
+ * 4-7: 2p+1) before one conversion; at AVX-512 this keeps the float work at half width (no 512-bit insert). */
 QD_ATTR float QD_FN(qp_halves_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   const size_t bb = QD_FN(qd_block_bytes_)(T);
   const int no = QD_FN(qd_nib_off_)(T);
@@ -238,6 +210,34 @@ QD_ATTR float QD_FN(qp_halves_)(const int T, const uint8_t *w, const cpu_q8p *xp
   return QD_FN(qd_hsum_)(acc) + QD_FN(qp_offsum_)(off);
 }
 
+#ifdef QD_MASK_BITS
+/* ---- one token, two 32-blocks per 512-bit dot (cpu_q8p) ----------------------------------------------------
+ * Decode is one weight row after another against the same activations; a 512-bit dpbusd covers two blocks,
+ * so the unpacking, conversion and scaling run once per pair (Q4_0/Q4_1: qp_halves_). Q8_0 takes its codes
+ * shifted by 128 (dpbusd sums in int32, so unsigned codes cannot saturate). A pair's four f16 scale words (d
+ * and, for Q4_1/Q5_1, the offset m of each block) are converted in one instruction and multiplied by the token's
+ * (d, s) pairs: the products give the sums' scales and the offsets' terms (w = d*u + c, c = m or -8d, -16d,
+ * -128d), without scalar work per block (which left Q5_0 decode compute-bound at ~24 GB/s). */
+
+/* The codes of blocks b0 and b1 (b1 absent: has1 = 0) in cpu_q8p order. */
+QD_ATTR __m512i QD_FN(qp_codes_)(const int T, const uint8_t *b0, const uint8_t *b1, int has1) {
+  if (T == ICL_TYPE_Q8_0) {
+    __m256i r0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+    __m256i r1 = has1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_set1_epi8((char)0x80);
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1), _mm512_set1_epi8((char)0x80));
+  }
+  const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
+  __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
+  __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
+  __m256i n = _mm256_set_m128i(n1, n0);
+  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(n), _mm256_srli_epi16(n, 4), 1); /* lo0 lo1 hi0 hi1 */
+  u = _mm512_and_si512(_mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F)); /* elements */
+  uint32_t h0, h1 = 0;
+  memcpy(&h0, b0 + bo, 4);
+  if (has1) memcpy(&h1, b1 + bo, 4);
+  return _mm512_mask_add_epi8(u, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), u, _mm512_set1_epi8(16));
+}
+
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
   if (!cpu_q8p_elements(T)) return QD_FN(qp_halves_)(T, w, xp);
   const size_t bb = QD_FN(qd_block_bytes_)(T);
@@ -259,14 +259,13 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
   return _mm512_reduce_add_ps(acc) + QD_FN(qp_offsum_)(off);
 }
 #else
-/* ---- AVX2, one token: the same pairs (cpu_q8p) and scaling, one 256-bit dot per block. Q4_0/Q4_1 take the
- * halves order, so a pair's low nibbles meet the first 32 activation bytes and its high nibbles the next 32, and
- * the two integer sums add before one conversion; Q8_0 keeps |w| against sign(x, w) (maddubs saturates on codes
- * shifted by 128), so it has no offset term. Without this, one token ran the multi-token body with scalar
- * scaling and no q/k/v grouping (SmolLM2 FAST decode at 41% of the read bandwidth). */
+/* ---- AVX2, one token: the same pairs (cpu_q8p) and scaling, one 256-bit dot per block (Q4_0/Q4_1:
+ * qp_halves_, the pair's two integer sums added before one conversion); Q8_0 keeps |w| against sign(x, w)
+ * (maddubs saturates on codes shifted by 128), so it has no offset term. Without this, one token ran the
+ * multi-token body with scalar scaling and no q/k/v grouping (SmolLM2 FAST decode at 41% of the read bandwidth). */
 QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) {
+  if (!cpu_q8p_elements(T)) return QD_FN(qp_halves_)(T, w, xp);
   const size_t bb = QD_FN(qd_block_bytes_)(T);
-  const int halves = !cpu_q8p_elements(T);
   const int no = QD_FN(qd_nib_off_)(T), bo = QD_FN(qd_bit_off_)(T);
   __m256 acc = _mm256_setzero_ps();
   __m128 off = _mm_setzero_ps(); /* lanes 1 and 3: the offsets' terms */
@@ -279,14 +278,6 @@ QD_ATTR float QD_FN(qp_body_)(const int T, const uint8_t *w, const cpu_q8p *xp) 
     off = _mm_add_ps(off, v);
     __m256 v8 = _mm256_set_m128(v, v);
     __m256 s0 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(0)), s1 = _mm256_permutevar8x32_ps(v8, _mm256_set1_epi32(2));
-    if (halves) { /* lanes 0-3: block 2p, 4-7: block 2p+1 */
-      __m128i n0 = _mm_loadu_si128((const __m128i *)(b0 + no));
-      __m128i n1 = has1 ? _mm_loadu_si128((const __m128i *)(b1 + no)) : _mm_setzero_si128();
-      __m256i n = _mm256_set_m128i(n1, n0), m4 = _mm256_set1_epi8(0x0F);
-      __m256i p = _mm256_add_epi32(QD_DOT(_mm256_and_si256(n, m4), x0), QD_DOT(_mm256_and_si256(_mm256_srli_epi16(n, 4), m4), x1));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_blend_ps(s0, s1, 0xF0), acc);
-      continue;
-    }
     __m256i u0, u1 = _mm256_setzero_si256();
     if (T == ICL_TYPE_Q8_0) {
       __m256i r0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
