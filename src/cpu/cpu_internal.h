@@ -36,11 +36,12 @@ void cpu_pool_split(cpu_pool *p, int64_t n, int64_t chunk, cpu_range_fn fn, void
 /* ---- activation blocks for integer dot products ------------------------------------------ */
 
 /* 32 activations quantized to int8 with scale d (x ~ d*q), s = d * sum(q) (the offset term of
- * Q4_1/Q5_1, the -8/-16 bias of Q4_0/Q5_0) and h[i] = d * sum of q over half i (K types have
- * offsets per 16 elements). */
+ * Q4_1/Q5_1, the -8/-16 bias of Q4_0/Q5_0), h[i] = d * sum of q over half i (K types have
+ * offsets per 16 elements) and qs[i] that sum as an integer (the int8 gemm folds symmetric offsets exactly). */
 typedef struct cpu_q8 {
   float d, s, h[2];
   int8_t q[32];
+  int16_t qs[2];
 } cpu_q8;
 
 /* ---- SIMD kernel table (cpu_kernels_generic.c, cpu_kernels_x86.c) -------------------------------------------------- */

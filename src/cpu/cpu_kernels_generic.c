@@ -90,6 +90,8 @@ static void quantize_q8_c(const float *x, cpu_q8 *q, int64_t n) {
     q[b].d = d;
     q[b].h[0] = d * (float)sum[0];
     q[b].h[1] = d * (float)sum[1];
+    q[b].qs[0] = (int16_t)sum[0];
+    q[b].qs[1] = (int16_t)sum[1];
     q[b].s = d * (float)(sum[0] + sum[1]);
   }
 }

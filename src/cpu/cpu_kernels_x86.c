@@ -301,6 +301,8 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
     q[b].d = d;
     q[b].h[0] = d * (float)s0;
     q[b].h[1] = d * (float)s1;
+    q[b].qs[0] = (int16_t)s0;
+    q[b].qs[1] = (int16_t)s1;
     q[b].s = d * (float)(s0 + s1);
   }
 }
@@ -677,6 +679,8 @@ __attribute__((target(AVX512))) static void quantize_q8_avx512(const float *x, c
     q[b].d = d;
     q[b].h[0] = d * (float)s0;
     q[b].h[1] = d * (float)s1;
+    q[b].qs[0] = (int16_t)s0;
+    q[b].qs[1] = (int16_t)s1;
     q[b].s = d * (float)(s0 + s1);
   }
 }

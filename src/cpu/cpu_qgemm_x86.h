@@ -44,53 +44,60 @@ QD_ATTR void QD_FN(qg_put8_)(uint8_t *tg, int r0, __m256i u[8], const float *a0,
   _mm256_store_ps(fa + 48 + r0, _mm256_loadu_ps(c1));
 }
 
-/* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile, eight rows at a time; rows past
- * nr are zero. The decoding is cpu_qdot_x86.h's (w = a*u + c). */
+/* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile, a whole 32-group (both eight-row halves)
+ * at a time, so each line of the tile is written once while it is in L1; rows past nr are zero. The decoding
+ * is cpu_qdot_x86.h's (w = a*u + c). */
 QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
   const int64_t G = K / 32;
+  const size_t bb = QD_FN(qd_block_bytes_)(T);
   /* the decode below jumps a row's length between rows: without this the loads wait on memory one at a time */
   for (size_t o = 0; o < (size_t)nr * wrb; o += 64) _mm_prefetch((const char *)w + o, _MM_HINT_T0);
-  for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
-    int n8 = nr - r0 < 0 ? 0 : nr - r0 > 8 ? 8 : nr - r0;
-    if (QD_FN(qd_is32_)(T)) {
-      const size_t bb = QD_FN(qd_block_bytes_)(T);
-      for (int64_t g = 0; g < G; g++) {
+  if (QD_FN(qd_is32_)(T)) {
+    for (int64_t g = 0; g < G; g++) {
+      for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
         __m256i u[8];
         float a[8] = {0}, c[8] = {0};
         for (int r = 0; r < 8; r++)
-          u[r] = r < n8 ? QD_FN(qd_codes32_)(T, w + (size_t)(r0 + r) * wrb + (size_t)g * bb, &a[r], &c[r])
-                        : _mm256_setzero_si256();
+          u[r] = r0 + r < nr ? QD_FN(qd_codes32_)(T, w + (size_t)(r0 + r) * wrb + (size_t)g * bb, &a[r], &c[r])
+                             : _mm256_setzero_si256();
         QD_FN(qg_put8_)(tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
       }
-    } else {
-      const size_t bb = QD_FN(qd_block_bytes_)(T);
-      for (int64_t sb = 0; sb < G / 8; sb++) {
-        float a[16][8] = {{0}}, b[16][8] = {{0}};
-        for (int r = 0; r < n8; r++) {
-          float as[16], bs[16];
-          QD_FN(qk_scales_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, as, bs);
-          for (int j = 0; j < 16; j++) a[j][r] = as[j], b[j][r] = -bs[j];
-        }
+    }
+    return;
+  }
+  for (int64_t sb = 0; sb < G / 8; sb++) {
+    float a[16][CPU_QTILE_ROWS] = {{0}}, b[16][CPU_QTILE_ROWS] = {{0}}; /* [half of the block][row] */
+    for (int r = 0; r < nr; r++) {
+      float as[16], bs[16];
+      QD_FN(qk_scales_)(T, w + (size_t)r * wrb + (size_t)sb * bb, as, bs);
+      for (int j = 0; j < 16; j++) a[j][r] = as[j], b[j][r] = -bs[j];
+    }
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-          __m256i u[8];
-          for (int r = 0; r < 8; r++)
-            u[r] = r < n8 ? QD_FN(qk_codes_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, g) : _mm256_setzero_si256();
-          QD_FN(qg_put8_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r0, u, a[2 * g], a[2 * g + 1], b[2 * g],
-                          b[2 * g + 1]);
-        }
+    for (int g = 0; g < 8; g++) {
+      for (int r0 = 0; r0 < CPU_QTILE_ROWS; r0 += 8) {
+        __m256i u[8];
+        for (int r = 0; r < 8; r++)
+          u[r] = r0 + r < nr ? QD_FN(qk_codes_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, g)
+                             : _mm256_setzero_si256();
+        QD_FN(qg_put8_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r0, u, a[2 * g] + r0, a[2 * g + 1] + r0,
+                        b[2 * g] + r0, b[2 * g + 1] + r0);
       }
     }
   }
 }
 
-/* Quads [J0, J0 + NJ) of group tg into zeroed integer sums s, then scaled by half h's multipliers
- * into f (constant J0, NJ, h: fully unrolled, so s and f stay in registers). */
+/* Quads [J0, J0 + NJ) of group tg into integer sums s, then scaled by half h's multipliers into f (constant J0,
+ * NJ, h: fully unrolled, so s and f stay in registers). KOFF > 0: a symmetric type (w = a*(u - KOFF)), whose
+ * offset enters exactly as the integer -KOFF*sum(q) the sums start from; 0: the offset term c*d*sum(q) in f32. */
 QD_ATTR void QD_FN(qg_span_)(const uint8_t *tg, const cpu_q8 *xg, int64_t xs, const int NT, const int J0, const int NJ,
-                             const int h, const int HALVES, __m256 f[QG_NT][2]) {
+                             const int h, const int HALVES, const int KOFF, __m256 f[QG_NT][2]) {
   __m256i s[QG_NT][2];
 #pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
+  for (int t = 0; t < NT; t++) {
+    const cpu_q8 *xb = xg + t * xs;
+    s[t][0] = s[t][1] =
+        KOFF ? _mm256_set1_epi32(-KOFF * (HALVES ? xb->qs[h] : xb->qs[0] + xb->qs[1])) : _mm256_setzero_si256();
+  }
 #pragma GCC unroll 8
   for (int j = J0; j < J0 + NJ; j++) {
     __m256i w0 = _mm256_load_si256((const __m256i *)(tg + j * 64));
@@ -112,14 +119,14 @@ QD_ATTR void QD_FN(qg_span_)(const uint8_t *tg, const cpu_q8 *xg, int64_t xs, co
     for (int t = 0; t < NT; t++) {
       const cpu_q8 *xb = xg + t * xs;
       f[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][v]), _mm256_mul_ps(av, _mm256_set1_ps(xb->d)), f[t][v]);
-      f[t][v] = _mm256_fmadd_ps(cv, _mm256_set1_ps(HALVES ? xb->h[h] : xb->s), f[t][v]);
+      if (!KOFF) f[t][v] = _mm256_fmadd_ps(cv, _mm256_set1_ps(HALVES ? xb->h[h] : xb->s), f[t][v]);
     }
   }
 }
 
 /* One tile times NT tokens. HALVES: the multiplier changes every 16 elements (Q2_K, Q3_K, Q6_K),
- * so the integer sums are scaled per half; otherwise once per 32-group. */
-QD_ATTR void QD_FN(qg_body_)(const int HALVES, const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs,
+ * so the integer sums are scaled per half; otherwise once per 32-group. KOFF: see qg_span_. */
+QD_ATTR void QD_FN(qg_body_)(const int HALVES, const int KOFF, const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs,
                              const int NT, float *y, int64_t ldy, int nr) {
   __m256 f[QG_NT][2];
 #pragma GCC unroll 8
@@ -127,10 +134,10 @@ QD_ATTR void QD_FN(qg_body_)(const int HALVES, const uint8_t *tile, int64_t G, c
   for (int64_t g = 0; g < G; g++) {
     const uint8_t *tg = tile + (size_t)g * CPU_QGROUP_BYTES;
     if (HALVES) {
-      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 4, 0, 1, f);
-      QD_FN(qg_span_)(tg, x + g, xs, NT, 4, 4, 1, 1, f);
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 4, 0, 1, KOFF, f);
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 4, 4, 1, 1, KOFF, f);
     } else {
-      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 8, 0, 0, f);
+      QD_FN(qg_span_)(tg, x + g, xs, NT, 0, 8, 0, 0, KOFF, f);
     }
   }
 #pragma GCC unroll 8
@@ -148,7 +155,7 @@ QD_ATTR void QD_FN(qg_body_)(const int HALVES, const uint8_t *tile, int64_t G, c
   }
 }
 
-#define QG_DEFINE(tname, T, HALVES)                                                                            \
+#define QG_DEFINE(tname, T, HALVES, KOFF)                                                                            \
   __attribute__((target(QD_TARGET))) static void QD_FN(qg_pack_##tname##_)(const uint8_t *w, size_t wrb,       \
                                                                             int nr, int64_t K, uint8_t *tile) { \
     QD_FN(qg_pack_body_)(T, w, wrb, nr, K, tile);                                                              \
@@ -157,25 +164,25 @@ QD_ATTR void QD_FN(qg_body_)(const int HALVES, const uint8_t *tile, int64_t G, c
                                                                           const cpu_q8 *x, int64_t xs, int nt, \
                                                                           float *y, int64_t ldy, int nr) {     \
     switch (nt) {                                                                                              \
-    case 1: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 1, y, ldy, nr); break;                                     \
-    case 2: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 2, y, ldy, nr); break;                                     \
-    case 3: QD_FN(qg_body_)(HALVES, tile, G, x, xs, 3, y, ldy, nr); break;                                     \
-    case 4: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT < 4 ? QG_NT : 4, y, ldy, nr); break;                 \
-    case 5: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT < 5 ? QG_NT : 5, y, ldy, nr); break;                 \
-    default: QD_FN(qg_body_)(HALVES, tile, G, x, xs, QG_NT, y, ldy, nr); break;                                \
+    case 1: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 1, y, ldy, nr); break;                                     \
+    case 2: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 2, y, ldy, nr); break;                                     \
+    case 3: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 3, y, ldy, nr); break;                                     \
+    case 4: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT < 4 ? QG_NT : 4, y, ldy, nr); break;                 \
+    case 5: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT < 5 ? QG_NT : 5, y, ldy, nr); break;                 \
+    default: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT, y, ldy, nr); break;                                \
     }                                                                                                          \
   }
 
-QG_DEFINE(q4_0, ICL_TYPE_Q4_0, 0)
-QG_DEFINE(q4_1, ICL_TYPE_Q4_1, 0)
-QG_DEFINE(q5_0, ICL_TYPE_Q5_0, 0)
-QG_DEFINE(q5_1, ICL_TYPE_Q5_1, 0)
-QG_DEFINE(q8_0, ICL_TYPE_Q8_0, 0)
-QG_DEFINE(q2_k, ICL_TYPE_Q2_K, 1)
-QG_DEFINE(q3_k, ICL_TYPE_Q3_K, 1)
-QG_DEFINE(q4_k, ICL_TYPE_Q4_K, 0)
-QG_DEFINE(q5_k, ICL_TYPE_Q5_K, 0)
-QG_DEFINE(q6_k, ICL_TYPE_Q6_K, 1)
+QG_DEFINE(q4_0, ICL_TYPE_Q4_0, 0, 8)
+QG_DEFINE(q4_1, ICL_TYPE_Q4_1, 0, 0)
+QG_DEFINE(q5_0, ICL_TYPE_Q5_0, 0, 16)
+QG_DEFINE(q5_1, ICL_TYPE_Q5_1, 0, 0)
+QG_DEFINE(q8_0, ICL_TYPE_Q8_0, 0, 128)
+QG_DEFINE(q2_k, ICL_TYPE_Q2_K, 1, 0)
+QG_DEFINE(q3_k, ICL_TYPE_Q3_K, 1, 4)
+QG_DEFINE(q4_k, ICL_TYPE_Q4_K, 0, 0)
+QG_DEFINE(q5_k, ICL_TYPE_Q5_K, 0, 0)
+QG_DEFINE(q6_k, ICL_TYPE_Q6_K, 1, 32)
 #undef QG_DEFINE
 
 /* Installs the int8 gemm; Q8_0 only where the dot does not saturate (QG_Q8_0). */
