@@ -132,6 +132,12 @@ typedef struct cpu_kernels {
                   int64_t ss);
   void (*pv_rows)(const float *p, int64_t ps, int ng, int64_t hd, const float *v, int64_t vs, int64_t j0, int64_t j1,
                   float *o);
+  /* elementwise ops (NULL: cpu_ops.c's scalar loops; each lane does the same float operations, so the same
+   * results): y = x*s*w (w NULL: x*s); y = a*b (mul) or a + b; RoPE of one head in place, pairs (i, i + half)
+   * (neox) or (2i, 2i + 1), rotated by cs[i], sn[i] */
+  void (*scale_mul)(const float *x, float s, const float *w, float *y, int64_t n);
+  void (*add_mul)(int mul, const float *a, const float *b, float *y, int64_t n);
+  void (*rope_head)(float *v, const float *cs, const float *sn, int half, int neox);
   /* y = exp(x) over n floats (y may be x); about 1 ulp; results below ~1e-38 flush to 0 */
   void (*vexp)(const float *x, float *y, int64_t n);
   /* softmax steps: x *= s and return max(x) (-inf for n = 0); x = exp(x - m) and return the sum */

@@ -307,6 +307,46 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
   }
 }
 
+/* The elementwise kernels (cpu_kernels.scale_mul, add_mul, rope_head): the scalar loops' operations per lane. */
+__attribute__((target(AVX2))) static void scale_mul_avx2(const float *x, float s, const float *w, float *y, int64_t n) {
+  __m256 sv = _mm256_set1_ps(s);
+  int64_t i = 0;
+  if (w)
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+  else
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+  for (; i < n; i++) y[i] = w ? x[i] * s * w[i] : x[i] * s;
+}
+
+__attribute__((target(AVX2))) static void add_mul_avx2(int mul, const float *a, const float *b, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 av = _mm256_loadu_ps(a + i), bv = _mm256_loadu_ps(b + i);
+    _mm256_storeu_ps(y + i, mul ? _mm256_mul_ps(av, bv) : _mm256_add_ps(av, bv));
+  }
+  for (; i < n; i++) y[i] = mul ? a[i] * b[i] : a[i] + b[i];
+}
+
+/* One rotated pair, as cpu_ops.c's loop. */
+static inline void rope_pair(float *v, int a, int b, float c, float s) {
+  float x0 = v[a], x1 = v[b];
+  v[a] = x0 * c - x1 * s;
+  v[b] = x0 * s + x1 * c;
+}
+
+__attribute__((target(AVX2))) static void rope_head_avx2(float *v, const float *cs, const float *sn, int half, int neox) {
+  int i = 0;
+  if (neox)
+    for (; i + 8 <= half; i += 8) {
+      __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + half);
+      __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
+      _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+      _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+    }
+  for (; i < half; i++) rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
+}
+
 #define QD_TARGET AVX2
 #define QD_SFX avx2
 #define QD_DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
@@ -339,6 +379,9 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->scale_max = scale_max_avx2;
   k->exp_sum = exp_sum_avx2;
   k->quantize_q8 = quantize_q8_avx2;
+  k->scale_mul = scale_mul_avx2;
+  k->add_mul = add_mul_avx2;
+  k->rope_head = rope_head_avx2;
   qd_install_avx2(k);
   qg_install_avx2(k);
   xw_install_avx2(k);
@@ -663,6 +706,52 @@ __attribute__((target(AVX512))) static void gate_avx512(int gelu, const float *x
   }
 }
 
+/* scale_mul_avx2 etc. 16 lanes at a time (masked tails: the same operations per lane). */
+__attribute__((target(AVX512))) static void scale_mul_avx512(const float *x, float s, const float *w, float *y,
+                                                             int64_t n) {
+  __m512 sv = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv);
+    if (w) r = _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, w + i));
+    _mm512_mask_storeu_ps(y + i, m, r);
+  }
+}
+
+__attribute__((target(AVX512))) static void add_mul_avx512(int mul, const float *a, const float *b, float *y,
+                                                           int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
+    _mm512_mask_storeu_ps(y + i, m, mul ? _mm512_mul_ps(av, bv) : _mm512_add_ps(av, bv));
+  }
+}
+
+/* Interleaved pairs: lanes (2j, 2j + 1) hold (x0, x1) of pair j; with the pair swapped and cs, sn repeated per
+ * pair, even lanes take x0*c - x1*s and odd lanes x1*c + x0*s (the loop's x0*s + x1*c: the same sum). */
+__attribute__((target(AVX512))) static void rope_head_avx512(float *v, const float *cs, const float *sn, int half,
+                                                             int neox) {
+  int i = 0;
+  if (neox) {
+    for (; i + 16 <= half; i += 16) {
+      __m512 x0 = _mm512_loadu_ps(v + i), x1 = _mm512_loadu_ps(v + i + half);
+      __m512 c = _mm512_loadu_ps(cs + i), s = _mm512_loadu_ps(sn + i);
+      _mm512_storeu_ps(v + i, _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s)));
+      _mm512_storeu_ps(v + i + half, _mm512_add_ps(_mm512_mul_ps(x0, s), _mm512_mul_ps(x1, c)));
+    }
+  } else {
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    for (; i + 8 <= half; i += 8) {
+      __m512 x = _mm512_loadu_ps(v + 2 * i);
+      __m512 c = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(cs + i)));
+      __m512 s = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(sn + i)));
+      __m512 p = _mm512_mul_ps(x, c), q = _mm512_mul_ps(_mm512_permute_ps(x, 0xB1), s);
+      _mm512_storeu_ps(v + 2 * i, _mm512_mask_sub_ps(_mm512_add_ps(p, q), (__mmask16)0x5555, p, q));
+    }
+  }
+  for (; i < half; i++) rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
+}
+
 /* quantize_q8_avx2 16 lanes at a time: the same d, rounding and sums, so the same blocks. */
 __attribute__((target(AVX512))) static void quantize_q8_avx512(const float *x, cpu_q8 *q, int64_t n) {
   for (int64_t b = 0; b < n / 32; b++) {
@@ -753,6 +842,9 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->exp_sum = exp_sum_avx512;
   k->gate = gate_avx512;
   k->quantize_q8 = quantize_q8_avx512;
+  k->scale_mul = scale_mul_avx512;
+  k->add_mul = add_mul_avx512;
+  k->rope_head = rope_head_avx512;
   qd_install_avx512(k);
   qg_install_avx512(k);
   k->pack_tile = pack_tile_avx512;

@@ -33,7 +33,9 @@ static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
     float *y = c->y + r * c->d;
     double ss = c->k->dot(x, x, c->d);
     float inv = (float)(1.0 / sqrt(ss / (double)c->d + (double)c->eps));
-    if (c->w)
+    if (c->k->scale_mul)
+      c->k->scale_mul(x, inv, c->w, y, c->d);
+    else if (c->w)
       for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv * c->w[i];
     else
       for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv;
@@ -77,6 +79,7 @@ int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_
 /* ---- rope --------------------------------------------------------------------------------- */
 
 typedef struct rope_ctx {
+  const cpu_kernels *k;
   float *x;
   int64_t hd, nh, n;
   int n_rot, mode;
@@ -107,6 +110,10 @@ static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
     const float *cs = c->tab->cs + t * half, *sn = c->tab->sn + t * half;
     for (int64_t h = 0; h < c->nh; h++) {
       float *v = c->x + (t * c->nh + h) * c->hd;
+      if (c->k->rope_head) {
+        c->k->rope_head(v, cs, sn, half, c->mode == ICL_ROPE_NEOX);
+        continue;
+      }
       for (int i = 0; i < half; i++) {
         int a = c->mode == ICL_ROPE_NEOX ? i : 2 * i, b = c->mode == ICL_ROPE_NEOX ? i + half : 2 * i + 1;
         float x0 = v[a], x1 = v[b];
@@ -150,7 +157,7 @@ static const cpu_rope_tab *rope_table(cpu_backend *cb, rope_ctx *c, float base) 
 int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
   cpu_backend *cb = cpu_of(be);
   if (n_rot > 1024) return icl_error_set(err, ICL_EUNSUPPORTED, "cpu: rope: n_rot %d > 1024", n_rot);
-  rope_ctx c = {.x = cpu_f32(x), .hd = x->ne[0], .nh = x->ne[1], .n = x->ne[2] * x->ne[3], .n_rot = n_rot,
+  rope_ctx c = {.k = &cb->k, .x = cpu_f32(x), .hd = x->ne[0], .nh = x->ne[1], .n = x->ne[2] * x->ne[3], .n_rot = n_rot,
                 .mode = mode, .pos = cpu_ptr(pos)};
   if (c.n == 0) return ICL_OK;
   if (!(c.tab = rope_table(cb, &c, base)))
@@ -202,7 +209,10 @@ static void ew_binary(const ew_ctx *c, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi;) {
     int64_t col = i % c->d, end = i - col + c->d < hi ? i - col + c->d : hi;
     const float *b = c->b + (c->b_rows == 1 ? 0 : i - col);
-    if (c->op == EW_ADD)
+    if (c->k->add_mul) {
+      c->k->add_mul(c->op == EW_MUL, c->a + i, b + col, c->y + i, end - i);
+      i = end;
+    } else if (c->op == EW_ADD)
       for (; i < end; i++, col++) c->y[i] = c->a[i] + b[col];
     else
       for (; i < end; i++, col++) c->y[i] = c->a[i] * b[col];
@@ -216,7 +226,10 @@ static void ew_range(void *arg, int64_t lo, int64_t hi, int ith) {
   float *y = c->y;
   switch (c->op) {
   case EW_ADD: case EW_MUL: ew_binary(c, lo, hi); break;
-  case EW_SCALE: for (int64_t i = lo; i < hi; i++) y[i] = a[i] * c->s; break;
+  case EW_SCALE:
+    if (c->k->scale_mul) c->k->scale_mul(a + lo, c->s, NULL, y + lo, hi - lo);
+    else for (int64_t i = lo; i < hi; i++) y[i] = a[i] * c->s;
+    break;
   case EW_SILU: sigmoid_gate(c->k, 0, a + lo, NULL, y + lo, hi - lo); break;
   case EW_GELU: sigmoid_gate(c->k, 1, a + lo, NULL, y + lo, hi - lo); break;
   case EW_SWIGLU: sigmoid_gate(c->k, 0, a + lo, b + lo, y + lo, hi - lo); break;
