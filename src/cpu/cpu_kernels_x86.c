@@ -292,18 +292,14 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
     __m256i p8 = _mm256_packs_epi16(p16a, p16b);
     p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)q[b].q, p8);
-    /* half sums: elements 0-15 are i32[0..1], 16-31 are i32[2..3] */
-    __m256i h0 = _mm256_add_epi32(i32[0], i32[1]), h1 = _mm256_add_epi32(i32[2], i32[3]);
-    __m256i hh = _mm256_hadd_epi32(h0, h1); /* per lane: h0 pairs, h1 pairs */
-    hh = _mm256_hadd_epi32(hh, hh);
-    int s0 = _mm256_extract_epi32(hh, 0) + _mm256_extract_epi32(hh, 4);
-    int s1 = _mm256_extract_epi32(hh, 1) + _mm256_extract_epi32(hh, 5);
-    q[b].d = d;
-    q[b].h[0] = d * (float)s0;
-    q[b].h[1] = d * (float)s1;
+    /* the half sums from the codes (|q| <= 127, so the i32 sums): sad of q + 128 per 8 bytes, lanes 0 and 1 */
+    __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p8, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+    sad = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, 0x4E));
+    int s0 = _mm256_cvtsi256_si32(sad) - 2048, s1 = _mm256_extract_epi32(sad, 4) - 2048;
+    /* d, s, h[0], h[1] = d times 1, s0 + s1, s0, s1: the same products as scalar stores */
+    _mm_storeu_ps((float *)(void *)&q[b], _mm_mul_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_setr_epi32(1, s0 + s1, s0, s1))));
     q[b].qs[0] = (int16_t)s0;
     q[b].qs[1] = (int16_t)s1;
-    q[b].s = d * (float)(s0 + s1);
   }
 }
 
@@ -762,15 +758,16 @@ __attribute__((target(AVX512))) static void quantize_q8_avx512(const float *x, c
     __m512 vid = _mm512_set1_ps(id);
     __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128((__m128i *)q[b].q, _mm512_cvtsepi32_epi8(i0));
-    _mm_storeu_si128((__m128i *)(q[b].q + 16), _mm512_cvtsepi32_epi8(i1));
-    int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1);
-    q[b].d = d;
-    q[b].h[0] = d * (float)s0;
-    q[b].h[1] = d * (float)s1;
+    __m256i qv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(i0)),
+                                         _mm512_cvtsepi32_epi8(i1), 1);
+    _mm256_storeu_si256((__m256i *)q[b].q, qv);
+    /* half sums and the float fields as quantize_q8_avx2 */
+    __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(qv, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+    sad = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, 0x4E));
+    int s0 = _mm256_cvtsi256_si32(sad) - 2048, s1 = _mm256_extract_epi32(sad, 4) - 2048;
+    _mm_storeu_ps((float *)(void *)&q[b], _mm_mul_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_setr_epi32(1, s0 + s1, s0, s1))));
     q[b].qs[0] = (int16_t)s0;
     q[b].qs[1] = (int16_t)s1;
-    q[b].s = d * (float)(s0 + s1);
   }
 }
 
