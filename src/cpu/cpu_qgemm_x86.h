@@ -32,22 +32,24 @@ QD_ATTR void QD_FN(qg_t8_)(__m256i u[8]) {
 }
 
 /* Stores the codes u[r] of rows r0..r0+7 of group tg (transposed to [quad][row]) with the multipliers
- * a0, a1 and offsets c0, c1 of their halves. */
-QD_ATTR void QD_FN(qg_put8_)(uint8_t *tg, int r0, __m256i u[8], const float *a0, const float *a1, const float *c0,
-                             const float *c1) {
+ * a0, a1 and offsets c0, c1 of their halves; only what qg_span_ reads: the second half's only where HALVES, the
+ * offsets only where !KOFF (skipping the rest saves a tile's pack one or three of its twelve lines). */
+QD_ATTR void QD_FN(qg_put8_)(const int HALVES, const int KOFF, uint8_t *tg, int r0, __m256i u[8], const float *a0,
+                             const float *a1, const float *c0, const float *c1) {
   QD_FN(qg_t8_)(u);
   for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)(tg + j * 64 + r0 * 4), u[j]);
   float *fa = (float *)(tg + 512);
   _mm256_store_ps(fa + r0, _mm256_loadu_ps(a0));
-  _mm256_store_ps(fa + 16 + r0, _mm256_loadu_ps(a1));
-  _mm256_store_ps(fa + 32 + r0, _mm256_loadu_ps(c0));
-  _mm256_store_ps(fa + 48 + r0, _mm256_loadu_ps(c1));
+  if (HALVES) _mm256_store_ps(fa + 16 + r0, _mm256_loadu_ps(a1));
+  if (!KOFF) _mm256_store_ps(fa + 32 + r0, _mm256_loadu_ps(c0));
+  if (!KOFF && HALVES) _mm256_store_ps(fa + 48 + r0, _mm256_loadu_ps(c1));
 }
 
 /* Repacks rows [0, nr) (wrb bytes apart) of K columns into one tile, a whole 32-group (both eight-row halves)
  * at a time, so each line of the tile is written once while it is in L1; rows past nr are zero. The decoding
  * is cpu_qdot_x86.h's (w = a*u + c). */
-QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile) {
+QD_ATTR void QD_FN(qg_pack_body_)(const int T, const int HALVES, const int KOFF, const uint8_t *w, size_t wrb, int nr,
+                                  int64_t K, uint8_t *tile) {
   const int64_t G = K / 32;
   const size_t bb = QD_FN(qd_block_bytes_)(T);
   /* the decode below jumps a row's length between rows: without this the loads wait on memory one at a time */
@@ -60,7 +62,7 @@ QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
         for (int r = 0; r < 8; r++)
           u[r] = r0 + r < nr ? QD_FN(qd_codes32_)(T, w + (size_t)(r0 + r) * wrb + (size_t)g * bb, &a[r], &c[r])
                              : _mm256_setzero_si256();
-        QD_FN(qg_put8_)(tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
+        QD_FN(qg_put8_)(HALVES, KOFF, tile + (size_t)g * CPU_QGROUP_BYTES, r0, u, a, a, c, c);
       }
     }
     return;
@@ -79,8 +81,8 @@ QD_ATTR void QD_FN(qg_pack_body_)(const int T, const uint8_t *w, size_t wrb, int
         for (int r = 0; r < 8; r++)
           u[r] = r0 + r < nr ? QD_FN(qk_codes_)(T, w + (size_t)(r0 + r) * wrb + (size_t)sb * bb, g)
                              : _mm256_setzero_si256();
-        QD_FN(qg_put8_)(tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r0, u, a[2 * g] + r0, a[2 * g + 1] + r0,
-                        b[2 * g] + r0, b[2 * g + 1] + r0);
+        QD_FN(qg_put8_)(HALVES, KOFF, tile + (size_t)(8 * sb + g) * CPU_QGROUP_BYTES, r0, u, a[2 * g] + r0,
+                        a[2 * g + 1] + r0, b[2 * g] + r0, b[2 * g + 1] + r0);
       }
     }
   }
@@ -158,7 +160,7 @@ QD_ATTR void QD_FN(qg_body_)(const int HALVES, const int KOFF, const uint8_t *ti
 #define QG_DEFINE(tname, T, HALVES, KOFF)                                                                            \
   __attribute__((target(QD_TARGET))) static void QD_FN(qg_pack_##tname##_)(const uint8_t *w, size_t wrb,       \
                                                                             int nr, int64_t K, uint8_t *tile) { \
-    QD_FN(qg_pack_body_)(T, w, wrb, nr, K, tile);                                                              \
+    QD_FN(qg_pack_body_)(T, HALVES, KOFF, w, wrb, nr, K, tile);                                               \
   }                                                                                                            \
   __attribute__((target(QD_TARGET))) static void QD_FN(qgemm_##tname##_)(const uint8_t *tile, int64_t G,       \
                                                                           const cpu_q8 *x, int64_t xs, int nt, \
