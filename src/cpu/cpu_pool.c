@@ -3,7 +3,8 @@
  * Decode issues hundreds of small ops per token, so waking workers must cost microseconds:
  * idle workers spin on the task word for a short while, then sleep on a condition variable.
  *
- * Items are claimed from one 64-bit word holding (generation << 32 | next item). The caller
+ * Items are claimed from one 64-bit word holding (generation << 32 | next item), a shrinking share of the rest
+ * at a time (guided, claim_items). The caller
  * works through items too and then waits only for items that were claimed and not yet done,
  * never for a worker that has not shown up: on a machine shared with other processes, a
  * descheduled worker then costs nothing instead of a whole scheduler time slice per op. A late
@@ -60,14 +61,19 @@ static int64_t now_ns(void) {
 
 static uint32_t gen_of(uint64_t claim) { return (uint32_t)(claim >> 32); }
 
-/* Claims the next item of generation g, if that generation is still current and has items. */
-static int claim_item(cpu_pool *p, uint32_t g, int64_t n_items, int64_t *item) {
+/* Claims the next items of generation g, if that generation is still current and has items: a share of what is
+ * left (guided: 1/(4n) of it, at least one), so long loops of small items (the int8 gemm's, ~4 us each) pay the
+ * two shared atomics per claim rather than per item, while the last items still go one at a time. Returns the
+ * count claimed from *item. */
+static int64_t claim_items(cpu_pool *p, uint32_t g, int64_t n_items, int64_t *item) {
   uint64_t v = atomic_load(&p->claim);
   for (;;) {
-    if (gen_of(v) != g || (int64_t)(v & 0xffffffffu) >= n_items) return 0;
-    if (atomic_compare_exchange_weak(&p->claim, &v, v + 1)) {
-      *item = (int64_t)(v & 0xffffffffu);
-      return 1;
+    int64_t next = (int64_t)(v & 0xffffffffu), want = (n_items - next) / (4 * p->n);
+    if (gen_of(v) != g || next >= n_items) return 0;
+    if (want < 1) want = 1;
+    if (atomic_compare_exchange_weak(&p->claim, &v, v + (uint64_t)want)) {
+      *item = next;
+      return want;
     }
   }
 }
@@ -76,10 +82,10 @@ static void run_items(cpu_pool *p, uint32_t g, int ith) {
   task_slot *s = &p->slot[g & 1];
   cpu_item_fn fn = atomic_load(&s->fn);
   void *ctx = atomic_load(&s->ctx);
-  int64_t n = atomic_load(&s->n_items), it;
-  while (claim_item(p, g, n, &it)) {
-    fn(ctx, it, ith);
-    atomic_fetch_add(&s->done, 1);
+  int64_t n = atomic_load(&s->n_items), it, k;
+  while ((k = claim_items(p, g, n, &it)) > 0) {
+    for (int64_t i = it; i < it + k; i++) fn(ctx, i, ith);
+    atomic_fetch_add(&s->done, k);
   }
 }
 
