@@ -44,6 +44,14 @@ typedef struct cpu_q8 {
   int16_t qs[2];
 } cpu_q8;
 
+/* RoPE: pair (a, b) of v rotated by cos c and sin s; the scalar loop and the SIMD kernels' tails (their lanes do
+ * the same operations). */
+static inline void cpu_rope_pair(float *v, int64_t a, int64_t b, float c, float s) {
+  float x0 = v[a], x1 = v[b];
+  v[a] = x0 * c - x1 * s;
+  v[b] = x0 * s + x1 * c;
+}
+
 /* ---- SIMD kernel table (cpu_kernels_generic.c, cpu_kernels_x86.c) -------------------------------------------------- */
 
 /* Rows of the packed weight tile the gemm kernels work on. */

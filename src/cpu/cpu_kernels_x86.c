@@ -270,6 +270,19 @@ __attribute__((target(AVX2))) static void f16_to_f32_avx2(const uint16_t *src, f
 
 /* Rounds 32 floats per block to int8 with d = max|x|/127 (round to nearest even, like the
  * generic kernel, so both levels produce identical blocks). */
+/* The tail both int8 quantizers share: stores the 32 codes qv of block q with scale d, its half sums taken from
+ * the codes (|q| <= 127, so the i32 sums: sad of q + 128 per 8 bytes, lanes 0 and 1), and d, s, h[0], h[1] as d
+ * times 1, s0 + s1, s0, s1 (the same products as scalar stores). */
+static inline __attribute__((always_inline, target(AVX2))) void q8_store_avx2(cpu_q8 *q, __m256i qv, float d) {
+  _mm256_storeu_si256((__m256i *)q->q, qv);
+  __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(qv, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+  sad = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, 0x4E));
+  int s0 = _mm256_cvtsi256_si32(sad) - 2048, s1 = _mm256_extract_epi32(sad, 4) - 2048;
+  _mm_storeu_ps((float *)(void *)q, _mm_mul_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_setr_epi32(1, s0 + s1, s0, s1))));
+  q->qs[0] = (int16_t)s0;
+  q->qs[1] = (int16_t)s1;
+}
+
 __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q8 *q, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; b++) {
@@ -291,15 +304,7 @@ __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q
     __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
     __m256i p8 = _mm256_packs_epi16(p16a, p16b);
     p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)q[b].q, p8);
-    /* the half sums from the codes (|q| <= 127, so the i32 sums): sad of q + 128 per 8 bytes, lanes 0 and 1 */
-    __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p8, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
-    sad = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, 0x4E));
-    int s0 = _mm256_cvtsi256_si32(sad) - 2048, s1 = _mm256_extract_epi32(sad, 4) - 2048;
-    /* d, s, h[0], h[1] = d times 1, s0 + s1, s0, s1: the same products as scalar stores */
-    _mm_storeu_ps((float *)(void *)&q[b], _mm_mul_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_setr_epi32(1, s0 + s1, s0, s1))));
-    q[b].qs[0] = (int16_t)s0;
-    q[b].qs[1] = (int16_t)s1;
+    q8_store_avx2(&q[b], p8, d);
   }
 }
 
@@ -324,13 +329,6 @@ __attribute__((target(AVX2))) static void add_mul_avx2(int mul, const float *a, 
   for (; i < n; i++) y[i] = mul ? a[i] * b[i] : a[i] + b[i];
 }
 
-/* One rotated pair, as cpu_ops.c's loop. */
-static inline void rope_pair(float *v, int a, int b, float c, float s) {
-  float x0 = v[a], x1 = v[b];
-  v[a] = x0 * c - x1 * s;
-  v[b] = x0 * s + x1 * c;
-}
-
 __attribute__((target(AVX2))) static void rope_head_avx2(float *v, const float *cs, const float *sn, int half, int neox) {
   int i = 0;
   if (neox)
@@ -340,7 +338,7 @@ __attribute__((target(AVX2))) static void rope_head_avx2(float *v, const float *
       _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
       _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
     }
-  for (; i < half; i++) rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
+  for (; i < half; i++) cpu_rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
 }
 
 #define QD_TARGET AVX2
@@ -745,7 +743,7 @@ __attribute__((target(AVX512))) static void rope_head_avx512(float *v, const flo
       _mm512_storeu_ps(v + 2 * i, _mm512_mask_sub_ps(_mm512_add_ps(p, q), (__mmask16)0x5555, p, q));
     }
   }
-  for (; i < half; i++) rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
+  for (; i < half; i++) cpu_rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
 }
 
 /* quantize_q8_avx2 16 lanes at a time: the same d, rounding and sums, so the same blocks. */
@@ -758,16 +756,8 @@ __attribute__((target(AVX512))) static void quantize_q8_avx512(const float *x, c
     __m512 vid = _mm512_set1_ps(id);
     __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256i qv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(i0)),
-                                         _mm512_cvtsepi32_epi8(i1), 1);
-    _mm256_storeu_si256((__m256i *)q[b].q, qv);
-    /* half sums and the float fields as quantize_q8_avx2 */
-    __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(qv, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
-    sad = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, 0x4E));
-    int s0 = _mm256_cvtsi256_si32(sad) - 2048, s1 = _mm256_extract_epi32(sad, 4) - 2048;
-    _mm_storeu_ps((float *)(void *)&q[b], _mm_mul_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_setr_epi32(1, s0 + s1, s0, s1))));
-    q[b].qs[0] = (int16_t)s0;
-    q[b].qs[1] = (int16_t)s1;
+    q8_store_avx2(&q[b], _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(i0)),
+                                                 _mm512_cvtsepi32_epi8(i1), 1), d);
   }
 }
 

@@ -114,12 +114,9 @@ static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
         c->k->rope_head(v, cs, sn, half, c->mode == ICL_ROPE_NEOX);
         continue;
       }
-      for (int i = 0; i < half; i++) {
-        int a = c->mode == ICL_ROPE_NEOX ? i : 2 * i, b = c->mode == ICL_ROPE_NEOX ? i + half : 2 * i + 1;
-        float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs[i] - x1 * sn[i];
-        v[b] = x0 * sn[i] + x1 * cs[i];
-      }
+      for (int i = 0; i < half; i++)
+        cpu_rope_pair(v, c->mode == ICL_ROPE_NEOX ? i : 2 * i, c->mode == ICL_ROPE_NEOX ? i + half : 2 * i + 1, cs[i],
+                      sn[i]);
     }
   }
 }

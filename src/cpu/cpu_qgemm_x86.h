@@ -31,6 +31,14 @@ QD_ATTR void QD_FN(qg_t8_)(__m256i u[8]) {
   }
 }
 
+/* Whether T's multiplier changes every 16 elements (Q2_K, Q3_K, Q6_K: scaled per half), and the k of a symmetric
+ * type (w = a*(u - k): qd_off_k_'s for the 32-block ones, and Q3_K's 4 and Q6_K's 32 of qk_scales_), else 0. */
+QD_ATTR int QD_FN(qg_halves_)(const int T) { return T == ICL_TYPE_Q2_K || T == ICL_TYPE_Q3_K || T == ICL_TYPE_Q6_K; }
+QD_ATTR int QD_FN(qg_koff_)(const int T) {
+  if (QD_FN(qd_is32_)(T)) return QD_FN(qd_asym_)(T) ? 0 : -(int)QD_FN(qd_off_k_)(T);
+  return T == ICL_TYPE_Q3_K ? 4 : T == ICL_TYPE_Q6_K ? 32 : 0;
+}
+
 /* Stores the codes u[r] of rows r0..r0+7 of group tg (transposed to [quad][row]) with the multipliers
  * a0, a1 and offsets c0, c1 of their halves; only what qg_span_ reads: the second half's only where HALVES, the
  * offsets only where !KOFF (skipping the rest saves a tile's pack one or three of its twelve lines). */
@@ -128,8 +136,8 @@ QD_ATTR void QD_FN(qg_span_)(const uint8_t *tg, const cpu_q8 *xg, int64_t xs, co
 
 /* One tile times NT tokens. HALVES: the multiplier changes every 16 elements (Q2_K, Q3_K, Q6_K),
  * so the integer sums are scaled per half; otherwise once per 32-group. KOFF: see qg_span_. */
-QD_ATTR void QD_FN(qg_body_)(const int HALVES, const int KOFF, const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs,
-                             const int NT, float *y, int64_t ldy, int nr) {
+QD_ATTR void QD_FN(qg_body_)(const int HALVES, const int KOFF, const uint8_t *tile, int64_t G, const cpu_q8 *x,
+                             int64_t xs, const int NT, float *y, int64_t ldy, int nr) {
   __m256 f[QG_NT][2];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) f[t][0] = f[t][1] = _mm256_setzero_ps();
@@ -157,34 +165,35 @@ QD_ATTR void QD_FN(qg_body_)(const int HALVES, const int KOFF, const uint8_t *ti
   }
 }
 
-#define QG_DEFINE(tname, T, HALVES, KOFF)                                                                            \
+#define QG_DEFINE(tname, T)                                                                                    \
   __attribute__((target(QD_TARGET))) static void QD_FN(qg_pack_##tname##_)(const uint8_t *w, size_t wrb,       \
                                                                             int nr, int64_t K, uint8_t *tile) { \
-    QD_FN(qg_pack_body_)(T, HALVES, KOFF, w, wrb, nr, K, tile);                                               \
+    QD_FN(qg_pack_body_)(T, QD_FN(qg_halves_)(T), QD_FN(qg_koff_)(T), w, wrb, nr, K, tile);                   \
   }                                                                                                            \
   __attribute__((target(QD_TARGET))) static void QD_FN(qgemm_##tname##_)(const uint8_t *tile, int64_t G,       \
                                                                           const cpu_q8 *x, int64_t xs, int nt, \
                                                                           float *y, int64_t ldy, int nr) {     \
+    const int H = QD_FN(qg_halves_)(T), KO = QD_FN(qg_koff_)(T);                                               \
     switch (nt) {                                                                                              \
-    case 1: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 1, y, ldy, nr); break;                                     \
-    case 2: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 2, y, ldy, nr); break;                                     \
-    case 3: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, 3, y, ldy, nr); break;                                     \
-    case 4: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT < 4 ? QG_NT : 4, y, ldy, nr); break;                 \
-    case 5: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT < 5 ? QG_NT : 5, y, ldy, nr); break;                 \
-    default: QD_FN(qg_body_)(HALVES, KOFF, tile, G, x, xs, QG_NT, y, ldy, nr); break;                                \
+    case 1: QD_FN(qg_body_)(H, KO, tile, G, x, xs, 1, y, ldy, nr); break;                                      \
+    case 2: QD_FN(qg_body_)(H, KO, tile, G, x, xs, 2, y, ldy, nr); break;                                      \
+    case 3: QD_FN(qg_body_)(H, KO, tile, G, x, xs, 3, y, ldy, nr); break;                                      \
+    case 4: QD_FN(qg_body_)(H, KO, tile, G, x, xs, QG_NT < 4 ? QG_NT : 4, y, ldy, nr); break;                  \
+    case 5: QD_FN(qg_body_)(H, KO, tile, G, x, xs, QG_NT < 5 ? QG_NT : 5, y, ldy, nr); break;                  \
+    default: QD_FN(qg_body_)(H, KO, tile, G, x, xs, QG_NT, y, ldy, nr); break;                                 \
     }                                                                                                          \
   }
 
-QG_DEFINE(q4_0, ICL_TYPE_Q4_0, 0, 8)
-QG_DEFINE(q4_1, ICL_TYPE_Q4_1, 0, 0)
-QG_DEFINE(q5_0, ICL_TYPE_Q5_0, 0, 16)
-QG_DEFINE(q5_1, ICL_TYPE_Q5_1, 0, 0)
-QG_DEFINE(q8_0, ICL_TYPE_Q8_0, 0, 128)
-QG_DEFINE(q2_k, ICL_TYPE_Q2_K, 1, 0)
-QG_DEFINE(q3_k, ICL_TYPE_Q3_K, 1, 4)
-QG_DEFINE(q4_k, ICL_TYPE_Q4_K, 0, 0)
-QG_DEFINE(q5_k, ICL_TYPE_Q5_K, 0, 0)
-QG_DEFINE(q6_k, ICL_TYPE_Q6_K, 1, 32)
+QG_DEFINE(q4_0, ICL_TYPE_Q4_0)
+QG_DEFINE(q4_1, ICL_TYPE_Q4_1)
+QG_DEFINE(q5_0, ICL_TYPE_Q5_0)
+QG_DEFINE(q5_1, ICL_TYPE_Q5_1)
+QG_DEFINE(q8_0, ICL_TYPE_Q8_0)
+QG_DEFINE(q2_k, ICL_TYPE_Q2_K)
+QG_DEFINE(q3_k, ICL_TYPE_Q3_K)
+QG_DEFINE(q4_k, ICL_TYPE_Q4_K)
+QG_DEFINE(q5_k, ICL_TYPE_Q5_K)
+QG_DEFINE(q6_k, ICL_TYPE_Q6_K)
 #undef QG_DEFINE
 
 /* Installs the int8 gemm; Q8_0 only where the dot does not saturate (QG_Q8_0). */
