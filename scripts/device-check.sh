@@ -7,15 +7,17 @@
 # icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
 # Usage: device-check.sh [--quick] [--cold-cache] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
-#                        [--install-glvnd]
+#                        [--install-glvnd] [--ablation WALKS]
 #   --only RE: run only the steps whose names match the extended regex RE (e.g. 'devices|op_')
 #   --timeout-scale K: every step's timeout times K (a loaded or slow machine; raise --budget with it)
 #   --cold-cache: a fresh Mesa shader cache for this run (lavapipe/RADV/ANV; NVIDIA keeps its own)
 #   --install-glvnd: where the machine lacks glvnd (NVIDIA's Vulkan driver needs it), unpack the kit's Debian
 #     packages of it into / first (root only; for bare lent machines, not your own: install your distribution's)
+#   --ablation WALKS: also time head_ablation.lua's runs (scripts/bench-head-ablation.lua) on both shaped models,
+#     Vulkan and CPU, WALKS walks each (16 is the full protocol; a GPU needs ~5 s a walk: raise --budget)
 set -uo pipefail
 KIT=$(cd "$(dirname "$0")" && pwd)
-quick=0 cold=0 glvnd=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
+quick=0 cold=0 glvnd=0 ablation=0 budget=330 out=${OUT:-$PWD/device-check-out} threads= tscale=1 only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -26,12 +28,14 @@ while [ $# -gt 0 ]; do
     --cpu-threads) threads=$2; shift 2 ;;
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --ablation) ablation=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ $ablation =~ ^[0-9]+$ ]] || { echo "device-check: --ablation $ablation: expected a number of walks" >&2; exit 2; }
 Q=; [ $quick = 1 ] && Q=--quick
-if [ $quick = 1 ]; then TOK=32 DEC=8 REPS=1 PTOK=32 PDEC=8; else TOK=1400 DEC=128 REPS=2 PTOK=512 PDEC=64; fi
+if [ $quick = 1 ]; then TOK=32 DEC=8 REPS=1 PTOK=32 PDEC=8 ALEN=250; else TOK=1400 DEC=128 REPS=2 PTOK=512 PDEC=64 ALEN=1400; fi
 
 # ---- environment: the kit's libraries and layer; the GPU driver is the machine's own ----
 nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json # where a lent NVIDIA machine keeps it
@@ -189,6 +193,14 @@ run_step bench_ops 240 0 "$ICL" bench ops $([ $quick = 1 ] && echo --quick)
 # ---- 8. the same models on the CPU backend, for comparison ----
 for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m cpu; done
 
+# ---- 9. (--ablation) head_ablation's runs, timed: what its full 16-walk protocol costs on this machine ----
+if [ "$ablation" != 0 ]; then
+  for be in vulkan cpu; do for m in smollm2 gemma3; do
+    [ -f "$work/$m.gguf" ] && run_step "ablation_${m}_$be" 600 0 "$ICL" script "$KIT/bench-head-ablation.lua" \
+      "$work/$m.gguf" "$ablation" $be exact $ALEN
+  done; done
+fi
+
 # ---- the table ----
 # bench model lines: "prefill N secs tok/s", "decode D (after 8 tokens) secs tok/s", "forward N, ... secs tok/s";
 # bench hooks: "plain run ... S s", "blocks.L.attn.hook_pattern S s  overhead +X%".
@@ -218,6 +230,7 @@ bench_row() { # model backend
     IFS='|' read -r n st dt c note <<< "$s"; printf "%-26s %-5s %8s %8s  %s\n" "$n" "$st" "$dt" "$c" "$note"
   done
   echo "   wall_s: the step's elapsed seconds; cpu_s: its user+system CPU seconds, every thread (lavapipe's too)"
+  for f in "$work"/ablation_*.log; do [ -f "$f" ] && grep -E '^(head_ablation_bench|  )' "$f"; done
   echo "   load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown), $(nproc 2>/dev/null || echo '?') CPUs"
 } > "$out/summary.txt"
 for m in smollm2 gemma3; do for ph in prefill decode; do

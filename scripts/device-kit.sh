@@ -9,7 +9,8 @@
 #                   ours, so device-check.sh uses these only where the machine has none
 #   kit/share/vulkan/explicit_layer.d/  the validation layer's manifest, library_path made relative
 #   kit/debs/       Debian's glvnd and Vulkan loader packages, for device-check.sh --install-glvnd
-#   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md)
+#   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md);
+#   kit/bench-head-ablation.lua (device-check.sh --ablation)
 # and kit.tar.gz, the same compressed (what travels to a lent GPU machine). No models: the check writes its own.
 # Usage: scripts/device-kit.sh [--no-build] [KIT_DIR]   (default kit; build tree: $ICL_KIT_BUILD or build)
 set -euo pipefail
@@ -78,6 +79,7 @@ sed -E 's#"library_path"[[:space:]]*:[[:space:]]*"[^"]*"#"library_path": "../../
   "$layer_json" > "$kit/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
 
 cp scripts/device-check.sh "$kit/device-check.sh"
+cp scripts/bench-head-ablation.lua "$kit/bench-head-ablation.lua"
 # glvnd and the loader as Debian packages too: unpacked into / (device-check.sh --install-glvnd) they are what
 # brought NVIDIA's driver up on the lent H200; the fallback libraries above are the lighter, unverified way.
 mkdir -p "$kit/debs"
