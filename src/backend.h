@@ -18,8 +18,8 @@
  *   (tests/model/test_batch_invariance.c); the Vulkan backend chooses kernels by batch size and guarantees only
  *   the tolerances of its op tests (exact_batch = 0).
  * - ICL_PRECISION_FAST: the backend may give that up for speed (CPU: int8 activations with integer dot products
- *   for single-row matmuls and row-at-a-time attention for few queries; logits move by ~1e-3 NMSE). Opt-in: `icl
- *   run` decodes with it.
+ *   in quantized matmuls, row-at-a-time attention for few queries, bf16 attention for more where the CPU has a
+ *   bf16 dot; logits move by ~1e-3 NMSE). Opt-in: `icl run` decodes with it.
  */
 #ifndef ICL_BACKEND_H
 #define ICL_BACKEND_H

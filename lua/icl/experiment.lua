@@ -24,7 +24,7 @@ local function common(spec)
   return {
     {"model", spec.model or DEFAULT_MODEL, "GGUF model"},
     {"backend", "auto", "auto, cpu, vulkan or ref"},
-    {"precision", "exact", "exact, or fast: int8 activations in the CPU matmuls, ~2x faster, results move (docs/cpu-backend.md)"},
+    {"precision", "exact", "exact, or fast: int8 matmul activations, bf16 attention, ~2x faster, results move (docs/cpu-backend.md)"},
     {"seed", spec.seed or 42, "seed of everything random"},
     {"out", "out/" .. spec.name, "output directory"},
     {"quick", false, "smoke-test sizes"},

@@ -8,7 +8,8 @@
  *   32-dim tiles (packing them per block of queries instead repeated the work for every block: ~8% of a
  *   1400-token forward); then per (kv head or single query head when there are too few kv heads to keep
  *   the threads busy, block of queries) both q.k^T and p.v run on the matmul's register-blocked kernel
- *   (gemm_tile) for all query heads of the group.
+ *   (gemm_tile) for all query heads of the group; in fast precision on bf16 pairs where the level has a bf16 dot
+ *   (cpu_attention_bf16.c).
  * Keys outside the causal/window range are skipped where whole tiles allow, masked otherwise. */
 #include <math.h>
 #include <string.h>
@@ -54,6 +55,10 @@ void cpu_attn_run(cpu_backend *cb, attn_ctx *c, int64_t n, cpu_item_fn fn, int64
 static void pack_kv_item(void *arg, int64_t it, int ith) {
   (void)ith;
   attn_ctx *c = arg;
+  if (c->kpB) {
+    cpu_attn_pack_kv_bf16(c, it);
+    return;
+  }
   int64_t ntile = c->nkA_pad / TR, kvh = it / ntile, t = it % ntile, ndt = (c->hd + TR - 1) / TR;
   float *kp = c->kpA + (kvh * ntile + t) * c->hd * TR;
   float *vp = c->vpA + kvh * ndt * c->nkA_pad * TR;
@@ -95,16 +100,12 @@ void cpu_attn_softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0
   }
 }
 
-typedef struct attn_blk {
-  int64_t kvh, i0, i1;  /* kv head and query rows of the item */
-  int64_t j0, nk_pad;   /* keys seen: from j0 (a tile boundary), at most nk_pad */
-  const float *kp, *vp; /* the packed keys and values from key j0 (vp's dim tiles are c->nkA_pad rows apart) */
-  float *s;             /* scores [gemm_nt][nk_pad] */
-  float *qp, *pp;       /* queries [hd][gemm_nt] and probabilities [nk_pad][gemm_nt], packed */
-} attn_blk;
-
 /* Queries [t0, t0+nt) of head h: scores over the tiles they can see, softmax, then p.v. */
 static void attn_block_rows(const attn_ctx *c, const attn_blk *b, int64_t h, int64_t t0, int nt) {
+  if (c->kpB) {
+    cpu_attn_block_rows_bf16(c, b, h, t0, nt);
+    return;
+  }
   const cpu_kernels *k = c->k;
   int64_t ldq = c->nh * c->hd, last_hi, lo_unused;
   attn_range(c, t0 + nt - 1, &lo_unused, &last_hi);
@@ -176,6 +177,10 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
     if (!(c.kpA = cpu_scratch_get(&cb->shared, kv_bytes)))
       return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes for the packed keys", kv_bytes);
     c.vpA = c.kpA + c.nkvh * c.nkA_pad * c.hd;
+    if (!exact && cb->k.gemm_tile_bf16) { /* FAST: bf16 pairs in the same memory (half of it) */
+      c.kpB = (uint32_t *)c.kpA;
+      c.vpB = c.kpB + c.nkvh * c.nkA_pad * ((c.hd + 1) / 2);
+    }
     cpu_pool_for(cb->pool, c.nkvh * (c.nkA_pad / TR), pack_kv_item, &c);
     /* few kv heads (Gemma 3: one) and few query blocks: one head per item so every thread has work; the
      * per-query arithmetic is the same either way */

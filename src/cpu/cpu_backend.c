@@ -20,8 +20,12 @@ const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
                __builtin_cpu_supports("avx512vnni");
   /* a request above what the CPU has falls back to the best it does have */
   if (want && strcmp(want, "generic") == 0) return k->name;
-  if (has512 && (!want || strcmp(want, "avx512") == 0)) cpu_kernels_avx512(k);
-  else if (has2) cpu_kernels_avx2(k);
+  if (has512 && (!want || strcmp(want, "avx512") == 0)) {
+    cpu_kernels_avx512(k);
+    if (__builtin_cpu_supports("avx512bf16")) cpu_kernels_bf16_avx512(k);
+  } else if (has2) {
+    cpu_kernels_avx2(k);
+  }
 #else
   (void)want;
 #endif

@@ -124,6 +124,9 @@ static inline int cpu_q8p_elements(uint32_t t) { return t != ICL_TYPE_Q4_0 && t 
 /* Dot of one weight row of xp->nb 32-blocks with the prepared token (the one-token path of AVX2 and AVX-512). */
 typedef float (*cpu_qdot1_fn)(const uint8_t *w, const cpu_q8p *xp);
 
+/* gemm_nt of the generic level */
+#define CPU_GENERIC_NT 4
+
 typedef struct cpu_kernels {
   const char *name; /* "generic", "avx2", "avx512" */
   int gemm_nt;      /* tokens per gemm_tile call that suit the register file */
@@ -181,6 +184,12 @@ typedef struct cpu_kernels {
    * gemm_tile on the packed copy: decode attention's p.v straight from the value rows; NULL where none */
   void (*gemm_tile_ld)(const float *wp, int64_t ldw, int64_t K, const float *xp, int nt, float *y, int64_t ldy,
                        int nr);
+  /* FAST attention's q.k and p.v in bf16 (cpu_bf16.c; NULL where the level has no bf16 dot, which leaves FAST on
+   * the f32 gemm_tile): gemm_tile over K2 pairs, each a uint32 of two bf16 (cpu_bf16_pair), wp[p*32 + r] and
+   * xp[p*gemm_nt + t], every pair product exact and added to the f32 sum high half first, as vdpbf16ps does */
+  void (*gemm_tile_bf16)(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr);
+  /* cpu_pack_x to bf16 pairs: xp[p*gnt + t] = pair (x[t][2p], x[t][2p+1]) for p < (K+1)/2, the high half 0 past K */
+  void (*pack_x_bf16)(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp);
   /* EXACT repacked weights (NULL where the level has none): xpack repacks nr <= CPU_TILE_ROWS rows (wrb bytes
    * apart) of K columns into a tile of K/32 groups of cpu_xw_group_bytes; xunpack writes its pack_tile layout
    * wp[c*32 + r]; xgemm is gemm_tile on it for nt <= CPU_ROWTILE_TOKS (xp packed as for gemm_tile). Both are
@@ -209,9 +218,15 @@ typedef struct cpu_kernels {
 const char *cpu_kernels_init(cpu_kernels *k, const char *want);
 
 void cpu_kernels_generic(cpu_kernels *k);
+/* The bf16 kernels' scalar references (cpu_bf16.c), the generic level's entries */
+void cpu_gemm_tile_bf16_c(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr);
+void cpu_pack_x_bf16_c(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp);
 #if defined(__x86_64__) || defined(__i386__)
 void cpu_kernels_avx2(cpu_kernels *k);
 void cpu_kernels_avx512(cpu_kernels *k);
+/* AVX-512 BF16's gemm_tile_bf16 and pack_x_bf16 (cpu_bf16_x86.c), installed over the avx512 level where the CPU
+ * has avx512bf16 */
+void cpu_kernels_bf16_avx512(cpu_kernels *k);
 void cpu_probes_avx2(cpu_kernels *k);
 void cpu_probes_avx512(cpu_kernels *k);
 #endif
@@ -227,6 +242,24 @@ static inline void cpu_pack_x(const float *x, int64_t ldx, int64_t K, int nt, in
   }
   for (int t = 0; t < nt; t++)
     for (int64_t c = 0; c < K; c++) xp[c * gnt + t] = x[t * ldx + c];
+}
+
+/* f32 to bf16, rounded to nearest even (NaN stays NaN, overflow goes to inf): what vcvtneps2bf16 gives for
+ * normal numbers (it also flushes f32 denormals to 0). */
+static inline uint32_t cpu_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16) | 0x40u; /* NaN: quiet, never rounded to inf */
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+/* Two floats as one bf16 pair: lo the even element (the low half), hi the odd one. */
+static inline uint32_t cpu_bf16_pair(float lo, float hi) { return cpu_bf16(lo) | cpu_bf16(hi) << 16; }
+/* The float a bf16 (the low 16 bits of h) stands for. */
+static inline float cpu_bf16_f32(uint32_t h) {
+  uint32_t u = (h & 0xFFFFu) << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
 }
 
 /* ---- the backend ------------------------------------------------------------------------- */

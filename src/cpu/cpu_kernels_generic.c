@@ -10,15 +10,13 @@ static uint32_t rd_u32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-#define GENERIC_NT 4
-
 /* Token-at-a-time accumulation over c keeps the 32 partial sums in one vectorizable array. */
 static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr) {
   for (int t = 0; t < nt; t++) {
     float acc[CPU_TILE_ROWS] = {0};
     for (int64_t c = 0; c < K; c++) {
       const float *w = wp + c * CPU_TILE_ROWS;
-      float xv = xp[c * GENERIC_NT + t];
+      float xv = xp[c * CPU_GENERIC_NT + t];
       for (int r = 0; r < CPU_TILE_ROWS; r++) acc[r] += w[r] * xv;
     }
     memcpy(y + t * ldy, acc, (size_t)nr * sizeof(float));
@@ -265,10 +263,12 @@ QDOT_K(qdot_q6_k_c, ICL_TYPE_Q6_K)
 void cpu_kernels_generic(cpu_kernels *k) {
   memset(k, 0, sizeof *k);
   k->name = "generic";
-  k->gemm_nt = GENERIC_NT;
+  k->gemm_nt = CPU_GENERIC_NT;
   k->gemm_tile = gemm_tile_c;
   k->pack_tile = pack_tile_c;
   k->pack_x = cpu_pack_x;
+  k->gemm_tile_bf16 = cpu_gemm_tile_bf16_c;
+  k->pack_x_bf16 = cpu_pack_x_bf16_c;
   k->dot = dot_c;
   k->axpy = axpy_c;
   k->vexp = vexp_c;

@@ -245,6 +245,6 @@ static void o_attention(const ot_case *c, double *out[]) {
 }
 static const ot_op OP_ATTENTION = {"attention", "hd,heads,kv_heads,queries,n_past,window,softcap",
                                    "mask,masked_row,pattern,scale4", g_attention, r_attention, o_attention,
-                                   {OT_NMSE, OT_PATTERN}, 3};
+                                   {OT_NMSE, OT_PATTERN}, INT64_MAX};
 
 #endif
