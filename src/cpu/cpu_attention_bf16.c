@@ -17,13 +17,9 @@ void cpu_attn_pack_kv_bf16(attn_ctx *c, int64_t it) {
     for (int64_t jp = 0; jp < TR / 2; jp++) {
       uint32_t *o = vp + (dt * np + jp) * TR;
       int64_t j = 2 * jp, nd = c->hd - dt * TR < TR ? c->hd - dt * TR : TR;
-      const float *v0 = c->vc + (key0 + j) * ld + kvh * c->hd + dt * TR, *v1 = v0 + ld;
-      int64_t d = 0;
-      if (j + 1 < nk)
-        for (; d < nd; d++) o[d] = cpu_bf16_pair(v0[d], v1[d]);
-      else if (j < nk)
-        for (; d < nd; d++) o[d] = cpu_bf16_pair(v0[d], 0.0f);
-      for (; d < TR; d++) o[d] = 0;
+      const float *v0 = c->vc + (key0 + j) * ld + kvh * c->hd + dt * TR;
+      if (j < nk) c->k->pair_rows_bf16(v0, j + 1 < nk ? v0 + ld : NULL, nd, o);
+      for (int64_t d = j < nk ? nd : 0; d < TR; d++) o[d] = 0;
     }
 }
 

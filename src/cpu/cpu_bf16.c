@@ -18,6 +18,10 @@ void cpu_gemm_tile_bf16_c(const uint32_t *wp, int64_t K2, const uint32_t *xp, in
   }
 }
 
+void cpu_pair_rows_bf16_c(const float *a, const float *b, int64_t n, uint32_t *out) {
+  for (int64_t d = 0; d < n; d++) out[d] = cpu_bf16_pair(a[d], b ? b[d] : 0.0f);
+}
+
 void cpu_pack_x_bf16_c(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp) {
   int64_t K2 = (K + 1) / 2;
   for (int t = 0; t < nt; t++) {

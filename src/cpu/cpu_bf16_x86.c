@@ -101,9 +101,22 @@ __attribute__((target(BF16))) static void pack_x_bf16_avx512(const float *x, int
   if (t0 < nt) cpu_pack_x_bf16_c(x + t0 * ldx, ldx, K, nt - t0, gnt, xp + t0);
 }
 
+/* pair_rows_bf16: per 16 columns (the last masked), both rows rounded (vcvtneps2bf16) and their bf16 interleaved. */
+__attribute__((target(BF16))) static void pair_rows_bf16_avx512(const float *a, const float *b, int64_t n,
+                                                                uint32_t *out) {
+  for (int64_t d = 0; d < n; d += 16) {
+    __mmask16 m = n - d >= 16 ? 0xFFFF : (__mmask16)((1u << (n - d)) - 1);
+    __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, a + d));
+    __m256i hi = b ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, b + d)) : _mm256_setzero_si256();
+    __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+    _mm512_mask_storeu_epi32(out + d, m, w);
+  }
+}
+
 void cpu_kernels_bf16_avx512(cpu_kernels *k) {
   k->gemm_tile_bf16 = gemm_tile_bf16_avx512;
   k->pack_x_bf16 = pack_x_bf16_avx512;
+  k->pair_rows_bf16 = pair_rows_bf16_avx512;
 }
 
 #endif

@@ -190,6 +190,8 @@ typedef struct cpu_kernels {
   void (*gemm_tile_bf16)(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr);
   /* cpu_pack_x to bf16 pairs: xp[p*gnt + t] = pair (x[t][2p], x[t][2p+1]) for p < (K+1)/2, the high half 0 past K */
   void (*pack_x_bf16)(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp);
+  /* out[d] = pair (a[d], b[d]) for d < n (b NULL: a zero high half): two value rows, two keys to a word */
+  void (*pair_rows_bf16)(const float *a, const float *b, int64_t n, uint32_t *out);
   /* EXACT repacked weights (NULL where the level has none): xpack repacks nr <= CPU_TILE_ROWS rows (wrb bytes
    * apart) of K columns into a tile of K/32 groups of cpu_xw_group_bytes; xunpack writes its pack_tile layout
    * wp[c*32 + r]; xgemm is gemm_tile on it for nt <= CPU_ROWTILE_TOKS (xp packed as for gemm_tile). Both are
@@ -221,6 +223,7 @@ void cpu_kernels_generic(cpu_kernels *k);
 /* The bf16 kernels' scalar references (cpu_bf16.c), the generic level's entries */
 void cpu_gemm_tile_bf16_c(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr);
 void cpu_pack_x_bf16_c(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp);
+void cpu_pair_rows_bf16_c(const float *a, const float *b, int64_t n, uint32_t *out);
 #if defined(__x86_64__) || defined(__i386__)
 void cpu_kernels_avx2(cpu_kernels *k);
 void cpu_kernels_avx512(cpu_kernels *k);

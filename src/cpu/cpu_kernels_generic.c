@@ -269,6 +269,7 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->pack_x = cpu_pack_x;
   k->gemm_tile_bf16 = cpu_gemm_tile_bf16_c;
   k->pack_x_bf16 = cpu_pack_x_bf16_c;
+  k->pair_rows_bf16 = cpu_pair_rows_bf16_c;
   k->dot = dot_c;
   k->axpy = axpy_c;
   k->vexp = vexp_c;

@@ -363,6 +363,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   cpu_kernels_generic(k);
   k->gemm_tile_bf16 = NULL; /* the scalar bf16 reference is slower than the f32 kernels: FAST stays f32 */
   k->pack_x_bf16 = NULL;
+  k->pair_rows_bf16 = NULL;
   k->name = "avx2";
   k->gemm_nt = 6;
   k->gemm_tile = gemm_tile_avx2;
