@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "cpu/cpu_internal.h"
+#include "cpu/cpu_simd_x86.h"
 
 #define BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 #define AI inline __attribute__((always_inline))
@@ -26,13 +27,7 @@ static AI __attribute__((target(BF16))) void gemm32bf_avx512(const uint32_t *wp,
       acc[t][1] = _mm512_dpbf16_ps(acc[t][1], w1, b);
     }
   }
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) {
-    _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
-    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
-  }
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
 }
 
 __attribute__((target(BF16))) static void gemm_tile_bf16_avx512(const uint32_t *wp, int64_t K2, const uint32_t *xp,
@@ -46,28 +41,6 @@ __attribute__((target(BF16))) static void gemm_tile_bf16_avx512(const uint32_t *
   case 6: gemm32bf_avx512(wp, K2, xp, 6, y, ldy, nr); break;
   case 7: gemm32bf_avx512(wp, K2, xp, 7, y, ldy, nr); break;
   default: gemm32bf_avx512(wp, K2, xp, 8, y, ldy, nr); break;
-  }
-}
-
-/* 8 rows of 8 32-bit values to 8 columns: the unpack/shuffle/lane-permute transpose. */
-static AI __attribute__((target(BF16))) void transpose8_bf16(__m256 r[8], __m256 c[8]) {
-  __m256 t[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) {
-    c[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-    c[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
   }
 }
 
@@ -91,10 +64,10 @@ __attribute__((target(BF16))) static void pack_x_bf16_avx512(const float *x, int
         hi[t] = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(pr, 1));
       }
       uint32_t *o = xp + (c / 2) * gnt + t0;
-      transpose8_bf16(lo, col);
+      cpu_t8_avx2(lo, col);
       for (int i = 0; i < 8 && i < np; i++) _mm256_storeu_ps((float *)(o + i * gnt), col[i]);
       if (np > 8) {
-        transpose8_bf16(hi, col);
+        cpu_t8_avx2(hi, col);
         for (int i = 0; i < np - 8; i++) _mm256_storeu_ps((float *)(o + (8 + i) * gnt), col[i]);
       }
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu/cpu_internal.h"
+#include "cpu/cpu_simd_x86.h"
 
 #define AVX2 "avx2,fma,f16c"
 #define AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
@@ -94,26 +95,10 @@ __attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int
 
 /* 8 rows of 8 floats (ld apart) to 8 columns in registers: c[j] holds column j of the block. */
 static AI __attribute__((target(AVX2))) void transpose8_avx2(const float *src, int64_t ld, __m256 c[8]) {
-  __m256 r[8], t[8];
+  __m256 r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) { /* column i from the low 128-bit lanes, column i + 4 from the high */
-    c[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-    c[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
-  }
+  cpu_t8_avx2(r, c);
 }
 
 /* gemm16_avx2 on 16 rows of a row-major tile (lds apart): 8x8 blocks transposed in registers and used at
@@ -399,18 +384,6 @@ static AI __attribute__((target(AVX512))) void col32_avx512(__m512 w0, __m512 w1
   }
 }
 
-/* Stores rows [0, nr) of NT tokens' accumulators to y[t*ldy + r]. */
-static AI __attribute__((target(AVX512))) void store32_avx512(__m512 acc[8][2], const int NT, float *y, int64_t ldy,
-                                                              int nr) {
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) {
-    _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);
-    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, acc[t][1]);
-  }
-}
-
 /* The full 32-row tile in two zmm registers times NT <= 8 tokens: 16 accumulators. Column c of the tile is at
  * wp + c*ldw; MASKED (gemm_tile_ld): unaligned, and lanes past nr not read, else (gemm_tile: ldw = 32, rows past
  * nr zero in the packed tile) aligned loads. */
@@ -427,7 +400,7 @@ static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, in
     if (MASKED) col32_avx512(_mm512_maskz_loadu_ps(m0, w), _mm512_maskz_loadu_ps(m1, w + 16), xp + c * 8, NT, acc);
     else col32_avx512(_mm512_load_ps(w), _mm512_load_ps(w + 16), xp + c * 8, NT, acc);
   }
-  store32_avx512(acc, NT, y, ldy, nr);
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
 }
 
 /* gemm_tile and gemm_tile_ld, NT a constant per case. */
@@ -540,7 +513,7 @@ static AI __attribute__((target(AVX512))) void rowtile32_avx512(const float *src
     for (int r = 0; r < 32; r++) w[r] = src[r * lds + c0];
     col32_avx512(_mm512_load_ps(w), _mm512_load_ps(w + 16), xp + c0 * 8, NT, acc);
   }
-  store32_avx512(acc, NT, y, ldy, nr);
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
 }
 
 __attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src, int64_t lds, int64_t K,

@@ -4,7 +4,7 @@
  * Decoding is cpu_qdot_x86.h's (w = fma(u, a, c) with the same a and c, from the same functions), and every
  * (row, token) sees col32_avx512's fma sequence, so results are bit-identical to dequantizing the rows.
  * Included by cpu_kernels_x86.c after cpu_qdot_x86.h with the same QD_TARGET/QD_SFX and XW_LANES: 16 (AVX-512,
- * after col32/store32_avx512; also a kernel for one token on several tiles) or 8 (AVX2, gemm16_avx2's chains).
+ * after col32_avx512/cpu_store32_avx512; also a kernel for one token on several tiles) or 8 (AVX2, gemm16_avx2's chains).
  * Group layout (cpu_xw_group_bytes): codes, then scales a[hs][32] and c[hs][32] (hs = 2 where scales cover 16
  * elements: element j uses half j/16; no c where it is a * cpu_xw_cfactor, computed here as the decoder does; f16
  * where cpu_xw_f16, else f32). Codes of 4-bit types: byte 32*(j/2) + r holds column j of row r in its low (j even)
@@ -140,7 +140,7 @@ QD_ATTR void QD_FN(xw_gemm_body_)(const int T, const uint8_t *tile, int64_t K, c
       }
     }
   }
-  store32_avx512(acc, NT, y, ldy, nr);
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
 }
 
 /* One token times NTL repacked tiles (tile + i*tstride): 2*NTL independent fma chains instead of two, for decode,
@@ -172,7 +172,7 @@ QD_ATTR void QD_FN(xw_gemmn_body_)(const int T, const int NTL, const uint8_t *ti
     }
   }
 #pragma GCC unroll 4
-  for (int q = 0; q < NTL; q++) store32_avx512(acc[q], 1, y[q], 0, nr[q]);
+  for (int q = 0; q < NTL; q++) cpu_store32_avx512(acc[q], 1, y[q], 0, nr[q]);
 }
 
 #else
