@@ -147,6 +147,21 @@ raises(function() m:run(toks, {captures = {}}) end, "unknown option 'captures'",
 raises(function() m:run({1, m.n_vocab}) end, "tokens[2]: 49152 out of range 0..49151", "token out of range")
 raises(function() m:run({}) end, "no tokens", "no tokens")
 raises(function() m:run(toks, {capture = {"blocks.99.hook_resid_post"}}) end, "matches nothing", "unknown hook point")
+-- glob patterns: a star spans no dot; many stars take linear time (the fuzzer once hung on 34 of them)
+check(m:run(toks, {logits = "none", capture = {("*"):rep(40) .. "blocks.0.hook_resid_post"}})["blocks.0.hook_resid_post"],
+      "40 stars before a name (each may be empty)")
+raises(function() m:run(toks, {capture = {("*"):rep(40) .. "blocksx.0.hook_resid_post"}}) end, "matches nothing",
+       "40 stars before a name that does not match")
+raises(function() m:run(toks, {capture = {"*.hook_embed"}}) end, "matches nothing", "a star never matches empty dots")
+do
+  local r = m:run(toks, {logits = "none", capture = {"b*k*.*.a**n.h*k_*att*rn", "***ook_emb**", "bl*s.1*.hook_resid_p*t"}})
+  local n = 0
+  for _ in pairs(r) do n = n + 1 end
+  -- 30 patterns, hook_embed, and layers 1 and 10..19 ('1*': the star may be empty)
+  check(n == 42 and r["blocks.0.attn.hook_pattern"] and r["blocks.29.attn.hook_pattern"] and r["hook_embed"] and
+        r["blocks.1.hook_resid_post"] and r["blocks.19.hook_resid_post"] and not r["blocks.2.hook_resid_post"] and
+        not r["blocks.1.hook_resid_pre"], "stars inside segments match as before (" .. n .. " captures)")
+end
 
 -- precision = "fast": int8 activations in the CPU matmuls; the last-position logits stay close to exact ones
 raises(function() icl.load(PATH, {precision = "fst"}) end, "precision: expected 'exact' or 'fast', got 'fst'",
