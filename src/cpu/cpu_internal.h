@@ -143,7 +143,7 @@ typedef struct cpu_kernels {
                   int64_t ss);
   void (*pv_rows)(const float *p, int64_t ps, int ng, int64_t hd, const float *v, int64_t vs, int64_t j0, int64_t j1,
                   float *o);
-  /* elementwise ops (NULL: cpu_ops.c's scalar loops; each lane does the same float operations, so the same
+  /* elementwise ops (every level; the generic one's are the scalar loops the SIMD lanes repeat, so the same
    * results): y = x*s*w (w NULL: x*s); y = a*b (mul) or a + b; RoPE of one head in place, pairs (i, i + half)
    * (neox) or (2i, 2i + 1), rotated by cs[i], sn[i] */
   void (*scale_mul)(const float *x, float s, const float *w, float *y, int64_t n);
@@ -220,6 +220,9 @@ typedef struct cpu_kernels {
 const char *cpu_kernels_init(cpu_kernels *k, const char *want);
 
 void cpu_kernels_generic(cpu_kernels *k);
+/* The generic level's scale_mul and add_mul, which the SIMD ones call for their last elements */
+void cpu_scale_mul_c(const float *x, float s, const float *w, float *y, int64_t n);
+void cpu_add_mul_c(int mul, const float *a, const float *b, float *y, int64_t n);
 /* The bf16 kernels' scalar references (cpu_bf16.c), the generic level's entries */
 void cpu_gemm_tile_bf16_c(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr);
 void cpu_pack_x_bf16_c(const float *x, int64_t ldx, int64_t K, int nt, int gnt, uint32_t *xp);
@@ -227,8 +230,8 @@ void cpu_pair_rows_bf16_c(const float *a, const float *b, int64_t n, uint32_t *o
 #if defined(__x86_64__) || defined(__i386__)
 void cpu_kernels_avx2(cpu_kernels *k);
 void cpu_kernels_avx512(cpu_kernels *k);
-/* AVX-512 BF16's gemm_tile_bf16 and pack_x_bf16 (cpu_bf16_x86.c), installed over the avx512 level where the CPU
- * has avx512bf16 */
+/* AVX-512 BF16's gemm_tile_bf16, pack_x_bf16 and pair_rows_bf16 (cpu_bf16_x86.c), installed over the avx512 level
+ * where the CPU has avx512bf16 */
 void cpu_kernels_bf16_avx512(cpu_kernels *k);
 void cpu_probes_avx2(cpu_kernels *k);
 void cpu_probes_avx512(cpu_kernels *k);

@@ -23,6 +23,24 @@ static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, flo
   }
 }
 
+void cpu_scale_mul_c(const float *x, float s, const float *w, float *y, int64_t n) {
+  if (w)
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s * w[i];
+  else
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+void cpu_add_mul_c(int mul, const float *a, const float *b, float *y, int64_t n) {
+  if (mul)
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+  else
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void rope_head_c(float *v, const float *cs, const float *sn, int half, int neox) {
+  for (int i = 0; i < half; i++) cpu_rope_pair(v, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, cs[i], sn[i]);
+}
+
 /* In 8-column strips so the strided writes stay within a few cache lines. */
 static void pack_tile_c(const float *src, int64_t K, float *wp) {
   for (int64_t c0 = 0; c0 < K; c0 += 8) {
@@ -272,6 +290,9 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->pair_rows_bf16 = cpu_pair_rows_bf16_c;
   k->dot = dot_c;
   k->axpy = axpy_c;
+  k->scale_mul = cpu_scale_mul_c;
+  k->add_mul = cpu_add_mul_c;
+  k->rope_head = rope_head_c;
   k->vexp = vexp_c;
   k->scale_max = scale_max_c;
   k->exp_sum = exp_sum_c;

@@ -253,8 +253,6 @@ __attribute__((target(AVX2))) static void f16_to_f32_avx2(const uint16_t *src, f
   for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
-/* Rounds 32 floats per block to int8 with d = max|x|/127 (round to nearest even, like the
- * generic kernel, so both levels produce identical blocks). */
 /* The tail both int8 quantizers share: stores the 32 codes qv of block q with scale d, its half sums taken from
  * the codes (|q| <= 127, so the i32 sums: sad of q + 128 per 8 bytes, lanes 0 and 1), and d, s, h[0], h[1] as d
  * times 1, s0 + s1, s0, s1 (the same products as scalar stores). */
@@ -268,6 +266,8 @@ static inline __attribute__((always_inline, target(AVX2))) void q8_store_avx2(cp
   q->qs[1] = (int16_t)s1;
 }
 
+/* Rounds 32 floats per block to int8 with d = max|x|/127 (round to nearest even, like the
+ * generic kernel, so both levels produce identical blocks). */
 __attribute__((target(AVX2))) static void quantize_q8_avx2(const float *x, cpu_q8 *q, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; b++) {
@@ -302,7 +302,7 @@ __attribute__((target(AVX2))) static void scale_mul_avx2(const float *x, float s
       _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
   else
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
-  for (; i < n; i++) y[i] = w ? x[i] * s * w[i] : x[i] * s;
+  cpu_scale_mul_c(x + i, s, w ? w + i : NULL, y + i, n - i);
 }
 
 __attribute__((target(AVX2))) static void add_mul_avx2(int mul, const float *a, const float *b, float *y, int64_t n) {
@@ -311,7 +311,7 @@ __attribute__((target(AVX2))) static void add_mul_avx2(int mul, const float *a, 
     __m256 av = _mm256_loadu_ps(a + i), bv = _mm256_loadu_ps(b + i);
     _mm256_storeu_ps(y + i, mul ? _mm256_mul_ps(av, bv) : _mm256_add_ps(av, bv));
   }
-  for (; i < n; i++) y[i] = mul ? a[i] * b[i] : a[i] + b[i];
+  cpu_add_mul_c(mul, a + i, b + i, y + i, n - i);
 }
 
 __attribute__((target(AVX2))) static void rope_head_avx2(float *v, const float *cs, const float *sn, int half, int neox) {

@@ -33,12 +33,7 @@ static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
     float *y = c->y + r * c->d;
     double ss = c->k->dot(x, x, c->d);
     float inv = (float)(1.0 / sqrt(ss / (double)c->d + (double)c->eps));
-    if (c->k->scale_mul)
-      c->k->scale_mul(x, inv, c->w, y, c->d);
-    else if (c->w)
-      for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv * c->w[i];
-    else
-      for (int64_t i = 0; i < c->d; i++) y[i] = x[i] * inv;
+    c->k->scale_mul(x, inv, c->w, y, c->d);
   }
 }
 
@@ -110,13 +105,7 @@ static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
     const float *cs = c->tab->cs + t * half, *sn = c->tab->sn + t * half;
     for (int64_t h = 0; h < c->nh; h++) {
       float *v = c->x + (t * c->nh + h) * c->hd;
-      if (c->k->rope_head) {
-        c->k->rope_head(v, cs, sn, half, c->mode == ICL_ROPE_NEOX);
-        continue;
-      }
-      for (int i = 0; i < half; i++)
-        cpu_rope_pair(v, c->mode == ICL_ROPE_NEOX ? i : 2 * i, c->mode == ICL_ROPE_NEOX ? i + half : 2 * i + 1, cs[i],
-                      sn[i]);
+      c->k->rope_head(v, cs, sn, half, c->mode == ICL_ROPE_NEOX);
     }
   }
 }
@@ -206,13 +195,8 @@ static void ew_binary(const ew_ctx *c, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi;) {
     int64_t col = i % c->d, end = i - col + c->d < hi ? i - col + c->d : hi;
     const float *b = c->b + (c->b_rows == 1 ? 0 : i - col);
-    if (c->k->add_mul) {
-      c->k->add_mul(c->op == EW_MUL, c->a + i, b + col, c->y + i, end - i);
-      i = end;
-    } else if (c->op == EW_ADD)
-      for (; i < end; i++, col++) c->y[i] = c->a[i] + b[col];
-    else
-      for (; i < end; i++, col++) c->y[i] = c->a[i] * b[col];
+    c->k->add_mul(c->op == EW_MUL, c->a + i, b + col, c->y + i, end - i);
+    i = end;
   }
 }
 
@@ -224,8 +208,7 @@ static void ew_range(void *arg, int64_t lo, int64_t hi, int ith) {
   switch (c->op) {
   case EW_ADD: case EW_MUL: ew_binary(c, lo, hi); break;
   case EW_SCALE:
-    if (c->k->scale_mul) c->k->scale_mul(a + lo, c->s, NULL, y + lo, hi - lo);
-    else for (int64_t i = lo; i < hi; i++) y[i] = a[i] * c->s;
+    c->k->scale_mul(a + lo, c->s, NULL, y + lo, hi - lo);
     break;
   case EW_SILU: sigmoid_gate(c->k, 0, a + lo, NULL, y + lo, hi - lo); break;
   case EW_GELU: sigmoid_gate(c->k, 1, a + lo, NULL, y + lo, hi - lo); break;
