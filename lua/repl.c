@@ -107,18 +107,19 @@ static void on_prompt_sigint(int sig) {
   prompt_interrupted = 1;
 }
 
-/* readline's character source: like its own, except that Ctrl-C (read interrupted with the flag set) empties
- * the line and accepts it, so readline returns and the REPL starts afresh. */
+/* readline's character source: like its own, except that Ctrl-C empties the line and accepts it, so readline
+ * returns and the REPL starts afresh. The flag is checked before each read as well as on EINTR: a Ctrl-C that
+ * lands while readline is busy with earlier keys interrupts no read, and would otherwise be lost. */
 static int repl_getc(FILE *f) {
   for (;;) {
-    unsigned char c;
-    ssize_t n = read(fileno(f), &c, 1);
-    if (n == 1) return c;
-    if (n == 0 || errno != EINTR) return EOF;
     if (prompt_interrupted) {
       rl_replace_line("", 0);
       return '\n';
     }
+    unsigned char c;
+    ssize_t n = read(fileno(f), &c, 1);
+    if (n == 1) return c;
+    if (n == 0 || errno != EINTR) return EOF;
   }
 }
 

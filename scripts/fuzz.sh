@@ -38,7 +38,7 @@ seeds_gguf() { # the writer's own small files (built without the fuzzing runtime
     "$ROOT/src/file_read.c" "$ROOT/src/file_tmp.c" "$ROOT/src/sigbus_guard.c" -lpthread -o "$BUILD/make_seeds"
   "$BUILD/make_seeds" "$1"
   # vocabulary-only files; never whole models (they are hundreds of MiB: far too slow to mutate)
-  for f in "$ROOT"/../shared/tokenizer-tests/*.gguf; do
+  for f in "$ROOT"/tests/fixtures/tokenizer/*.gguf; do
     [ -f "$f" ] && [ "$(size_of "$f")" -lt "$MAX_SEED" ] && cp -fL "$f" "$1/"
   done
   return 0
@@ -50,7 +50,7 @@ seeds_lua() { # the Lua tests and the fuzzer's own snippets (model, files, hosti
 
 seeds_tokenizer() { # the conformance inputs, one string per seed, behind a mode byte for each tokenizer kind
   local n=0
-  for f in "$ROOT"/../shared/tokenizer-tests/*.inp; do
+  for f in "$ROOT"/tests/fixtures/tokenizer/*.inp; do
     [ -f "$f" ] || continue
     n=$((n + 1))
     printf '\000' | cat - "$f" >"$1/bpe-$n"

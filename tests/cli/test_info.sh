@@ -33,7 +33,7 @@ run --bogus x.gguf
 check "unknown option: exit 2" [ "$rc" -eq 2 ]
 
 # ---- the SentencePiece vocabulary file ----
-VOCAB="$SRC/../shared/tokenizer-tests/ggml-vocab-llama-spm.gguf"
+VOCAB="$SRC/tests/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
 if [ -f "$VOCAB" ]; then
   run "$VOCAB"
   check "vocab: exit 0" [ "$rc" -eq 0 ]
@@ -54,7 +54,7 @@ assert j["hparams"]["feed_forward_length"] == 11008 and j["n_tensors"] == 0, j
   head -c 5000 "$VOCAB" >"$TMP/truncated.gguf"
   expect_bad "$TMP/truncated.gguf" "truncated vocab"
 else
-  echo "SKIP: $VOCAB not present (vocab checks skipped)"
+  check "vocab: $VOCAB is carried in the repository" false
 fi
 
 # ---- a generated model with tensors (F32 [4, 3] and Q8_0 [32, 2]) ----

@@ -46,10 +46,11 @@ check "script: missing file is named" grep -q "missing.lua" "$tmp/err"
 "$ICL" script 2>/dev/null
 rc=$?
 check "script: no file is a usage error (got $rc)" [ "$rc" -eq 2 ]
-printf 'while true do end\n' >"$tmp/spin.lua"
+printf 'io.stderr:write("spinning\\n")\nwhile true do end\n' >"$tmp/spin.lua"
 "$ICL" script "$tmp/spin.lua" 2>"$tmp/err" &
 spin=$!
-sleep 0.5
+# the script's own line says its handler is in place: a fixed sleep is too short under load
+for _ in $(seq 300); do grep -q spinning "$tmp/err" && break; sleep 0.1; done
 kill -INT "$spin"
 wait "$spin"
 rc=$?
@@ -120,6 +121,7 @@ check "tty: ... with 'interrupted'" wait_re "interrupted"
 type_line 'print("after", 6 * 7)'
 check "tty: a command after the interrupt" wait_re "^after[[:space:]]+42$"
 T send-keys -t repl -l 'half typed'
+wait_re "half typed$" >/dev/null # as a person would: the text is on the line before Ctrl-C
 T send-keys -t repl C-c
 type_line '"fresh line"'
 check "tty: Ctrl-C at the prompt discards the line" wait_for "fresh line"

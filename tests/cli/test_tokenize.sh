@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# icl tokenize: every conformance string of ../shared/tokenizer-tests through the command line (-f FILE,
+# icl tokenize: every conformance string of tests/fixtures/tokenizer through the command line (-f FILE,
 # --no-bos) against the expected ids, plus --pieces, --special, exit codes, and SmolLM2 when present.
 # Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed".
 set -u
 ICL=${ICL:?set ICL to the icl binary}
 SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-VEC=$SRC/../shared/tokenizer-tests
+VEC=$SRC/tests/fixtures/tokenizer
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 passed=0

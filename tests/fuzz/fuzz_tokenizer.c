@@ -1,5 +1,5 @@
 /* libFuzzer target: tokenizes arbitrary bytes with both tokenizer kinds (byte-level BPE from the GPT-2 vocabulary,
- * SentencePiece from the Llama one, both from ../shared/tokenizer-tests); every id must be in range, decoding must
+ * SentencePiece from the Llama one, both from tests/fixtures/tokenizer); every id must be in range, decoding must
  * succeed, and valid UTF-8 without special-token parsing must come back byte for byte (for SentencePiece, text
  * without its space marker U+2581).
  * Byte 0 of the input picks the tokenizer (bit 0), BOS (bit 1) and special-token parsing (bit 2). */
@@ -18,7 +18,7 @@ static icl_tokenizer *toks[2];
 static icl_tokenizer *load(const char *name) {
   char path[4096];
   const char *src = getenv("ICL_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/../shared/tokenizer-tests/%s", src ? src : ICL_SOURCE_DIR, name);
+  snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/%s", src ? src : ICL_SOURCE_DIR, name);
   icl_error err = {0};
   icl_gguf *g = NULL;
   icl_tokenizer *t = NULL;

@@ -1,4 +1,5 @@
-/* Real GGUF files: the vocabulary-only conformance files in ../shared/tokenizer-tests (skipped if absent). */
+/* Real GGUF files: the vocabulary-only conformance files in tests/fixtures/tokenizer (carried in the repository:
+ * a missing file is a failure, not a skip). */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,12 +11,10 @@ static icl_error err;
 
 static icl_gguf *open_vocab(const char *file) {
   char rel[256];
-  snprintf(rel, sizeof rel, "../shared/tokenizer-tests/%s", file);
+  snprintf(rel, sizeof rel, "tests/fixtures/tokenizer/%s", file);
   const char *path = t_src_path(rel);
-  if (access(path, R_OK) != 0) {
-    printf("SKIP: %s not present\n", path);
-    return NULL;
-  }
+  CHECKF(access(path, R_OK) == 0, "%s: conformance file missing from the repository", path);
+  if (access(path, R_OK) != 0) return NULL;
   icl_gguf *g = NULL;
   CHECKF(icl_gguf_open(path, &g, &err) == 0, "%s", err.msg);
   return g;

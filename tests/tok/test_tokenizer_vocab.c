@@ -1,4 +1,4 @@
-/* Tokenizer conformance: the public llama.cpp vocabulary test vectors in ../shared/tokenizer-tests.
+/* Tokenizer conformance: the public llama.cpp vocabulary test vectors in tests/fixtures/tokenizer.
  * Each .inp string is tokenized without BOS and without special-token parsing and must give exactly the
  * ids of the matching .out line; decoding those ids must give the input bytes back. Every case counts:
  * a missing file or an unreadable case is a failure, never a skip. Also reports tokens/s on GPL-3. */
@@ -101,7 +101,7 @@ static int check_case(const icl_tokenizer *tok, const char *name, int idx, const
 /* Runs every case of one vocabulary file; prints a summary line. */
 static void run_file(const char *name) {
   char path[4096], inp_path[4200], out_path[4200];
-  snprintf(path, sizeof path, "%s", t_src_path("../shared/tokenizer-tests/"));
+  snprintf(path, sizeof path, "%s", t_src_path("tests/fixtures/tokenizer/"));
   snprintf(inp_path, sizeof inp_path, "%s%s.inp", path, name);
   snprintf(out_path, sizeof out_path, "%s%s.out", path, name);
   strncat(path, name, sizeof path - strlen(path) - 1);
@@ -148,7 +148,7 @@ static void speed(void) {
     icl_gguf *g = NULL;
     icl_tokenizer *tok = NULL;
     char path[4200];
-    snprintf(path, sizeof path, "%s%s", t_src_path("../shared/tokenizer-tests/"), FILES[f]);
+    snprintf(path, sizeof path, "%s%s", t_src_path("tests/fixtures/tokenizer/"), FILES[f]);
     if (icl_gguf_open(path, &g, &err) || icl_tokenizer_from_gguf(g, &tok, &err)) {
       icl_gguf_close(g);
       continue;
