@@ -32,6 +32,7 @@ int icl_lua_ncm_probe(lua_State *L);     /* icl.linalg.ncm_probe (l_probe.c) */
 int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
 int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
 int icl_lua_open_progress(lua_State *L); /* icl.progress */
+int icl_lua_open_fs(lua_State *L);       /* icl.fs: folders without a shell (l_fs.c) */
 int icl_lua_clock(lua_State *L);         /* icl.clock: monotonic seconds */
 int icl_lua_open_train(lua_State *L);    /* icl.train, icl.nn, icl.optim, icl.data (merged into icl) */
 void icl_lua_add_data_meta(lua_State *L); /* sets icl.data.meta_learning (icl table on top) */

@@ -37,7 +37,12 @@ int icl_tmp_create(const char *path, char *tmp, size_t cap, icl_error *err) {
   if ((size_t)snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid()) >= cap)
     return icl_error_set(err, ICL_EINVAL, "%s: path too long", path), -1;
   remove_stale_tmps(path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* Exclusive and never through a symbolic link: a link planted at the temporary name cannot redirect the write.
+   * A name already there is ours (this pid: an earlier save that died half-way) or planted: it is removed, not
+   * followed, and the file created afresh; a second clash (someone racing us) is an error. */
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(tmp, flags, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, flags, 0644);
   if (fd < 0) icl_error_set(err, ICL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   return fd;
 }

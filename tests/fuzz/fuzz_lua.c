@@ -77,6 +77,7 @@ static const char PRELUDE[] =
     "  return load_model(p, o)\n"
     "end\n"
     "icl.devices = nil\n"
+    "icl.fs, package.loaded['icl.fs'] = nil, nil\n"
     "local real_load = load\n"
     "load = function(c, n, m, e) return real_load(c, n, 't', e) end\n"
     "print = function() end\n"
