@@ -10,6 +10,7 @@
 
 #define PROGRESS_MT "icl.progress"
 #define BAR_WIDTH 30
+#define COUNT_MAX 9007199254740992.0 /* 2^53: counts and totals beyond (or NaN, inf, negative) are refused */
 
 enum { MODE_SILENT, MODE_BAR, MODE_LINES };
 
@@ -40,17 +41,26 @@ static void format_duration(char *buf, size_t cap, double s) {
   else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
-/* "45% 450/1000 12.3/s ETA 0:44" ("... in 1:20" when finished; count, rate and time when the total is unknown). */
+/* A count or total: whole numbers as such, anything beyond 1e15 (never a real count) in short form. */
+static void format_count(char *buf, size_t cap, double v) {
+  snprintf(buf, cap, v < 1e15 ? "%.0f" : "%.3g", v);
+}
+
+/* "45% 450/1000 12.3/s ETA 0:44" ("... in 1:20" when finished; count, rate and time when the total is unknown). A
+ * count past the total reads as 100% with an ETA of 0:00, never a negative time. */
 static void format_status(const progress *p, double t, char *buf, size_t cap) {
   double el = t - p->t0, rate = el > 0 ? p->count / el : 0;
-  char eta[32], spent[32];
+  char eta[32], spent[32], count[32], total[32];
   format_duration(spent, sizeof spent, el);
+  format_count(count, sizeof count, p->count);
   if (p->total > 0) {
-    format_duration(eta, sizeof eta, rate > 0 ? (p->total - p->count) / rate : -1);
-    snprintf(buf, cap, "%3.0f%% %.0f/%.0f %.1f/s %s %s", 100 * p->count / p->total, p->count, p->total, rate,
+    double left = p->count < p->total ? p->total - p->count : 0;
+    format_duration(eta, sizeof eta, left == 0 ? 0 : rate > 0 ? left / rate : -1);
+    format_count(total, sizeof total, p->total);
+    snprintf(buf, cap, "%3.0f%% %s/%s %.1f/s %s %s", 100 * (p->total - left) / p->total, count, total, rate,
              p->finished ? "in" : "ETA", p->finished ? spent : eta);
   } else {
-    snprintf(buf, cap, "%.0f %.1f/s %s", p->count, rate, spent);
+    snprintf(buf, cap, "%s %.1f/s %s", count, rate, spent);
   }
 }
 
@@ -109,6 +119,7 @@ static int progress_new(lua_State *L) {
     lua_getfield(L, 1, "total");
     if (!lua_isnil(L, -1) && !lua_isnumber(L, -1)) luaL_argerror(L, 1, "total must be a number");
     p->total = lua_tonumber(L, -1);
+    if (!(p->total >= 0 && p->total <= COUNT_MAX)) luaL_argerror(L, 1, "total must be a number in 0..2^53");
     lua_getfield(L, 1, "label");
     if (!lua_isnil(L, -1) && !lua_isstring(L, -1)) luaL_argerror(L, 1, "label must be a string");
     snprintf(p->label, sizeof p->label, "%s", lua_isnil(L, -1) ? "" : lua_tostring(L, -1));
@@ -123,9 +134,9 @@ static int progress_new(lua_State *L) {
 static int progress_update(lua_State *L) {
   progress *p = check_progress(L);
   double n = luaL_optnumber(L, 2, 1);
-  luaL_argcheck(L, n >= 0, 2, "n must be >= 0");
+  luaL_argcheck(L, n >= 0 && n <= COUNT_MAX, 2, "n must be a number in 0..2^53");
   if (p->finished) return 0;
-  p->count += n;
+  p->count = p->count + n <= COUNT_MAX ? p->count + n : COUNT_MAX;
   redraw(p, 0);
   return 0;
 }
@@ -134,7 +145,7 @@ static int progress_update(lua_State *L) {
 static int progress_set(lua_State *L) {
   progress *p = check_progress(L);
   double c = luaL_checknumber(L, 2);
-  luaL_argcheck(L, c >= 0, 2, "count must be >= 0");
+  luaL_argcheck(L, c >= 0 && c <= COUNT_MAX, 2, "count must be a number in 0..2^53");
   if (p->finished) return 0;
   p->count = c;
   redraw(p, 0);

@@ -22,7 +22,22 @@ do
 end
 check(true, "to-be-closed variable")
 check(errs(function() icl.progress.new { total = "x" } end, "total must be a number"), "bad total")
-check(errs(function() p:update(-1) end, "n must be >= 0"), "negative update")
+check(errs(function() p:update(-1) end, "n must be a number in 0..2^53"), "negative update")
+-- issue 44: a count past the total reads 100% with ETA 0:00, never a negative time; NaN, inf and negative totals
+-- or counts are refused, huge ones print in short form and never cut the line
+local over = icl.progress.new{total = 10, label = "over"}
+over:set(12)
+local s = tostring(over)
+check(s:find("100% 12/10", 1, true) and s:find("ETA 0:00", 1, true) and not s:find("-", 1, true), "count past the total: " .. s)
+for _, bad in ipairs({0 / 0, 1 / 0, -1 / 0, -3, 2 ^ 60}) do
+  check(errs(function() icl.progress.new{total = bad} end, "total must be a number in 0..2^53"), "total " .. bad .. " refused")
+  check(errs(function() over:update(bad) end, "n must be a number in 0..2^53"), "update " .. bad .. " refused")
+  check(errs(function() over:set(bad) end, "count must be a number in 0..2^53"), "set " .. bad .. " refused")
+end
+local big = icl.progress.new{total = 2 ^ 53, label = "big"}
+big:set(2 ^ 52)
+s = tostring(big)
+check(s:find("50% 4.5e+15/9.01e+15", 1, true) and s:find("ETA", 1, true), "huge counts in short form, the ETA kept: " .. s)
 
 -- ICL_PROGRESS=lines: one line per 10% and a final one, on stderr
 local exe = arg and arg[-2]
