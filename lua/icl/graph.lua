@@ -16,6 +16,19 @@ local function make_rng(opts, fname)
   return icl.rng.new(opts.seed or 0)
 end
 
+-- A Lua table holds at most 2^31 - 1 list entries (ICL_LUA_SEQ_MAX in lua/l_seq.h, the bound of the C entry
+-- points): a longer length is a __len that lies, refused before any loop runs over it.
+local SEQ_MAX = 0x7fffffff
+
+-- The length of list t, read once (__len honoured) and bounded; an error names the list.
+local function seq_len(t, what, fname, level)
+  local n = #t
+  if math.type(n) ~= "integer" or n < 0 or n > SEQ_MAX then
+    error(string.format("%s: %s: length %s out of range 0..%d", fname, what, tostring(n), SEQ_MAX), level + 1)
+  end
+  return n
+end
+
 local function default_words(n)
   local w = {}
   for i = 1, n do w[i] = "n" .. i end
@@ -25,8 +38,9 @@ end
 local function check_words(words, n, fname)
   if words == nil then return default_words(n) end
   if type(words) ~= "table" then error(fname .. ": words must be a list of strings", 3) end
-  if #words ~= n then
-    error(string.format("%s: %d words for %d nodes", fname, #words, n), 3)
+  local len = seq_len(words, "words", fname, 3)
+  if len ~= n then
+    error(string.format("%s: %d words for %d nodes", fname, len, n), 3)
   end
   local seen = {}
   for i = 1, n do
@@ -45,7 +59,9 @@ local function build(words, edges, fname)
   local n = #words
   local adj, seen, list = {}, {}, {}
   for i = 1, n do adj[i] = {} end
-  for k, e in ipairs(edges) do
+  for k = 1, seq_len(edges, "edges", fname, 3) do
+    local e = edges[k]
+    if type(e) ~= "table" then error(string.format("%s: edge %d must be {i, j}", fname, k), 3) end
     local i, j = e[1], e[2]
     if math.type(i) ~= "integer" or math.type(j) ~= "integer" or i < 1 or j < 1 or i > n or j > n then
       error(string.format("%s: edge %d must be {i, j} with node ids in 1..%d", fname, k, n), 3)
@@ -166,7 +182,7 @@ end
 function graph.from_edges(words, edges)
   if type(words) ~= "table" then error("graph.from_edges: words must be a list of strings", 2) end
   if type(edges) ~= "table" then error("graph.from_edges: edges must be a list of {i, j}", 2) end
-  words = check_words(words, #words, "graph.from_edges")
+  words = check_words(words, seq_len(words, "words", "graph.from_edges", 2), "graph.from_edges")
   local g = build(words, edges, "graph.from_edges")
   g.kind = "custom"
   return g
@@ -222,7 +238,9 @@ end
 function Graph:walk(opts)
   opts = opts or {}
   local length = opts.length
-  if math.type(length) ~= "integer" or length < 1 then error("graph:walk: length must be a positive integer", 2) end
+  if math.type(length) ~= "integer" or length < 1 or length > SEQ_MAX then
+    error("graph:walk: length must be a positive integer (at most 2^31-1)", 2)
+  end
   local rng = make_rng(opts, "graph:walk")
   local cur = opts.start
   if cur == nil then cur = rng:int(1, self.n) else check_node(self, cur, "graph:walk (start)") end
@@ -241,7 +259,9 @@ end
 function Graph:pairs(opts)
   opts = opts or {}
   local count = opts.count
-  if math.type(count) ~= "integer" or count < 0 then error("graph:pairs: count must be a non-negative integer", 2) end
+  if math.type(count) ~= "integer" or count < 0 or count > SEQ_MAX then
+    error("graph:pairs: count must be a non-negative integer (at most 2^31-1)", 2)
+  end
   if #self.edges == 0 then error("graph:pairs: the graph has no edges", 2) end
   local rng = make_rng(opts, "graph:pairs")
   local out = {}
@@ -259,9 +279,11 @@ end
 function Graph:text(walk)
   if type(walk) ~= "table" then error("graph:text: walk must be a list of node ids", 2) end
   local parts = {}
-  for t, v in ipairs(walk) do
+  for t = 1, seq_len(walk, "walk", "graph:text", 2) do
+    local v = walk[t]
     if type(v) == "table" then
-      for _, u in ipairs(v) do
+      for k = 1, seq_len(v, string.format("walk[%d]", t), "graph:text", 2) do
+        local u = v[k]
         check_node(self, u, "graph:text")
         parts[#parts + 1] = " " .. self.words[u]
       end
@@ -310,13 +332,15 @@ function Graph:tokens(model, walk, opts)
     if model.bos < 0 then error("graph:tokens: the model has no BOS token (pass bos = false)", 2) end
     out[1] = model.bos
   end
-  for t, node in ipairs(walk) do
+  local n = seq_len(walk, "walk", "graph:tokens", 2)
+  for t = 1, n do
+    local node = walk[t]
     check_node(self, node, string.format("graph:tokens (walk[%d])", t))
     out[#out + 1] = ids[node]
   end
   if opts.check then
-    local via, off = tokenize(model, self:text(walk)), #out - #walk
-    for i = 1, math.max(#via, #walk) do
+    local via, off = tokenize(model, self:text(walk)), #out - n
+    for i = 1, math.max(#via, n) do
       if via[i] ~= out[i + off] then
         error(string.format("graph:tokens: the walk's text tokenizes differently at word %d", i), 2)
       end
@@ -334,7 +358,9 @@ end
 -- g:node_of_token(ids): the inverse map token id -> node id, from a g:token_ids list.
 function Graph:node_of_token(ids)
   local inv = {}
-  for i, id in ipairs(ids) do inv[id] = i end
+  for i = 1, seq_len(ids, "ids", "graph:node_of_token", 2) do
+    if ids[i] ~= nil then inv[ids[i]] = i end
+  end
   return inv
 end
 

@@ -107,4 +107,27 @@ vocab[" car"] = 101
 check(errs(function() icl.graph.ring(3, { "apple", "bird", "car" }):token_ids(model) end, "same token"),
   "two words on one token")
 
+-- issue 44: lists whose __len lies are bounded by what a table can hold (2^31 - 1) before any loop runs
+local function liar(len, value)
+  return setmetatable({}, {__len = function() return len end, __index = function() return value end})
+end
+local two = { "a", "b" }
+check(errs(function() icl.graph.from_edges(two, liar(1 << 61, { 1, 2 })) end,
+  "graph.from_edges: edges: length 2305843009213693952 out of range 0..2147483647"), "from_edges: edges with a huge __len")
+check(errs(function() icl.graph.from_edges(two, liar(-1, { 1, 2 })) end, "edges: length -1 out of range"),
+  "from_edges: a negative __len")
+check(errs(function() icl.graph.from_edges(two, liar(2.5, { 1, 2 })) end, "edges: length 2.5 out of range"),
+  "from_edges: a fractional __len")
+check(errs(function() icl.graph.from_edges(liar(1 << 40, "w"), {}) end, "words: length 1099511627776 out of range"),
+  "from_edges: words with a huge __len")
+check(errs(function() icl.graph.from_edges(two, liar(3, { 1, 2 })) end, nil) == false
+  and #icl.graph.from_edges(two, liar(3, { 1, 2 })).edges == 1, "a small __len is honoured (duplicates merged)")
+check(errs(function() icl.graph.from_edges(two, { { 1, 2 }, "x" }) end, "edge 2 must be {i, j}"), "a non-table edge")
+local g2 = icl.graph.from_edges(two, { { 1, 2 } })
+check(errs(function() g2:text(liar(1 << 62, 1)) end, "graph:text: walk: length"), "text: walk with a huge __len")
+check(errs(function() g2:text({ liar(1 << 62, 1) }) end, "walk[1]: length"), "text: a pair with a huge __len")
+check(errs(function() g2:walk{ length = 1 << 40, seed = 1 } end, "length must be a positive integer (at most 2^31-1)"), "walk: huge length")
+check(errs(function() g2:pairs{ count = 1 << 40, seed = 1 } end, "count must be a non-negative integer (at most 2^31-1)"), "pairs: huge count")
+check(errs(function() g2:node_of_token(liar(1 << 62, 5)) end, "ids: length"), "node_of_token: huge __len")
+
 tl.done()
