@@ -6,13 +6,13 @@ local graph, plot = icl.graph, icl.plot
 
 local ex = icl.experiment{name = "bigram_pca",
   about = "current- and previous-word structure of per-position activations",
-  options = {{"layer", -1, "layer of the representation (-1: 80% of the depth)"},
+  options = {{"layer", -1, "layer of the representation (-1: 80% of the depth)", int = {-1, 1 << 16}},
              {"hook", "hook_resid_pre", "hook point at that layer"},
-             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at word b"},
-             {"length", 1400, "words per walk"},
-             {"window", 200, "positions used, the last W of each walk"},
-             {"plot_walks", 4, "walks whose positions are drawn in the scatter (all are used for the numbers)"},
-             {"min_count", 5, "bigram means drawn when seen at least N times"}},
+             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at word b", int = {1, 1 << 16}},
+             {"length", 1400, "words per walk", int = {3, 1 << 20}},
+             {"window", 200, "positions used, the last W of each walk", int = {2, 1 << 20}},
+             {"plot_walks", 4, "walks whose positions are drawn in the scatter (all are used for the numbers)", int = {0, 1 << 16}},
+             {"min_count", 5, "bigram means drawn when seen at least N times", int = {1, 1 << 30}}},
   quick = {walks = 2, length = 120, window = 60, min_count = 2}}
 local o = ex.o
 for _, k in ipairs({"walks", "length", "window", "plot_walks", "min_count", "seed"}) do

@@ -8,17 +8,17 @@ local graph, metrics, plot, json, X = icl.graph, icl.metrics, icl.plot, icl.json
 
 local ex = X{name = "head_ablation",
   about = "zero hook_z of the top-k induction / previous-token heads or of random heads",
-  options = {{"layer", -1, "layer of the PCA representation (-1: 80% of the depth)"},
+  options = {{"layer", -1, "layer of the PCA representation (-1: 80% of the depth)", int = {-1, 1 << 16}},
              {"hook", "hook_resid_pre", "hook point at that layer"},
-             {"walks", 4, "walks (the full protocol is 16); walk b uses seed S + b - 1, starts at word b"},
-             {"length", 1400, "words per walk"}, {"ks", "1,2,4,8,16,32", "numbers of heads to ablate"},
-             {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)"},
-             {"random_sets", 4, "random control sets per k, seeds 100, 101, ..."},
-             {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind"},
+             {"walks", 4, "walks (the full protocol is 16); walk b uses seed S + b - 1, starts at word b", int = {1, 1 << 16}},
+             {"length", 1400, "words per walk", int = {2, 1 << 20}}, {"ks", "1,2,4,8,16,32", "numbers of heads to ablate"},
+             {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)", int = {-1, 1 << 20}},
+             {"random_sets", 4, "random control sets per k, seeds 100, 101, ...", int = {0, 1 << 16}},
+             {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind", int = {0, 1 << 20}},
              {"scores", "", "head_scores (or head_ablation) summary.json to rank heads (default: score them here)"},
-             {"score_seed", 42, "seed of the head-score sequences when scoring here"},
-             {"score_n_seq", 32, "head-score sequences"}, {"score_len", 32, "head-score sequence length"},
-             {"window", 200, "positions for class means (the last W)"}},
+             {"score_seed", 42, "seed of the head-score sequences when scoring here", int = {0, 0x7fffffff}},
+             {"score_n_seq", 32, "head-score sequences", int = {1, 1 << 16}}, {"score_len", 32, "head-score sequence length", int = {2, 1 << 20}},
+             {"window", 200, "positions for class means (the last W)", int = {1, 1 << 20}}},
   quick = {walks = 1, length = 150, ks = "2,8", random_sets = 2, window = 100, score_n_seq = 4, score_len = 16}}
 local o = ex.o
 local score_nseq, score_len = o.score_n_seq, o.score_len

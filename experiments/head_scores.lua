@@ -9,10 +9,10 @@ local heads, plot = icl.heads, icl.plot
 
 local ex = icl.experiment{name = "head_scores",
   about = "previous-token and induction scores of every head (Olsson et al.)",
-  options = {{"layer", -1, "score only layer L (-1: every layer)"}, {"n_seq", 32, "number of sequences"},
-             {"len", 32, "random tokens per copy; each sequence is BOS + T tokens + the same T again"},
-             {"top", 32, "length of the ranked lists"},
-             {"max_capture_mb", 256, "bound on the pattern captures of one run (layers are split into groups)"}},
+  options = {{"layer", -1, "score only layer L (-1: every layer)", int = {-1, 1 << 16}}, {"n_seq", 32, "number of sequences", int = {1, 1 << 16}},
+             {"len", 32, "random tokens per copy; each sequence is BOS + T tokens + the same T again", int = {2, 1 << 20}},
+             {"top", 32, "length of the ranked lists", int = {1, 1 << 20}},
+             {"max_capture_mb", 256, "bound on the pattern captures of one run (layers are split into groups)", num = {0, 1 << 30, open = true}}},
   quick = {n_seq = 4, len = 16}}
 local o = ex.o
 for _, k in ipairs({"n_seq", "len", "top", "seed"}) do

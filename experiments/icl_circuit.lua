@@ -56,9 +56,10 @@ local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.ggu
 if o.quick then
   for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
 end
-for _, key in ipairs({"max_tokens", "k", "n", "n_knockout", "knockout_from", "parts", "folds", "seed"}) do
-  if math.type(o[key]) ~= "integer" then error(("--%s must be an integer"):format(key:gsub("_", "-")), 0) end
-end
+icl.experiment.check_options(o, {{"max_tokens", int = {1, 1 << 16}}, {"k", int = {1, 1 << 12}},
+  {"n", int = {1, 1 << 24}}, {"n_knockout", int = {0, 1 << 24}}, {"knockout_from", int = {1, 1 << 24}},
+  {"parts", int = {1, 1 << 12}}, {"folds", int = {2, 1 << 16}}, {"seed", int = {0, 0x7fffffff}},
+  {"threads", int = {0, 1024}}, {"threshold", num = {0, 4}}, {"times", num = {0, 1e6, open = true}}})
 local KO_LAST = o.knockout_from + o.n_knockout - 1
 if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.knockout_from < 1 or KO_LAST > o.n or
    o.max_tokens < 1 or o.folds < 2 then
@@ -137,6 +138,7 @@ local pool_sizes = {}
 for c = 1, #LABELS do pool_sizes[c] = #pools[c] end
 
 local t0, wall0 = os.clock(), os.time()
+icl.experiment.check_out(o.out) -- before the data and the model: a bad --out costs no run
 local m = assert(icl.load(o.model, {backend = o.backend, threads = o.threads > 0 and o.threads or nil,
                                     n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8}))
 local NL, NH = m.n_layers, m.n_heads

@@ -10,14 +10,14 @@ local O = require("icl.olsson")
 
 local ex = X{name = "induction_heads_real",
   about = "prefix-matching / copying scores of every head, ICL score, top-k vs random-k head ablation",
-  options = {{"n_seq", 8, "random-token sequences for prefix matching"}, {"n", 25, "random tokens per block"},
-             {"reps", 4, "repetitions of the block"}, {"lo_frac", 0.05, "lowest id of the pool, fraction of V"},
-             {"hi_frac", 0.5, "end of the id pool, fraction of V"}, {"copy_tokens", 25, "tokens for the copying score"},
+  options = {{"n_seq", 8, "random-token sequences for prefix matching", int = {1, 1 << 16}}, {"n", 25, "random tokens per block", int = {1, 1 << 20}},
+             {"reps", 4, "repetitions of the block", int = {2, 1 << 16}}, {"lo_frac", 0.05, "lowest id of the pool, fraction of V", num = {0, 1}},
+             {"hi_frac", 0.5, "end of the id pool, fraction of V", num = {0, 1, open = true}}, {"copy_tokens", 25, "tokens for the copying score", int = {1, 1 << 20}},
              {"text", "data/shakespeare/shakespeare.txt", "natural text for the ICL score"},
-             {"text_seqs", 8, "text windows"}, {"len", 512, "tokens per window (BOS included)"},
-             {"late", 500, "late token index of the ICL score"}, {"early", 50, "early token index"},
-             {"band", 10, "banded ICL score: losses averaged over index +- band (used for the ablations)"},
-             {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k"}},
+             {"text_seqs", 8, "text windows", int = {1, 1 << 16}}, {"len", 512, "tokens per window (BOS included)", int = {3, 1 << 20}},
+             {"late", 500, "late token index of the ICL score", int = {2, 1 << 20}}, {"early", 50, "early token index", int = {1, 1 << 20}},
+             {"band", 10, "banded ICL score: losses averaged over index +- band (used for the ablations)", int = {0, 1 << 20}},
+             {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k", int = {1, 1 << 16}}},
   quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1}}
 local o = ex.o
 -- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write

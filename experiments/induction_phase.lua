@@ -16,26 +16,31 @@ local X, json, plot = icl.experiment, icl.json, icl.plot
 local O = require("icl.olsson")
 local heads_lib = require("icl.heads")
 
+local BIG = 1 << 30 -- sizes and steps beyond this are typos, not runs
 local ex = X{name = "induction_phase", model = "none", seed = 1,
   about = "1L / 2L attention-only models, plain and smeared key: ICL score and prefix matching across training",
   options = {{"data", "synthetic", "synthetic (spaced repeated segments) or text (byte-level Shakespeare)"},
              {"text", "data/shakespeare/shakespeare.txt", "corpus of --data text (scripts/fetch-data.sh text)"},
-             {"steps", 6000, "optimizer steps per model"}, {"every", 200, "steps between regular checkpoints"},
-             {"probe", 10, "steps between probes (test loss, ICL score, prefix matching)"},
-             {"drop", 0.05, "a dense checkpoint when the test loss moved this much since the last one"},
-             {"icl_move", 0.1, "... or the ICL score moved this much"},
-             {"pm_move", 0.1, "... or the best prefix-matching score moved this much"},
-             {"heads", 2, "heads per layer"}, {"d_model", 32, "residual width"}, {"vocab", 32, "tokens (text: 256)"},
-             {"ctx", 32, "context length"}, {"seg_min", 3, "shortest segment"}, {"seg_max", 8, "longest segment"},
-             {"gap_max", 6, "longest gap of fresh tokens before and between copies (0: fixed period)"},
-             {"batch", 16, "sequences per step"}, {"lr", 3e-3, "AdamW peak learning rate (warmup 5%, cosine to 10%)"},
-             {"early", 3, "early token index of the ICL score (scaled from 50)"},
-             {"late", 30, "late token index of the ICL score (scaled from 500)"},
-             {"band", 1, "ICL score: losses averaged over token index +- band"},
-             {"test_seqs", 128, "test sequences (ICL score, loss by token)"},
-             {"ptl_seqs", 16, "of them in the per-token-loss vectors"},
-             {"score_seqs", 4, "random-token sequences for the head scores"},
-             {"induction", 0.3, "prefix-matching score above which a head counts as an induction head"},
+             {"steps", 6000, "optimizer steps per model", int = {1, BIG}},
+             {"every", 200, "steps between regular checkpoints", int = {1, BIG}},
+             {"probe", 10, "steps between probes (test loss, ICL score, prefix matching)", int = {1, BIG}},
+             {"drop", 0.05, "a dense checkpoint when the test loss moved this much since the last one", num = {0, 1e6}},
+             {"icl_move", 0.1, "... or the ICL score moved this much", num = {0, 1e6}},
+             {"pm_move", 0.1, "... or the best prefix-matching score moved this much", num = {0, 1e6}},
+             {"heads", 2, "heads per layer", int = {1, 1024}}, {"d_model", 32, "residual width", int = {1, 1 << 16}},
+             {"vocab", 32, "tokens (text: 256)", int = {2, 1 << 24}},
+             {"ctx", 32, "context length", int = {2, 1 << 16}}, {"seg_min", 3, "shortest segment", int = {1, 1 << 16}},
+             {"seg_max", 8, "longest segment", int = {1, 1 << 16}},
+             {"gap_max", 6, "longest gap of fresh tokens before and between copies (0: fixed period)", int = {0, 1 << 16}},
+             {"batch", 16, "sequences per step", int = {1, 1 << 16}},
+             {"lr", 3e-3, "AdamW peak learning rate (warmup 5%, cosine to 10%)", num = {0, 10, open = true}},
+             {"early", 3, "early token index of the ICL score (scaled from 50)", int = {1, 1 << 16}},
+             {"late", 30, "late token index of the ICL score (scaled from 500)", int = {1, 1 << 16}},
+             {"band", 1, "ICL score: losses averaged over token index +- band", int = {0, 1 << 16}},
+             {"test_seqs", 128, "test sequences (ICL score, loss by token)", int = {1, 1 << 20}},
+             {"ptl_seqs", 16, "of them in the per-token-loss vectors", int = {1, 1 << 20}},
+             {"score_seqs", 4, "random-token sequences for the head scores", int = {1, 1 << 16}},
+             {"induction", 0.3, "prefix-matching score above which a head counts as an induction head", num = {0, 1}},
              {"models", "1L,2L,1Ls,2Ls", "models"}},
   quick = {steps = 200, every = 50, test_seqs = 16, ptl_seqs = 4, score_seqs = 2}}
 local o = ex.o
@@ -48,14 +53,13 @@ if o.data == "text" then
 elseif o.data ~= "synthetic" then
   error("--data: synthetic or text, not " .. tostring(o.data), 0)
 end
-for _, k in ipairs({"steps", "every", "probe", "heads", "d_model", "vocab", "ctx", "seg_min", "seg_max", "gap_max",
-                    "batch", "early", "late", "band", "test_seqs", "ptl_seqs", "score_seqs"}) do
-  o[k] = math.tointeger(o[k]) or error(("--%s must be an integer"):format(k:gsub("_", "-")), 0)
-end
 if o.late + o.band >= o.ctx or o.early - o.band < 2 or o.early >= o.late then
-  error("need 2 <= --early - --band, --early < --late, --late + --band < --ctx", 0)
+  error(("--early %d, --late %d, --band %d, --ctx %d: need 2 <= early - band, early < late, late + band < ctx")
+        :format(o.early, o.late, o.band, o.ctx), 0)
 end
-if o.every % o.probe ~= 0 then error("--every must be a multiple of --probe", 0) end
+ex:need(o.every % o.probe == 0, "every", ("must be a multiple of --probe %d"):format(o.probe))
+ex:need(o.seg_min <= o.seg_max, "seg_min", ("must be at most --seg-max %d"):format(o.seg_max))
+ex:need(o.d_model % o.heads == 0, "d_model", ("must be a multiple of --heads %d"):format(o.heads))
 o.ptl_seqs = math.min(o.ptl_seqs, o.test_seqs)
 local t0 = os.time()
 local function log(fmt, ...) io.stderr:write(("[%4d s] " .. fmt .. "\n"):format(os.time() - t0, ...)) end
@@ -165,7 +169,9 @@ end
 local function train_model(name)
   local sp = SPECS[name]
   local dir = ex:path("ckpt-" .. name)
-  os.execute(("rm -rf '%s' && mkdir -p '%s'"):format(dir, dir))
+  local ok, err = icl.fs.remove(dir)
+  if ok then ok, err = icl.fs.make_dirs(dir) end
+  if not ok then error(("%s: %s"):format(dir, tostring(err)), 0) end
   local net = icl.nn.attn_only{layers = sp.layers, heads = o.heads, d_model = o.d_model, vocab = o.vocab, ctx = o.ctx,
                                smeared_key = sp.smeared, seed = o.seed}
   local cks, probes = {}, {}

@@ -5,49 +5,45 @@
 -- interventions; finds the phase boundaries by the paper's rule and names the phases by their metrics.
 --   icl script experiments/meta_learning.lua [--K 64] [--T 3] [--steps S] [--out DIR] [--quick] [--sweep]
 --   icl script experiments/meta_learning.lua --analyze DIR   (checkpoints step-*.gguf written by any trainer)
-local args = require("icl.args")
 local tensor, plot, json = icl.tensor, icl.plot, icl.json
+local BIG = 1 << 30 -- sizes and steps beyond this are typos, not runs
 
-local USAGE = [[usage: icl script experiments/meta_learning.lua [options]
-  --K N --T N --N N --L N   classes (64), tasks (3), context pairs (4), labels (32)
-  --eps E --alpha A         item noise (0.1), Zipf exponent of task frequencies (0)
-  --heads H                 attention heads (1; d_head = 128 / H)
-  --steps S --batch B --lr R  SGD steps (20000), batch (128), learning rate (0.01)
-  --init_std S              std of every initial weight (0.0884 = 1/sqrt(128), see docs/results.md)
-  --cls_hidden N            Linear+ReLU layers of the classifier head (2, the code's default)
-  --acc_every S             steps between accuracy evaluations (100, the resolution of the phase rule)
-  --metric_every S          steps between attention metrics and interventions (500)
-  --eval_n N                held-out sequences per evaluation (512, a multiple of 16)
-  --seed S --threads N      data and init seed (1), trainer threads (1)
-  --out DIR                 output directory (out/meta_learning)
-  --analyze DIR             measure the checkpoints DIR/step-*.gguf instead of training
-  --analyze_every S         only the checkpoints at multiples of S steps (0 = all)
-  --quick                   K=16, 300 steps of batch 32, small evaluations (smoke test, < 1 min)
-  --reduced                 the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the protocol;
-                            lr 0.01 needs ~10x the steps for the same stages (docs/results.md)
-  --sweep                   also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads
-  --sweep_steps S           steps of each sweep run (0 = --steps)
-  --sweep_dir DIR            where the sweep runs go (OUT/sweep)
-  --variants LIST           only these sweep runs (1-based, e.g. "1,2,3"); a run whose summary.json exists
-                            with the same configuration is read, not trained again (split a sweep over processes)]]
-
-local o, given = args.parse(arg, {K = 64, T = 3, N = 4, L = 32, eps = 0.1, alpha = 0, heads = 1, steps = 20000,
-                                  batch = 128, lr = 0.01, init_std = 0.0884, cls_hidden = 2, acc_every = 100,
-                                  metric_every = 500, eval_n = 512, seed = 1, threads = 1,
-                                  out = "out/meta_learning", analyze = "", analyze_every = 0, quick = false, sweep = false,
-                                  sweep_steps = 0, reduced = false, variants = "",
-                                  sweep_dir = ""}, USAGE)
-if o.quick then
-  for k, v in pairs({K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}) do
-    if not given[k] then o[k] = v end
-  end
-end
+local ex = icl.experiment{name = "meta_learning", model = "none", seed = 1,
+  about = "2-layer attention-only transformer on few-shot sequences x1 y1 .. x4 y4 xq (Minegishi et al. 2025):\n" ..
+          "phases, attention metrics and mask interventions across training (--analyze DIR: checkpoints of any trainer)",
+  options = {{"K", 64, "classes", int = {1, 1 << 20}}, {"T", 3, "tasks", int = {1, 1 << 16}},
+             {"N", 4, "context pairs", int = {1, 1 << 12}}, {"L", 32, "labels", int = {2, 1 << 16}},
+             {"eps", 0.1, "item noise", num = {0, 1e6}}, {"alpha", 0, "Zipf exponent of task frequencies", num = {0, 100}},
+             {"heads", 1, "attention heads (d_head = 128 / H)", int = {1, 128}},
+             {"steps", 20000, "SGD steps", int = {1, BIG}}, {"batch", 128, "batch", int = {1, 1 << 16}},
+             {"lr", 0.01, "learning rate", num = {0, 1e3, open = true}},
+             {"init_std", 0.0884, "std of every initial weight (1/sqrt(128), docs/results.md)", num = {0, 1e3, open = true}},
+             {"cls_hidden", 2, "Linear+ReLU layers of the classifier head", int = {0, 64}},
+             {"acc_every", 100, "steps between accuracy evaluations (the resolution of the phase rule)", int = {1, BIG}},
+             {"metric_every", 500, "steps between attention metrics and interventions", int = {1, BIG}},
+             {"eval_n", 512, "held-out sequences per evaluation (a multiple of 16)", int = {16, 1 << 20}},
+             {"threads", 1, "trainer threads", int = {1, 1024}},
+             {"analyze", "", "measure the checkpoints DIR/step-*.gguf instead of training"},
+             {"analyze_every", 0, "only the checkpoints at multiples of S steps (0 = all)", int = {0, BIG}},
+             {"reduced", false, "the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the " ..
+                                "protocol; lr 0.01 needs ~10x the steps for the same stages (docs/results.md)"},
+             {"sweep", false, "also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads"},
+             {"sweep_steps", 0, "steps of each sweep run (0 = --steps)", int = {0, BIG}},
+             {"sweep_dir", "", "where the sweep runs go (OUT/sweep)"},
+             {"variants", "", "only these sweep runs (1-based, e.g. \"1,2,3\"); a run whose summary.json exists with " ..
+                              "the same configuration is read, not trained again (split a sweep over processes)"}},
+  quick = {K = 16, steps = 300, batch = 32, acc_every = 50, metric_every = 100, eval_n = 64}}
+local o, given = ex.o, ex.given
 if o.reduced then
   for k, v in pairs({lr = 0.1, steps = 9000, sweep_steps = 2500, eval_n = 256}) do
     if not given[k] then o[k] = v end
   end
 end
-assert(o.eval_n % 16 == 0, "--eval_n must be a multiple of 16")
+ex:need(o.eval_n % 16 == 0, "eval_n", "must be a multiple of 16")
+if o.analyze ~= "" and not icl.fs.is_dir(o.analyze) then
+  error(("--analyze %s: not a folder"):format(o.analyze), 0)
+end
+if o.sweep then ex:check_out(o.sweep_dir ~= "" and o.sweep_dir or o.out .. "/sweep", "sweep-dir") end
 local wall0 = os.time()
 local G = 16 -- sequences per block-diagonal attention group of the measuring forward
 local D_MODEL = 128
@@ -407,8 +403,14 @@ local function summarize(res, c)
   res.final = res.records[#res.records]
 end
 
+-- Creates a run's folder (a sweep's runs have their own), or raises naming it.
+local function make_dir(dir)
+  local ok, err = icl.fs.make_dirs(dir)
+  if not ok then error(("meta_learning: %s"):format(err), 0) end
+end
+
 local function run_one(c, dir)
-  os.execute(("mkdir -p '%s'"):format(dir))
+  make_dir(dir)
   local data = make_data(c)
   local n = 2 * c.N + 1
   local M, ev, rl = prepare(c, data, n)
@@ -442,19 +444,20 @@ end
 
 -- Measures checkpoints DIR/step-*.gguf (any trainer's, same model and data options).
 local function analyze(c, dir, outdir)
-  os.execute(("mkdir -p '%s'"):format(outdir))
+  make_dir(outdir)
   local data = make_data(c)
   local n = 2 * c.N + 1
   local M, ev, rl = prepare(c, data, n)
   local files = {}
-  local p = assert(io.popen(("ls '%s' | grep -E '^step-[0-9]+\\.gguf$'"):format(dir)))
-  for f in p:lines() do
-    local st = tonumber(f:match("^step%-(%d+)"))
-    if o.analyze_every <= 0 or st % o.analyze_every == 0 then files[#files + 1] = f end
+  local names, err = icl.fs.list(dir)
+  if not names then error(("--analyze %s"):format(err), 0) end
+  for _, f in ipairs(names) do
+    local st = f:match("^step%-(%d+)%.gguf$")
+    st = st and math.tointeger(tonumber(st))
+    if st and (o.analyze_every <= 0 or st % o.analyze_every == 0) then files[#files + 1] = f end
   end
-  p:close()
   table.sort(files)
-  assert(#files > 0, "no step-*.gguf in " .. dir)
+  if #files == 0 then error(("--analyze %s: no step-*.gguf there"):format(dir), 0) end
   local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0, analyzed = dir}
   local bar = icl.progress.new{total = #files, label = "checkpoints"}
   for _, f in ipairs(files) do

@@ -7,9 +7,9 @@ local graph, metrics, plot = icl.graph, icl.metrics, icl.plot
 local ex = icl.experiment{name = "neighbor_mixing",
   about = "toy model: Gaussian vectors on the 4x4 grid mixed with their neighbours;\n"
           .. "--quick: dimension 64, no model read",
-  options = {{"dim", -1, "dimension of the vectors (-1: d_model of --model when the file exists, else 576)"},
-             {"layer", -1, "accepted for uniformity with the other experiments; unused"},
-             {"steps", 1, "mixing steps for the \"after\" picture"}, {"curve_steps", 10, "steps of the energy curve"}}}
+  options = {{"dim", -1, "dimension of the vectors (-1: d_model of --model when the file exists, else 576)", int = {-1, 1 << 20}},
+             {"layer", -1, "accepted for uniformity with the other experiments; unused", int = {-1, 1 << 16}},
+             {"steps", 1, "mixing steps for the \"after\" picture", int = {1, 1 << 20}}, {"curve_steps", 10, "steps of the energy curve", int = {1, 1 << 20}}}}
 local o = ex.o
 for _, k in ipairs({"dim", "seed", "steps", "curve_steps"}) do
   if math.type(o[k]) ~= "integer" then error(("--%s must be an integer"):format(k:gsub("_", "-")), 0) end

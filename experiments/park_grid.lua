@@ -4,11 +4,11 @@
 local metrics, plot, X = icl.metrics, icl.plot, icl.experiment
 local e = X{name = "park_grid", about = "In-context graph tracing (Park et al.) on a word grid, ring or hex lattice",
   options = {{"graph", "grid", "grid (4x4), ring (10 words) or hex (networkx hexagonal_lattice_graph(3, 3))"},
-             {"layer", -1, "layer of the representation (-1: 80% of the depth)"},
+             {"layer", -1, "layer of the representation (-1: 80% of the depth)", int = {-1, 1 << 16}},
              {"hook", "hook_resid_pre", "hook point at that layer"},
-             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at node b"},
-             {"length", 1400, "words per walk"}, {"window", 200, "positions for class means (the last W)"},
-             {"shuffles", 200, "label shuffles of the energy null"}},
+             {"walks", 16, "walks; walk b uses seed S + b - 1 and starts at node b", int = {1, 1 << 16}},
+             {"length", 1400, "words per walk", int = {2, 1 << 20}}, {"window", 200, "positions for class means (the last W)", int = {1, 1 << 20}},
+             {"shuffles", 200, "label shuffles of the energy null", int = {0, 1 << 20}}},
   quick = {walks = 2, length = 120, window = 50, shuffles = 20}}
 local o = e.o
 local GRAPHS = {grid = function(w) return icl.graph.grid(4, 4, w(16)) end,

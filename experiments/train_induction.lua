@@ -4,41 +4,28 @@
 -- induction head in layer 1.
 --   icl script experiments/train_induction.lua [--steps N] [--heads H] [--d-model D] [--vocab V] [--ctx T]
 --                                              [--seg-min A] [--seg-max B] [--batch N] [--lr X] [--seed S]
---                                              [--out DIR] [--quick]
+--                                              [--out DIR] [--quick]   (--help lists the options and ranges)
 -- Scores come twice: from the trainer's own attention patterns (net:pattern) with icl.heads' score functions, and
 -- from icl.heads.score_model on the final checkpoint opened with icl.load, as for any model. Writes summary.json
 -- (options, loss curve, scores), loss.png/svg, induction.png/svg, previous_token.png/svg.
-local args = require("icl.args")
-local heads, json = icl.heads, icl.json
+local heads, plot = icl.heads, icl.plot
+local BIG = 1 << 30 -- sizes and steps beyond this are typos, not runs
 
-local USAGE = [[usage: icl script experiments/train_induction.lua [options]
-  --steps N      optimizer steps (default 1500)
-  --heads H      heads per layer (default 4)
-  --d-model D    residual width (default 64)
-  --vocab V      vocabulary (default 64)
-  --ctx T        positions per training sequence (default 64)
-  --seg-min A    shortest repeated segment (default 4)
-  --seg-max B    longest repeated segment; also the scoring length (default 16)
-  --batch N      sequences per step (default 32)
-  --lr X         AdamW peak learning rate (default 3e-3; warmup 5% of the steps, cosine to 10%)
-  --seed S       initialisation and data seed (default 1)
-  --out DIR      output directory (default out/train_induction)
-  --quick        a small model for 3000 steps unless sizes are given (smoke test; asserts the heads)]]
-
-local o, given = args.parse(arg, {steps = 1500, heads = 4, d_model = 64, vocab = 64, ctx = 64, seg_min = 4,
-                                  seg_max = 16, batch = 32, lr = 3e-3, seed = 1, out = "out/train_induction",
-                                  quick = false}, USAGE)
-if o.quick then
-  for k, v in pairs{steps = 3000, heads = 2, d_model = 32, vocab = 32, ctx = 24, seg_min = 3, seg_max = 8, batch = 32,
-                    lr = 3e-3} do
-    if not given[k] then o[k] = v end
-  end
-end
-for _, k in ipairs{"steps", "heads", "d_model", "vocab", "ctx", "seg_min", "seg_max", "batch", "seed"} do
-  o[k] = math.tointeger(o[k]) or error(("--%s must be an integer"):format(k:gsub("_", "-")), 0)
-end
-if 2 * o.seg_max > o.ctx then error("--seg-max must be at most ctx / 2 (scoring repeats it twice)", 0) end
-os.execute("mkdir -p " .. o.out)
+local ex = icl.experiment{name = "train_induction", model = "none", seed = 1,
+  about = "2-layer attention-only transformer trained on repeated random segments; previous-token and induction heads",
+  options = {{"steps", 1500, "optimizer steps", int = {1, BIG}}, {"heads", 4, "heads per layer", int = {1, 1024}},
+             {"d_model", 64, "residual width (a multiple of --heads)", int = {1, 1 << 16}},
+             {"vocab", 64, "vocabulary", int = {2, 1 << 24}},
+             {"ctx", 64, "positions per training sequence", int = {2, 1 << 16}},
+             {"seg_min", 4, "shortest repeated segment", int = {1, 1 << 16}},
+             {"seg_max", 16, "longest repeated segment; also the scoring length", int = {1, 1 << 15}},
+             {"batch", 32, "sequences per step", int = {1, 1 << 16}},
+             {"lr", 3e-3, "AdamW peak learning rate (warmup 5% of the steps, cosine to 10%)", num = {0, 10, open = true}}},
+  quick = {steps = 3000, heads = 2, d_model = 32, vocab = 32, ctx = 24, seg_min = 3, seg_max = 8, batch = 32, lr = 3e-3}}
+local o = ex.o
+ex:need(o.seg_min <= o.seg_max, "seg_min", ("must be at most --seg-max %d"):format(o.seg_max))
+ex:need(2 * o.seg_max <= o.ctx, "seg_max", ("must be at most --ctx / 2 = %d (scoring repeats it twice)"):format(o.ctx // 2))
+ex:need(o.d_model % o.heads == 0, "d_model", ("must be a multiple of --heads %d"):format(o.heads))
 
 local net = icl.nn.attn_only{layers = 2, heads = o.heads, d_model = o.d_model, vocab = o.vocab, ctx = o.ctx,
                              seed = o.seed}
@@ -82,7 +69,7 @@ print(string.format("trained %d steps in %.1f s: loss %.3f -> %.3f; held-out los
 print(string.format("layer 0: best previous-token head %d (score %.3f); layer 1: best induction head %d (score %.3f)",
   ph, pv, ih, iv))
 
-local summary = {options = o, loss_curve = r.loss, steps = r.step, first_loss = r.loss[1], final_loss = r.loss[#r.loss],
+local summary = {model = false, options = o, loss_curve = r.loss, steps = r.step, first_loss = r.loss[1], final_loss = r.loss[#r.loss],
                  heldout_repeated_loss = loss_rep, checkpoint = r.checkpoint, scores = scores,
                  best_previous_token = {layer = 0, head = ph, score = pv}, best_induction = {layer = 1, head = ih, score = iv}}
 -- the checkpoint through icl.load and icl.heads.score_model, as on any model
@@ -102,16 +89,12 @@ print(string.format("icl.load(%s) + heads.score_model: layer 0 previous-token he
   "layer 1 induction head %d (%.3f)", r.checkpoint, lph, lpv, lih, liv))
 summary.loaded = {best_previous_token = {layer = 0, head = lph, score = lpv},
                   best_induction = {layer = 1, head = lih, score = liv}}
-json.write(o.out .. "/summary.json", summary)
-local plot = icl.plot
-for _, ext in ipairs{"png", "svg"} do
-  assert(plot.line{y = r.loss, xlabel = "step", ylabel = "training loss", title = "2-layer attention-only, repeated segments"}
-    :save(o.out .. "/loss." .. ext))
-  assert(plot.heatmap{data = all.induction.scores, vmin = 0, vmax = 1, xlabel = "head", ylabel = "layer",
-                      title = "induction score", colorbar = true}:save(o.out .. "/induction." .. ext))
-  assert(plot.heatmap{data = all.previous_token.scores, vmin = 0, vmax = 1, xlabel = "head", ylabel = "layer",
-                      title = "previous-token score", colorbar = true}:save(o.out .. "/previous_token." .. ext))
-end
+ex:figure(plot.line{y = r.loss, xlabel = "step", ylabel = "training loss", title = "2-layer attention-only, repeated segments"},
+          "loss")
+ex:figure(plot.heatmap{data = all.induction.scores, vmin = 0, vmax = 1, xlabel = "head", ylabel = "layer",
+                       title = "induction score", colorbar = true}, "induction")
+ex:figure(plot.heatmap{data = all.previous_token.scores, vmin = 0, vmax = 1, xlabel = "head", ylabel = "layer",
+                       title = "previous-token score", colorbar = true}, "previous_token")
 print(string.format("wall %.1f s, CPU %.1f s", r.seconds, os.clock()))
 -- the heads are "found" when the layer's best head beats every head of the other layer and twice what uniform
 -- causal attention would score (mean of 1/i over the scored query rows i, 1-based)
@@ -122,9 +105,8 @@ local _, other_ind = best_in(all.induction.scores, 0)
 summary.found = {previous_token_layer0 = lpv > 2 * base_prev and lpv > other_prev,
                  induction_layer1 = liv > 2 * base_ind and liv > other_ind,
                  uniform_baseline = {previous_token = base_prev, induction = base_ind}}
-json.write(o.out .. "/summary.json", summary)
-print(string.format("found: previous-token head in layer 0 %s, induction head in layer 1 %s (uniform baselines %.3f, %.3f)",
-  tostring(summary.found.previous_token_layer0), tostring(summary.found.induction_layer1), base_prev, base_ind))
+ex:report(summary, {string.format("found: previous-token head in layer 0 %s, induction head in layer 1 %s (uniform baselines %.3f, %.3f)",
+  tostring(summary.found.previous_token_layer0), tostring(summary.found.induction_layer1), base_prev, base_ind)})
 if o.quick then
   assert(loss_rep < 0.5, "quick: repeated positions not learned: " .. loss_rep)
   assert(summary.found.previous_token_layer0, "quick: no previous-token head in layer 0")

@@ -1,17 +1,23 @@
 -- icl.experiment: what every experiment script needs besides its protocol: options with defaults (and their
--- --quick sizes), the usage text built from them, the model, the layer choice with its range check, an output
--- folder checked before any computation, checked figure saves and a report that writes summary.json.
+-- --quick sizes), the usage text built from them, every numeric option range-checked up front, the model, the
+-- layer choice with its range check, an output folder checked before any computation, checked figure saves and a
+-- report that writes summary.json.
 --
 --   local e = icl.experiment{name = "park_grid", about = "In-context graph tracing ...",
---                            options = {{"walks", 16, "number of walks"}, {"layer", -1, "layer (-1: 80% of depth)"}},
+--                            options = {{"walks", 16, "number of walks", int = {1, 4096}},
+--                                       {"layer", -1, "layer (-1: 80% of depth)", int = {-1, 1 << 16}},
+--                                       {"lr", 3e-3, "learning rate", num = {0, 10, open = true}}},
 --                            quick = {walks = 2}}
 --   local m = e:load{n_ctx = e.o.length + 16}
 --   local layer = e:layer()                       -- --layer, or 80% of the depth when it is -1
 --   ... e:figure(fig, "accuracy")                -- out/park_grid/accuracy.png and .svg, or an error
 --   e:report(summary, {"a line", ...})           -- summary.json (atomic) and the printed summary
 --
--- Common options added to every experiment: --model, --backend, --precision, --seed, --out (default
--- out/<name>), --quick.
+-- Bounds: int = {lo, hi} takes an integer in lo..hi, num = {lo, hi} a finite number in [lo, hi] (open = true:
+-- (lo, hi], lo excluded); a value outside fails before any work with an error naming the flag, the value and
+-- the range ("--steps 0: expected an integer in 1..1000000000"). A numeric option without bounds must still be
+-- finite. Common options added to every experiment: --model, --backend, --precision, --seed (an integer in
+-- 0..2^31-1), --out (default out/<name>), --quick.
 local args = require("icl.args")
 
 local M = {}
@@ -19,13 +25,14 @@ local Exp = {}
 Exp.__index = Exp
 
 local DEFAULT_MODEL = "models/SmolLM2-135M-Instruct-Q4_1.gguf"
+local SEED_MAX = 0x7fffffff -- seeds plus offsets (seed + 1000, seed + b) stay far inside every generator's range
 
 local function common(spec)
   return {
     {"model", spec.model or DEFAULT_MODEL, "GGUF model"},
     {"backend", "auto", "auto, cpu, vulkan or ref"},
     {"precision", "exact", "exact, or fast: int8 matmul activations, bf16 attention, ~2x faster, results move (docs/cpu-backend.md)"},
-    {"seed", spec.seed or 42, "seed of everything random"},
+    {"seed", spec.seed or 42, "seed of everything random", int = {0, SEED_MAX}},
     {"out", "out/" .. spec.name, "output directory"},
     {"quick", false, "smoke-test sizes"},
   }
@@ -52,17 +59,52 @@ local function usage(spec, opts)
     local dashed = name:gsub("_", "-")
     local flag = "--" .. dashed
     if type(def) ~= "boolean" then flag = flag .. (type(def) == "number" and " N" or " S") end
-    lines[#lines + 1] = ("  %-18s %s%s"):format(flag, help, d and (" (default %s)"):format(d) or "")
+    local b = op.int or op.num
+    local range = b and ("%s%s..%s"):format(op.num and op.num.open and ">" or "", math.tointeger(b[1]) or b[1],
+                                             math.tointeger(b[2]) or b[2])
+    local paren = d and (range and (" (default %s; %s)"):format(d, range) or (" (default %s)"):format(d)) or ""
+    lines[#lines + 1] = ("  %-18s %s%s"):format(flag, help, paren)
   end
   return table.concat(lines, "\n")
 end
 
--- Checks up front that files can be written under dir (creating it), so a run never ends in a failed save.
-local function check_out(dir)
+-- Checks up front that files can be written under dir (creating it), so a run never ends in a failed save; the
+-- error names the flag.
+local function check_out(dir, flag)
+  local made, why = icl.fs.make_dirs(dir)
   local probe = dir .. "/.icl-write-test"
-  local ok, err = icl.json.write(probe, {})
-  if not ok then error(("--out %s: cannot write there (%s)"):format(dir, tostring(err)), 0) end
+  local ok, err = made and icl.json.write(probe, {})
+  if not ok then error(("--%s %s: cannot write there (%s)"):format(flag or "out", dir, tostring(err or why)), 0) end
   os.remove(probe)
+end
+
+local function flag_of(name) return "--" .. name:gsub("_", "-") end
+
+-- The range text of a bound: "an integer in 1..100", "a number in (0, 10]".
+local function range_text(op)
+  if op.int then return ("an integer in %s..%s"):format(math.tointeger(op.int[1]) or op.int[1], math.tointeger(op.int[2]) or op.int[2]) end
+  return ("a number in %s%s, %s]"):format(op.num.open and "(" or "[", op.num[1], op.num[2])
+end
+
+-- Checks one numeric option against its bound (int = {lo, hi} or num = {lo, hi}); every number must be finite.
+local function check_bound(op, v)
+  local name = op[1]
+  if type(op[2]) ~= "number" then return v end
+  local bad
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    bad = true
+  elseif op.int then
+    local i = math.tointeger(v)
+    bad = not i or i < op.int[1] or i > op.int[2]
+    v = i or v
+  elseif op.num then
+    bad = v > op.num[2] or (op.num.open and v <= op.num[1]) or (not op.num.open and v < op.num[1])
+  end
+  if bad then
+    local expect = (op.int or op.num) and range_text(op) or "a finite number"
+    error(("%s %s: expected %s"):format(flag_of(name), tostring(v), expect), 0)
+  end
+  return v
 end
 
 -- icl.experiment{name =, about =, options = {{name, default, help}, ...}, quick = {name = value}, model =,
@@ -79,6 +121,9 @@ function M.new(spec)
     if type(op[1]) ~= "string" or op[2] == nil then
       error("icl.experiment: each option is {name, default, help}", 2)
     end
+    if (op.int or op.num) and (type(op[2]) ~= "number" or type(op.int or op.num) ~= "table") then
+      error(("icl.experiment: option %s: int = {lo, hi} and num = {lo, hi} bound numeric options"):format(op[1]), 2)
+    end
     if defaults[op[1]] == nil then defaults[op[1]] = op[2] end
   end
   local o, given = args.parse(spec.argv or arg, defaults, usage(spec, opts))
@@ -90,9 +135,34 @@ function M.new(spec)
   if o.precision ~= "exact" and o.precision ~= "fast" then
     error(("--precision %s: expected exact or fast"):format(tostring(o.precision)), 0)
   end
-  local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = icl.clock()}, Exp)
+  local seen = {}
+  for _, op in ipairs(opts) do
+    if not seen[op[1]] then o[op[1]] = check_bound(op, o[op[1]]) end
+    seen[op[1]] = true
+  end
+  local e = setmetatable({name = spec.name, o = o, given = given, files = {}, t0 = os.clock(), wall0 = icl.clock(),
+                          opts = opts}, Exp)
   check_out(o.out)
   return e
+end
+
+-- M.check_options(o, bounds): for scripts that parse their own options (icl.args): bounds is a list of
+-- {name, int = {lo, hi}} or {name, num = {lo, hi}}; each o[name] is checked as icl.experiment checks its options
+-- (integers converted), an error naming the flag, the value and the range.
+function M.check_options(o, bounds)
+  for _, b in ipairs(bounds) do o[b[1]] = check_bound({b[1], 0, int = b.int, num = b.num}, o[b[1]]) end
+end
+
+-- M.check_out(dir [, flag = "out"]): the up-front output folder check of icl.experiment, for such scripts.
+M.check_out = check_out
+
+-- e:check_out(dir, flag): another output folder (a sweep's, say) checked like --out before any work: created,
+-- and a file written there; an error names the flag.
+function Exp:check_out(dir, flag) check_out(dir, flag) end
+
+-- e:need(cond, flag, msg): raises "--flag value: msg" unless cond (a constraint between options, checked up front).
+function Exp:need(cond, name, msg)
+  if not cond then error(("%s %s: %s"):format(flag_of(name), tostring(self.o[name]), msg), 0) end
 end
 
 -- e:load{n_ctx =, chunk =}: the model of --model on --backend in --precision (an error names the file when it
