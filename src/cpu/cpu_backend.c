@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_internal.h"
 
 const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
@@ -13,16 +14,15 @@ const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
   if (!want && env && *env) want = env;
   cpu_kernels_generic(k);
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  int has512 = has2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni");
+  cpu_x86_bits bits;
+  cpu_x86_read(&bits, 0);
+  cpu_x86_features f = cpu_x86_decide(&bits); /* CPUID flags the OS enables the state of (XCR0), not flags alone */
+  int has2 = f.avx2, has512 = f.avx512 && f.avx512_vnni;
   /* a request above what the CPU has falls back to the best it does have */
   if (want && strcmp(want, "generic") == 0) return k->name;
   if (has512 && (!want || strcmp(want, "avx512") == 0)) {
     cpu_kernels_avx512(k);
-    if (__builtin_cpu_supports("avx512bf16")) cpu_kernels_bf16_avx512(k);
+    if (f.avx512_bf16) cpu_kernels_bf16_avx512(k);
   } else if (has2) {
     cpu_kernels_avx2(k);
   }
