@@ -72,12 +72,24 @@ if [ "$park" = 1 ]; then
   exit 0
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
-  echo "bench-peers: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION natively into $VENV (about 10 minutes)" >&2
+# The peer is built for what this machine lets a process run, not for what CPUID lists: on a Sapphire Rapids VM whose
+# kernel does not grant the AMX tile state, a native build dies with SIGILL at its first tilezero. The probe
+# (scripts/peer-cpu-flags.c over src/cpu/cpu_features.c, icl's own decision) says "native" when that is safe, else
+# the GGML options of the usable instructions. A venv built with other options is rebuilt.
+probe=$(mktemp)
+cc -O1 -Isrc -o "$probe" scripts/peer-cpu-flags.c src/cpu/cpu_features.c
+ggml_flags=$("$probe")
+rm -f "$probe"
+[ "$ggml_flags" = native ] && ggml_flags="-DGGML_NATIVE=ON"
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null ||
+   [ "$(cat "$VENV/.icl-ggml-flags" 2>/dev/null)" != "$ggml_flags" ]; then
+  echo "bench-peers: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION into $VENV with $ggml_flags" \
+    "(about 10 minutes)" >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    "$VENV/bin/pip" install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="$ggml_flags -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    "$VENV/bin/pip" install -q --force-reinstall --no-cache-dir "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  echo "$ggml_flags" >"$VENV/.icl-ggml-flags"
 fi
 scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
@@ -97,7 +109,7 @@ median_ceil() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN{ split(a, x, ","); spli
 echo "bench-peers: this machine's ceilings (icl bench cpu, three times)" >&2
 ceil_a=$(measure_ceil) ceil_b=$(measure_ceil) ceil_c=$(measure_ceil)
 ceil=$(median_ceil "$ceil_a" "$ceil_b" "$ceil_c")
-declare -A R
+declare -A R failed_peer
 run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
   ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
     awk '/^[a-z]/{k=""} /^prefill 128 /{k="prefill_128"; print k, $NF} /^prefill 512 /{k="prefill_512"; print k, $NF}
@@ -108,10 +120,18 @@ models=("smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-
 for entry in "${models[@]}"; do
   name=${entry%%:*} path=${entry#*:}
   echo "bench-peers: $name: llama.cpp" >&2
-  json=$("$VENV/bin/python" scripts/bench_llamacpp.py "$path" "$threads" "$reps")
-  for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
-    R[$name,llama,$k]=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['$k'])" "$json")
-  done
+  # a peer that fails (a signal, an error) is a row saying so, not the end of the script
+  if json=$("$VENV/bin/python" scripts/bench_llamacpp.py "$path" "$threads" "$reps"); then
+    for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
+      R[$name,llama,$k]=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['$k'])" "$json")
+    done
+  else
+    rc=$?
+    why="exit $rc"
+    [ "$rc" -gt 128 ] && why="signal $((rc - 128))$([ "$rc" -eq 132 ] && echo ' SIGILL')"
+    echo "bench-peers: $name: llama.cpp failed ($why); its rows say so" >&2
+    failed_peer[$name]="failed ($why)"
+  fi
   runs=("cpu:exact" "cpu:fast")
   [ "$vulkan" = 1 ] && runs+=("vulkan:fast")
   for r in "${runs[@]}"; do
@@ -140,7 +160,11 @@ for entry in "${models[@]}"; do
   name=${entry%%:*}
   for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
     l=${R[$name,llama,$k]:-nan} e=${R[$name,exact,$k]:-nan} f=${R[$name,fast,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
-    printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" "$name" "$k (tok/s)" "$l" "$e" "$(ratio "$e" "$l")" \
-      "$f" "$(ratio "$f" "$l")" "${R[$name,exact,${k}_roof]:--}" "${R[$name,fast,${k}_roof]:--}" "$v" "$(ratio "$v" "$l")"
+    printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" "$name" "$k (tok/s)" "${l/nan/failed}" "$e" \
+      "$(ratio "$e" "$l")" "$f" "$(ratio "$f" "$l")" "${R[$name,exact,${k}_roof]:--}" "${R[$name,fast,${k}_roof]:--}" "$v" \
+      "$(ratio "$v" "$l")"
   done
+  [ -n "${failed_peer[$name]:-}" ] && echo "$name: llama.cpp ${failed_peer[$name]}"
 done
+[ -n "${failed_peer[*]:-}" ] && exit 1
+exit 0
