@@ -5,6 +5,7 @@
 
 #include "icl/data_meta.h"
 #include "icl_lua.h"
+#include "l_opts.h"
 #include "l_tensor.h"
 
 #define META_MT "icl.meta_task"
@@ -18,20 +19,6 @@ static int meta_gc(lua_State *L) {
   icl_meta_free(b->m);
   b->m = NULL;
   return 0;
-}
-
-static int opt_int(lua_State *L, const char *k, int dflt) {
-  lua_getfield(L, 1, k);
-  int v = lua_isnil(L, -1) ? dflt : lua_isboolean(L, -1) ? lua_toboolean(L, -1) : (int)luaL_checkinteger(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-static float opt_num(lua_State *L, const char *k, double dflt) {
-  lua_getfield(L, 1, k);
-  double v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
-  lua_pop(L, 1);
-  return (float)v;
 }
 
 static icl_tensor *new_t(lua_State *L, int nd, int64_t a, int64_t b, int64_t c) {
@@ -61,14 +48,18 @@ static int meta_call(lua_State *L) {
   meta_box *box = luaL_checkudata(L, lua_upvalueindex(1), META_MT);
   const icl_meta_config *c = icl_meta_config_of(box->m);
   int64_t step = luaL_checkinteger(L, 1), B = luaL_optinteger(L, 2, lua_tointeger(L, lua_upvalueindex(2)));
-  luaL_argcheck(L, B >= 1, 2, "batch size must be >= 1");
+  int n = icl_meta_seq_len(box->m), w = c->D + c->P;
+  luaL_argcheck(L, B >= 1 && B <= (1 << 20) && B * n * w <= ((int64_t)1 << 30), 2,
+                "batch size: expected >= 1 with batch x seq x width <= 2^30");
   uint64_t stream = 0;
   int mode = ICL_META_TRAIN;
-  if (lua_istable(L, 3)) {
-    lua_getfield(L, 3, "stream"), stream = (uint64_t)luaL_optinteger(L, -1, 0), lua_pop(L, 1);
-    lua_getfield(L, 3, "random_labels"), mode = lua_toboolean(L, -1) ? ICL_META_RANDOM_LABELS : mode, lua_pop(L, 1);
+  if (!lua_isnoneornil(L, 3)) {
+    static const char *const keys[] = {"stream", "random_labels", NULL};
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lopt_known(L, 3, "meta_learning batch", keys);
+    stream = lopt_seed(L, 3, "meta_learning batch", "stream", 0);
+    mode = lopt_bool(L, 3, "meta_learning batch", "random_labels", 0) ? ICL_META_RANDOM_LABELS : mode;
   }
-  int n = icl_meta_seq_len(box->m), w = c->D + c->P;
   lua_createtable(L, 0, 5);
   icl_tensor *in = new_t(L, 3, B, n, w);
   lua_setfield(L, -2, "inputs");
@@ -102,24 +93,34 @@ static void push_info(lua_State *L, const icl_meta_task *m) {
 /* icl.data.meta_learning{K, T, N, L, D, P, eps, alpha, alpha_class, offsets, label_pos, seed, batch}
  * -> function(step [, B [, opts]]) -> batch, and an info table */
 static int data_meta_learning(lua_State *L) {
+  static const char *const keys[] = {"K", "T", "N", "L", "D", "P", "eps", "alpha", "alpha_class", "offsets",
+                                     "label_pos", "seed", "batch", NULL};
+  const char *fn = "icl.data.meta_learning";
   luaL_checktype(L, 1, LUA_TTABLE);
+  lopt_known(L, 1, fn, keys);
   lua_getfield(L, 1, "offsets");
+  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "%s: option offsets: expected \"task\" or \"random\", got a %s", fn, luaL_typename(L, -1));
   const char *off = luaL_optstring(L, -1, "task");
-  luaL_argcheck(L, !strcmp(off, "task") || !strcmp(off, "random"), 1, "offsets must be \"task\" or \"random\"");
+  if (strcmp(off, "task") && strcmp(off, "random")) luaL_error(L, "%s: option offsets: expected \"task\" or \"random\", got '%s'", fn, off);
   lua_pop(L, 1);
-  icl_meta_config c = {.K = opt_int(L, "K", 64), .T = opt_int(L, "T", 3), .N = opt_int(L, "N", 4),
-                       .L = opt_int(L, "L", 32), .D = opt_int(L, "D", 63), .P = opt_int(L, "P", 65),
-                       .eps = opt_num(L, "eps", 0.1), .alpha = opt_num(L, "alpha", 0.0),
-                       .alpha_class = opt_num(L, "alpha_class", 0.0), .label_pos = opt_int(L, "label_pos", 0),
+#define I(k, d, hi) (int)lopt_int(L, 1, fn, k, d, 1, hi)
+  icl_meta_config c = {.K = I("K", 64, 1 << 16), .T = I("T", 3, 1 << 16), .N = I("N", 4, 1 << 15),
+                       .L = I("L", 32, 1 << 24), .D = I("D", 63, 1 << 16), .P = I("P", 65, 1 << 16),
+                       .eps = (float)lopt_num(L, 1, fn, "eps", 0.1, 0, 0, 1e6, 0),
+                       .alpha = (float)lopt_num(L, 1, fn, "alpha", 0.0, 0, 0, 100, 0),
+                       .alpha_class = (float)lopt_num(L, 1, fn, "alpha_class", 0.0, 0, 0, 100, 0),
+                       .label_pos = lopt_bool(L, 1, fn, "label_pos", 0),
                        .offsets = strcmp(off, "random") ? ICL_META_OFFSET_TASK : ICL_META_OFFSET_RANDOM,
-                       .seed = (uint64_t)opt_int(L, "seed", 1)};
-  luaL_argcheck(L, c.K > 0 && c.T > 0 && c.N > 0 && c.L > 0 && c.D > 0 && c.P > 0, 1, "K, T, N, L, D, P must be >= 1");
+                       .seed = lopt_seed(L, 1, fn, "seed", 1)};
+  int64_t batch = lopt_int(L, 1, fn, "batch", 128, 1, 1 << 20);
+#undef I
   meta_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->m = NULL;
   luaL_setmetatable(L, META_MT);
   icl_error err;
-  if (icl_meta_new(&c, &box->m, &err)) return luaL_error(L, "icl.data.meta_learning: %s", err.msg);
-  lua_pushinteger(L, opt_int(L, "batch", 128));
+  if (icl_meta_new(&c, &box->m, &err)) return luaL_error(L, "%s: %s", fn, err.msg);
+  lua_pushinteger(L, batch);
   lua_pushcclosure(L, meta_call, 2);
   push_info(L, box->m);
   return 2;

@@ -2,9 +2,11 @@
  * architecture table. Every error names the file, the key, the value found and what was expected. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arch.h"
+#include "arch_attn.h"
 
 #define PFX "icl-attn."
 
@@ -109,6 +111,71 @@ static int read_options(const icl_gguf *g, const icl_hparams *hp, icl_feat *f, i
   return ICL_OK;
 }
 
+/* Whether name is "blk.<n>.<suffix>" with n a block number; *n receives it. */
+static int block_tensor(const char *name, int *n, const char **suffix) {
+  if (strncmp(name, "blk.", 4)) return 0;
+  char *end;
+  long v = strtol(name + 4, &end, 10);
+  if (end == name + 4 || *end != '.' || v < 0 || v > 1 << 20) return 0;
+  *n = (int)v, *suffix = end + 1;
+  return 1;
+}
+
+static int in_list(const char *s, const char *const *list) {
+  for (int i = 0; list[i]; i++)
+    if (!strcmp(s, list[i])) return 1;
+  return 0;
+}
+
+/* Why tensor name cannot be honoured by the keys read (NULL when it can): every tensor of the file is part of the
+ * model both readers build, so none is silently dropped (a LayerNorm bias under rms, a position table under rope,
+ * a block beyond block_count, an MLP of a later block when blk.0 has none). */
+static const char *tensor_unused(const char *name, const icl_hparams *hp, const icl_feat *f) {
+  static const char *const BLK[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias",
+                                    "attn_v.bias", "attn_output.weight", "attn_output.bias", NULL};
+  static const char *const MLP[] = {"ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias", NULL};
+  static const char *const TOP[] = {"token_embd.weight", "output.weight", "output.bias", "inp_proj.weight",
+                                    "inp_proj.bias", NULL};
+  int n, cls;
+  const char *sfx;
+  char tail[16];
+  if (block_tensor(name, &n, &sfx)) {
+    if (n >= hp->n_layer) return "its block is beyond " PFX "block_count";
+    if (in_list(sfx, BLK)) return NULL;
+    if (in_list(sfx, MLP)) return hp->n_ff > 0 ? NULL : "blk.0 has no ffn_up.weight (no MLP)";
+    if (!strcmp(sfx, "attn_smear")) return f->smeared_key ? NULL : PFX "smeared_key is false";
+    if (!strcmp(sfx, "ffn_norm.weight") && !hp->n_ff) return "blk.0 has no ffn_up.weight (no MLP)";
+    if (strcmp(sfx, "attn_norm.weight") && strcmp(sfx, "attn_norm.bias") && strcmp(sfx, "ffn_norm.weight") &&
+        strcmp(sfx, "ffn_norm.bias"))
+      return "not an icl-attn tensor";
+    if (!strcmp(sfx, "ffn_norm.bias") && !hp->n_ff) return "blk.0 has no ffn_up.weight (no MLP)";
+    sfx = strchr(sfx, '.') + 1; /* "weight" or "bias" of a norm */
+  } else if (in_list(name, TOP)) {
+    return strncmp(name, "inp_proj", 8) || hp->input_length > 0 ? NULL : PFX "input_length is 0";
+  } else if (!strcmp(name, "position_embd.weight")) {
+    return f->pos == ICL_POS_LEARNED ? NULL : PFX "position is not 'learned'";
+  } else if (sscanf(name, "cls.%d.%15s", &cls, tail) == 2 && (!strcmp(tail, "weight") || !strcmp(tail, "bias"))) {
+    return f->out == ICL_OUT_CLASSIFIER && cls >= 0 && cls < f->n_cls ? NULL
+                                                                       : "beyond " PFX "classifier.hidden_count";
+  } else if (!strcmp(name, "output_norm.weight") || !strcmp(name, "output_norm.bias")) {
+    sfx = strchr(name, '.') + 1;
+  } else {
+    return "not an icl-attn tensor";
+  }
+  if (f->norm == ICL_NORM_NONE) return PFX "norm is 'none'";
+  if (!strcmp(sfx, "bias") && f->norm != ICL_NORM_LAYER) return PFX "norm = 'rms' has no bias";
+  return NULL;
+}
+
+static int check_tensors(const icl_gguf *g, const icl_hparams *hp, const icl_feat *f, icl_error *err) {
+  for (int64_t i = 0; i < icl_gguf_n_tensors(g); i++) {
+    const char *name = icl_gguf_tensor_at(g, i)->name, *why = tensor_unused(name, hp, f);
+    if (why)
+      return icl_error_set(err, ICL_EFORMAT, "%s: tensor '%s' cannot be used: %s", icl_gguf_name(g), name, why);
+  }
+  return ICL_OK;
+}
+
 int icl_arch_attn_read(const icl_gguf *g, const icl_arch *a, icl_hparams *hp, icl_feat *f, icl_error *err) {
   memset(hp, 0, sizeof *hp);
   snprintf(hp->arch, sizeof hp->arch, "%s", a->name);
@@ -126,5 +193,21 @@ int icl_arch_attn_read(const icl_gguf *g, const icl_arch *a, icl_hparams *hp, ic
     return icl_error_set(err, ICL_EFORMAT, "%s: missing tensor 'output.weight' (the unembedding cannot be tied: "
                          PFX "vocab_size = 0)", icl_gguf_name(g));
   hp->n_vocab = out > 0 ? (int)out : hp->n_tokens;
+  return check_tensors(g, hp, f, err);
+}
+
+int icl_attn_file_read(const icl_gguf *g, icl_attn_file *o, icl_error *err) {
+  icl_hparams hp;
+  icl_feat f;
+  int rc = icl_arch_attn_read(g, icl_arch_find("icl-attn"), &hp, &f, err);
+  if (rc) return rc;
+  *o = (icl_attn_file){.n_layer = hp.n_layer, .n_head = hp.n_head, .d_model = hp.n_embd, .d_head = hp.head_dim,
+                       .n_ctx = hp.n_ctx_train, .vocab = hp.n_tokens, .n_out = (int)rows_of(g, "output.weight"),
+                       .input_len = hp.input_length, .d_ff = hp.n_ff, .cls_hidden = f.n_cls,
+                       .smeared_key = f.smeared_key, .rope_dims = hp.n_rot, .eps = hp.eps, .rope_base = hp.rope_base,
+                       .attn_scale = f.attn_scale};
+  o->norm = f.norm == ICL_NORM_LAYER ? "layer" : f.norm == ICL_NORM_RMS ? "rms" : "none";
+  o->position = f.pos == ICL_POS_LEARNED ? "learned" : f.pos == ICL_POS_ROPE ? "rope" : "none";
+  o->output = f.out == ICL_OUT_CLASSIFIER ? "classifier" : "unembed";
   return ICL_OK;
 }

@@ -9,7 +9,7 @@ int icl_model_layer_info(const icl_model *m, int layer, icl_layer_info *out, icl
   const icl_layer *L = &m->layers[layer];
   *out = (icl_layer_info){.rope_base = L->rope_base, .window = L->window,
                           .rope_neox = m->arch->rope_mode == ICL_ROPE_NEOX,
-                          .attn_scale = 1.0f / sqrtf((float)m->hp.head_dim)};
+                          .attn_scale = m->feat.attn_scale}; /* what the forward multiplies q.k by */
   return ICL_OK;
 }
 

@@ -68,7 +68,9 @@ const icl_attn_config *icl_trainer_config(const icl_trainer *tr);
 int icl_trainer_forward(icl_trainer *tr, const icl_train_batch *batch, double *loss, icl_error *err);
 /* Backward pass of the last forward: the gradients of every parameter (overwritten). */
 int icl_trainer_backward(icl_trainer *tr, icl_error *err);
-/* One optimizer step: forward, backward, clip, update; *loss = the loss before the update. */
+/* One optimizer step: forward, backward, clip, update; *loss = the loss before the update. Fails, weights
+ * untouched, on an invalid opt, an optimizer kind other than the moments' one, a non-finite loss or gradient; a
+ * non-finite weight after the update is an error too (the net then cannot be saved). */
 int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_optim_config *opt, double *loss,
                      icl_error *err);
 /* Logits of the last forward, [B*T][n_out] row-major; *n_out receives the width. */
@@ -78,6 +80,8 @@ const float *icl_trainer_logits(const icl_trainer *tr, int64_t *n_out);
 const float *icl_trainer_pattern(const icl_trainer *tr, int layer, int64_t b, int64_t *T);
 /* Steps taken so far. */
 int64_t icl_trainer_steps(const icl_trainer *tr);
+/* Checks every field of an optimizer configuration (finite, in range); the error names the field. */
+int icl_optim_check(const icl_optim_config *opt, icl_error *err);
 /* Learning rate of the schedule at a step. */
 float icl_optim_lr(const icl_optim_config *opt, int64_t step);
 /* Gradient norm before clipping of the last step. */
@@ -87,9 +91,11 @@ double icl_trainer_grad_norm(const icl_trainer *tr);
 int icl_trainer_n_params(const icl_trainer *tr);
 const char *icl_trainer_param(icl_trainer *tr, int i, float **data, float **grad, int64_t *n);
 
-/* Saves the model as an icl-attn GGUF file (atomic) and the optimizer state as path.optim (atomic). */
+/* Saves the model as an icl-attn GGUF file and the optimizer state, tied to the weights by a hash, as path.optim;
+ * an overwrite leaves the old or the new pair loadable (docs/training.md). Non-finite weights are not saved. */
 int icl_trainer_save(const icl_trainer *tr, const char *path, icl_error *err);
-/* Opens a checkpoint written by icl_trainer_save (and its .optim sidecar when present) to go on training. */
+/* Opens a checkpoint written by icl_trainer_save (and its .optim sidecar when present: it must belong to these
+ * weights and this step) to go on training; the configuration is read as icl_model_load reads it. */
 int icl_trainer_load(const char *path, int n_threads, icl_trainer **out, icl_error *err);
 
 /* Induction data: B sequences of T tokens from [0, vocab), each a random segment (its length drawn

@@ -51,9 +51,21 @@ static int fill_defaults(icl_meta_config *c, icl_error *err) {
   if (c->K < 1 || c->T < 1 || c->L < 1 || c->D < 1)
     return icl_error_set(err, ICL_EINVAL, "meta_learning: K=%d T=%d L=%d D=%d, expected all >= 1", c->K, c->T,
                          c->L, c->D);
+  if (c->K > (1 << 16) || c->T > (1 << 16) || c->L > (1 << 24) || c->D > (1 << 16) || c->P > (1 << 16))
+    return icl_error_set(err, ICL_EINVAL, "meta_learning: K=%d T=%d L=%d D=%d P=%d, expected K, T, D, P <= 65536 "
+                         "and L <= 16777216", c->K, c->T, c->L, c->D, c->P);
+  if ((int64_t)c->K * c->D > (1 << 28) || (int64_t)c->T * c->K > (1 << 28))
+    return icl_error_set(err, ICL_EINVAL, "meta_learning: K*D = %lld and T*K = %lld, expected each <= 2^28",
+                         (long long)c->K * c->D, (long long)c->T * c->K);
   if (c->N < 1 || c->N > c->K || c->P < c->N + 1)
     return icl_error_set(err, ICL_EINVAL, "meta_learning: N=%d with K=%d, P=%d, expected 1 <= N <= K and P >= N+1",
                          c->N, c->K, c->P);
+  if (!isfinite(c->eps) || c->eps < 0 || !isfinite(c->alpha) || c->alpha < 0 || c->alpha > 100 ||
+      !isfinite(c->alpha_class) || c->alpha_class < 0 || c->alpha_class > 100)
+    return icl_error_set(err, ICL_EINVAL, "meta_learning: eps = %g, alpha = %g, alpha_class = %g, expected finite, "
+                         "eps >= 0, alphas in [0, 100]", (double)c->eps, (double)c->alpha, (double)c->alpha_class);
+  if (c->offsets != ICL_META_OFFSET_TASK && c->offsets != ICL_META_OFFSET_RANDOM)
+    return icl_error_set(err, ICL_EINVAL, "meta_learning: offsets = %d, expected task (0) or random (1)", c->offsets);
   return ICL_OK;
 }
 

@@ -45,6 +45,7 @@ struct icl_trainer {
   int tok, pos, inp_w, inp_b, onorm_w, onorm_b, out_w, out_b, cls_w[TR_MAX_CLS], cls_b[TR_MAX_CLS];
   tr_layer L[TR_MAX_LAYERS];
   int64_t step;
+  int opt_kind; /* ICL_OPTIM_* the moments belong to; -1 before the first step (or fresh moments) */
   double grad_norm;
   /* activations for batches of up to cap_n tokens */
   int64_t B, T, N, cap_n, cap_T;
@@ -79,8 +80,10 @@ int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err);
 /* Forward and backward passes (train_fwd.c, train_bwd.c). */
 int tr_forward(icl_trainer *tr, icl_error *err);
 int tr_backward(icl_trainer *tr, icl_error *err);
-/* The optimizer update of one step (train_optim.c). */
-void tr_optim_update(icl_trainer *tr, const icl_optim_config *opt);
+/* The optimizer update of one step (train_optim.c); an error, weights untouched, for a non-finite gradient. */
+int tr_optim_update(icl_trainer *tr, const icl_optim_config *opt, icl_error *err);
+/* FNV-1a over the weight arena's words: ties an optimizer sidecar to its model (train_ckpt.c). */
+uint64_t tr_weights_hash(const icl_trainer *tr);
 /* Attention scale: 1/sqrt(d_head), or 1 with no_scale. */
 float tr_attn_scale(const icl_trainer *tr);
 /* f32 host view [ne0, ne1] of p for the backend ops; b is the caller's buffer record. */

@@ -8,38 +8,73 @@
 #include "train/train_internal.h"
 #include "train/train_rng.h"
 
+#define TR_MAX_PARAMS ((int64_t)1 << 33)
+#define TR_MAX_TOKENS ((int64_t)1 << 26)
+
 int tr_n_out(const icl_attn_config *c) { return c->output == ICL_OUT_CLASSIFIER ? c->n_classes : c->vocab; }
 
 static int cfg_fail(icl_error *err, const char *what, long long v, const char *want) {
   return icl_error_set(err, ICL_EINVAL, "icl-attn config: %s = %lld, expected %s", what, v, want);
 }
 
+/* Each size in its range, checked before any product of sizes is formed (so none overflows). */
+static int check_sizes(const icl_attn_config *c, icl_error *err) {
+  if (c->n_layer < 1 || c->n_layer > TR_MAX_LAYERS) return cfg_fail(err, "layers", c->n_layer, "1..64");
+  if (c->n_head < 1 || c->n_head > 1024) return cfg_fail(err, "heads", c->n_head, "1..1024");
+  if (c->d_model < 1 || c->d_model > (1 << 16)) return cfg_fail(err, "d_model", c->d_model, "1..65536");
+  if (c->d_head < 0 || c->d_head > 4096) return cfg_fail(err, "d_head", c->d_head, "1..4096 (0 = d_model / heads)");
+  if (c->n_ctx < 1 || c->n_ctx > (1 << 24)) return cfg_fail(err, "ctx", c->n_ctx, "1..16777216");
+  if (c->vocab < 0 || c->vocab > (1 << 24)) return cfg_fail(err, "vocab", c->vocab, "0..16777216");
+  if (c->input_len < 0 || c->input_len > (1 << 20)) return cfg_fail(err, "inputs", c->input_len, "0..1048576");
+  if (c->d_ff < 0 || c->d_ff > (1 << 20)) return cfg_fail(err, "d_ff", c->d_ff, "0..1048576 (0 = no MLP)");
+  if (c->n_classes < 0 || c->n_classes > (1 << 24)) return cfg_fail(err, "classes", c->n_classes, "1..16777216");
+  if (c->seed > (uint64_t)INT64_MAX) return cfg_fail(err, "seed", (long long)(c->seed >> 1), "0..2^63-1 (shown halved)");
+  if (c->norm < ICL_NORM_NONE || c->norm > ICL_NORM_RMS) return cfg_fail(err, "norm", c->norm, "none, layer or rms");
+  if (c->position < ICL_POS_NONE || c->position > ICL_POS_ROPE) return cfg_fail(err, "position", c->position, "none, learned or rope");
+  if (c->output != ICL_OUT_UNEMBED && c->output != ICL_OUT_CLASSIFIER) return cfg_fail(err, "output", c->output, "unembed or classifier");
+  return ICL_OK;
+}
+
+/* A float option: 0 takes the default, else finite and in (0, hi]. */
+static int check_float(float v, const char *what, double hi, icl_error *err) {
+  if (v == 0.0f || (isfinite(v) && v > 0 && v <= hi)) return ICL_OK;
+  return icl_error_set(err, ICL_EINVAL, "icl-attn config: %s = %g, expected a finite number in (0, %g]", what, (double)v, hi);
+}
+
+/* Parameters of the configuration (sizes already in range, so no product overflows int64). */
+static int64_t count_params(const icl_attn_config *c) {
+  int64_t d = c->d_model, qd = (int64_t)c->n_head * c->d_head, nv = tr_n_out(c), in = c->input_len;
+  int64_t blk = 3 * d * qd + qd * d + 6 * d + 3 * qd + c->n_head + 2 * d * c->d_ff + c->d_ff;
+  return d * c->vocab + d * c->n_ctx + in * d + d + c->n_layer * blk + 2 * d + TR_MAX_CLS * (d * d + d) + d * nv + nv;
+}
+
 int tr_config_check(icl_attn_config *c, icl_error *err) {
-  if (c->d_head == 0 && c->n_head > 0) c->d_head = c->d_model / c->n_head;
+  int rc = check_sizes(c, err);
+  if (!rc) rc = check_float(c->norm_eps, "eps", 1.0, err);
+  if (!rc) rc = check_float(c->init_std, "init_std", 100.0, err);
+  if (!rc) rc = check_float(c->rope_base, "rope_base", 1e12, err);
+  if (rc) return rc;
+  if (c->d_head == 0) c->d_head = c->d_model / c->n_head;
   if (c->norm_eps == 0.0f) c->norm_eps = 1e-5f;
   if (c->init_std == 0.0f) c->init_std = 0.02f;
   if (c->output == ICL_OUT_CLASSIFIER) c->out_bias = 1; /* the classifier's final Linear has a bias */
   if (c->output != ICL_OUT_CLASSIFIER) c->n_classes = c->cls_hidden = 0;
   if (!c->w_o) c->o_bias = 0;
   if (c->input_len == 0) c->inp_proj = 0;
-  if (c->n_layer < 1 || c->n_layer > TR_MAX_LAYERS) return cfg_fail(err, "layers", c->n_layer, "1..64");
-  if (c->n_head < 1 || c->d_model < 1 || c->d_head < 1) return cfg_fail(err, "heads", c->n_head, ">= 1 with d_model, d_head >= 1");
-  if (c->n_ctx < 1) return cfg_fail(err, "ctx", c->n_ctx, ">= 1");
-  if (c->vocab < 0 || c->input_len < 0 || (c->vocab == 0 && c->input_len == 0))
-    return cfg_fail(err, "vocab", c->vocab, "> 0 or inputs > 0");
+  if (c->d_head < 1) return cfg_fail(err, "d_head", c->d_head, ">= 1 (d_model / heads is 0: more heads than d_model)");
+  if (c->vocab == 0 && c->input_len == 0) return cfg_fail(err, "vocab", c->vocab, "> 0 or inputs > 0");
   if (c->input_len > 0 && !c->inp_proj && c->input_len != c->d_model)
     return cfg_fail(err, "inputs", c->input_len, "d_model without an input projection");
-  if (!c->w_o && c->n_head * c->d_head != c->d_model)
+  if (!c->w_o && (int64_t)c->n_head * c->d_head != c->d_model)
     return cfg_fail(err, "heads*d_head", (long long)c->n_head * c->d_head, "d_model without W_O");
-  if (c->norm < ICL_NORM_NONE || c->norm > ICL_NORM_RMS) return cfg_fail(err, "norm", c->norm, "none, layer or rms");
-  if (c->position < ICL_POS_NONE || c->position > ICL_POS_ROPE) return cfg_fail(err, "position", c->position, "none, learned or rope");
   if (c->position == ICL_POS_ROPE && c->d_head % 2) return cfg_fail(err, "d_head", c->d_head, "an even number with rope");
   if (c->position != ICL_POS_ROPE) c->rope_base = 0.0f;
   else if (c->rope_base == 0.0f) c->rope_base = 10000.0f;
   if (c->output == ICL_OUT_CLASSIFIER && (c->n_classes < 1 || c->cls_hidden < 0 || c->cls_hidden > TR_MAX_CLS))
     return cfg_fail(err, "classes", c->n_classes, ">= 1 with 0..8 hidden layers");
   if (c->output == ICL_OUT_UNEMBED && c->vocab < 1) return cfg_fail(err, "vocab", c->vocab, "> 0 for an unembedding");
-  if (c->d_ff < 0) return cfg_fail(err, "d_ff", c->d_ff, ">= 0");
+  if (count_params(c) > TR_MAX_PARAMS)
+    return cfg_fail(err, "parameters", (long long)count_params(c), "<= 2^33 (the trainer keeps 4 copies in memory)");
   return ICL_OK;
 }
 
@@ -192,7 +227,15 @@ static int64_t act_layout(icl_trainer *tr, float *base, int64_t N, int64_t T) {
 }
 
 int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
+  const icl_attn_config *c = &tr->cfg;
+  if (B < 1 || T < 1 || B > TR_MAX_TOKENS || T > TR_MAX_TOKENS / B)
+    return icl_error_set(err, ICL_EINVAL, "train: batch of %lld x %lld positions, expected 1..2^26 in all", (long long)B,
+                         (long long)T);
   int64_t N = B * T;
+  /* the largest activations: patterns [T, T, heads, B] per layer, logits [n_out, N] (each fits int64 here) */
+  if ((double)T * (double)N * c->n_head * c->n_layer > 0x1p36 || (double)N * tr_n_out(c) > 0x1p36)
+    return icl_error_set(err, ICL_EINVAL, "train: batch of %lld x %lld positions needs more than 2^36 activations",
+                         (long long)B, (long long)T);
   if (T > tr->cfg.n_ctx) return icl_error_set(err, ICL_EINVAL, "train: batch of %lld positions, model ctx is %d", (long long)T, tr->cfg.n_ctx);
   if (N > tr->cap_n || T != tr->cap_T) {
     free(tr->act);
@@ -221,6 +264,7 @@ int icl_trainer_new(const icl_attn_config *cfg, int n_threads, icl_trainer **out
   icl_trainer *tr = calloc(1, sizeof *tr);
   if (!tr) return icl_error_set(err, ICL_ENOMEM, "trainer: out of memory");
   tr->cfg = *cfg;
+  tr->opt_kind = -1;
   int rc = tr_config_check(&tr->cfg, err);
   if (!rc) rc = icl_cpu_backend_new(n_threads, &tr->be, err);
   if (!rc) rc = tr_layout(tr, err);

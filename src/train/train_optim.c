@@ -48,8 +48,11 @@ static double grad_norm(const icl_trainer *tr) {
   return sqrt(s);
 }
 
-void tr_optim_update(icl_trainer *tr, const icl_optim_config *o) {
+int tr_optim_update(icl_trainer *tr, const icl_optim_config *o, icl_error *err) {
   tr->grad_norm = grad_norm(tr);
+  if (!isfinite(tr->grad_norm))
+    return icl_error_set(err, ICL_EINVAL, "train: the gradient norm is %g (non-finite); weights not updated",
+                         tr->grad_norm);
   double t = (double)(tr->step + 1);
   upd_ctx c = {.lr = icl_optim_lr(o, tr->step), .b1 = o->beta1 > 0 ? o->beta1 : 0.9f,
                .b2 = o->beta2 > 0 ? o->beta2 : 0.999f, .eps = o->eps > 0 ? o->eps : 1e-8f, .mom = o->momentum,
@@ -64,6 +67,38 @@ void tr_optim_update(icl_trainer *tr, const icl_optim_config *o) {
     cpu_pool_range(tr->cb->pool, n, 1 << 14, upd_range, &c);
   }
   tr->step++;
+  tr->opt_kind = o->kind;
+  for (int i = 0; i < tr->np; i++) { /* a diverged update: the caller stops; its last checkpoint stays good */
+    const float *w = tr_w(tr, i);
+    for (int64_t j = 0, n = tr->p[i].ne[0] * tr->p[i].ne[1]; j < n; j++)
+      if (!isfinite(w[j]))
+        return icl_error_set(err, ICL_EINVAL, "train: the update made %s non-finite (the net cannot be saved)",
+                             tr->p[i].name);
+  }
+  return ICL_OK;
+}
+
+/* Whether x is finite and in [lo, hi]. */
+static int in(double x, double lo, double hi) { return isfinite(x) && x >= lo && x <= hi; }
+
+int icl_optim_check(const icl_optim_config *o, icl_error *err) {
+  const char *bad = NULL;
+  double v = 0;
+  if (o->kind != ICL_OPTIM_ADAMW && o->kind != ICL_OPTIM_SGD) bad = "kind", v = o->kind;
+  else if (!in(o->lr, 0, 1e3) || !(o->lr > 0)) bad = "lr", v = o->lr;
+  else if (!in(o->min_lr, 0, 1)) bad = "min_lr", v = o->min_lr;
+  else if (o->warmup < 0) bad = "warmup", v = (double)o->warmup;
+  else if (o->decay_steps < 0) bad = "decay_steps", v = (double)o->decay_steps;
+  else if (!in(o->beta1, 0, 1) || o->beta1 == 1) bad = "beta1", v = o->beta1;
+  else if (!in(o->beta2, 0, 1) || o->beta2 == 1) bad = "beta2", v = o->beta2;
+  else if (!in(o->eps, 0, 1)) bad = "eps", v = o->eps;
+  else if (!in(o->momentum, 0, 1) || o->momentum == 1) bad = "momentum", v = o->momentum;
+  else if (!in(o->weight_decay, 0, 1e3) || o->lr * o->weight_decay > 1) bad = "weight_decay", v = o->weight_decay;
+  else if (!in(o->clip, 0, 1e30)) bad = "clip", v = o->clip;
+  if (!bad) return ICL_OK;
+  return icl_error_set(err, ICL_EINVAL, "optimizer: %s = %g is out of range (lr in (0, 1000], min_lr in [0, 1], "
+                       "warmup and decay_steps >= 0, beta1, beta2, momentum in [0, 1), eps in [0, 1], "
+                       "weight_decay >= 0 with lr * weight_decay <= 1, clip >= 0, all finite)", bad, v);
 }
 
 /* ---- batches and the public passes ---------------------------------------------------------------- */
@@ -85,6 +120,11 @@ static int load_batch(icl_trainer *tr, const icl_train_batch *b, icl_error *err)
       return icl_error_set(err, ICL_EINVAL, "train: target %d at %lld is outside -1..%lld", y, (long long)i, (long long)nout - 1);
     tr->tokens[i] = t, tr->targets[i] = y, tr->mask[i] = b->mask ? b->mask[i] : 1.0f;
   }
+  if (b->mask)
+    for (int64_t i = 0; i < N; i++)
+      if (!(b->mask[i] >= 0) || !isfinite(b->mask[i]))
+        return icl_error_set(err, ICL_EINVAL, "train: mask %g at %lld, expected a finite weight >= 0",
+                             (double)b->mask[i], (long long)i);
   if (c->input_len > 0 && b->inputs) memcpy(tr->inputs, b->inputs, (size_t)(N * c->input_len) * sizeof(float));
   else if (c->input_len > 0) memset(tr->inputs, 0, (size_t)(N * c->input_len) * sizeof(float));
   return ICL_OK;
@@ -104,8 +144,16 @@ int icl_trainer_backward(icl_trainer *tr, icl_error *err) {
 
 int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_optim_config *opt, double *loss,
                      icl_error *err) {
-  int rc = icl_trainer_forward(tr, batch, loss, err);
+  int rc = icl_optim_check(opt, err);
+  if (rc) return rc;
+  if (tr->opt_kind >= 0 && tr->opt_kind != opt->kind)
+    return icl_error_set(err, ICL_EINVAL, "train: the net's optimizer state is %s, optim is %s (moments of one "
+                         "optimizer do not mean anything to the other)", tr->opt_kind == ICL_OPTIM_SGD ? "sgd" : "adamw",
+                         opt->kind == ICL_OPTIM_SGD ? "sgd" : "adamw");
+  rc = icl_trainer_forward(tr, batch, loss, err);
+  if (!rc && !isfinite(tr->loss))
+    rc = icl_error_set(err, ICL_EINVAL, "train: the loss is %g (non-finite); weights not updated", tr->loss);
   if (!rc) rc = tr_backward(tr, err);
-  if (!rc) tr_optim_update(tr, opt);
+  if (!rc) rc = tr_optim_update(tr, opt, err);
   return rc;
 }

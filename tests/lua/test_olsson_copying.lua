@@ -148,6 +148,7 @@ local function build(tmp, norm, w_o)
   end
   for name in pairs(p) do assert(vals[name], "test model: tensor " .. name .. " not set") end
   patch(tmp, vals)
+  os.remove(tmp .. ".optim") -- the moments belong to the saved weights, not the patched ones (a loader error)
   -- the layout assumption (row-major, as params() shows): the checkpoint reads back as written
   local back = icl.nn.load(tmp):params()
   for name, flat in pairs(vals) do
