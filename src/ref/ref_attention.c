@@ -11,7 +11,8 @@ static int ref_attn_masked(int64_t qpos, int64_t j, int32_t window) {
 }
 
 /* Scores of query row qv against all keys of one kv head, scaled, soft-capped and masked
- * (masked = -inf); returns the maximum. */
+ * (masked = -inf); returns the maximum, NaN when a score is NaN (non-finite weights must not vanish: a NaN row
+ * taken for a fully masked one would give zeros and finite logits). */
 static double ref_attn_scores(const float *qv, const float *k, int64_t hd, int64_t nkvh, int64_t kvh, int64_t nkv,
                               int64_t qpos, const icl_attn_params *p, const float *mrow, double *s) {
   double mx = -INFINITY;
@@ -27,7 +28,7 @@ static double ref_attn_scores(const float *qv, const float *k, int64_t hd, int64
     if (p->softcap > 0.0f) dot = p->softcap * tanh(dot / p->softcap);
     if (mrow) dot += mrow[j];
     s[j] = dot;
-    if (dot > mx) mx = dot;
+    if (dot > mx || dot != dot) mx = dot;
   }
   return mx;
 }
@@ -52,7 +53,7 @@ void icl_ref_attention(const float *q, const float *k, const float *v, int64_t h
       }
       for (int64_t d = 0; d < hd; d++) acc[d] = 0.0;
       for (int64_t j = 0; j < nkv; j++) {
-        double wgt = sum > 0.0 ? s[j] / sum : 0.0;
+        double wgt = sum > 0.0 || sum != sum ? s[j] / sum : 0.0; /* NaN stays NaN */
         if (pattern) pattern[(h * nq + i) * nkv + j] = (float)wgt;
         if (wgt == 0.0) continue;
         const float *vv = v + (j * nkvh + kvh) * hd;

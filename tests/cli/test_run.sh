@@ -14,6 +14,21 @@ check "missing model exits 2 naming it" [ "$rc" -eq 2 ]
 check "... naming the file" grep -q "/nonexistent.gguf" /tmp/icl-run-err.$$
 "$ICL" run -m "$m" -p x --temp abc >/dev/null 2>&1; rc=$?
 check "bad --temp exits 2" [ "$rc" -eq 2 ]
+# issue 44: one NaN weight (blk.0.attn_norm.weight) is refused by run as by perplexity, on the CPU and ref backends
+if [ -n "${ICL_TINY_MODEL:-}" ] && "$ICL_TINY_MODEL" /tmp/icl-run-nan.$$.gguf --nan blk.0.attn_norm.weight >/dev/null; then
+  for be in cpu ref; do
+    "$ICL" run -m /tmp/icl-run-nan.$$.gguf -p "The capital of" -n 4 --temp 0 --backend $be >/tmp/icl-run-out.$$ \
+      2>/tmp/icl-run-err.$$; rc=$?
+    check "run --backend $be on a NaN weight exits 2 (rc $rc: $(head -c 200 /tmp/icl-run-err.$$))" [ "$rc" -eq 2 ]
+    check "... naming the non-finite logits" grep -q "logits at position .* are NaN" /tmp/icl-run-err.$$
+    check "... printing no generated text" [ -z "$(tr -d '\n' </tmp/icl-run-out.$$)" ]
+    head -c 4000 README.md >/tmp/icl-run-text.$$
+    "$ICL" perplexity -m /tmp/icl-run-nan.$$.gguf -f /tmp/icl-run-text.$$ --ctx 16 --max-windows 1 --backend $be \
+      >/dev/null 2>&1; rc=$?
+    check "perplexity --backend $be on a NaN weight exits 2 (rc $rc)" [ "$rc" -eq 2 ]
+  done
+  rm -f /tmp/icl-run-nan.$$.gguf /tmp/icl-run-out.$$ /tmp/icl-run-text.$$
+fi
 rm -f /tmp/icl-run-err.$$
 if [ ! -r "$m" ]; then
   echo "SKIPPED: $m not present"
