@@ -2,6 +2,7 @@
  * checked on the full Lua value first, then the caller casts. */
 #include <lauxlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "l_opts.h"
@@ -72,9 +73,11 @@ double lopt_num(lua_State *L, int t, const char *fn, const char *k, double dflt,
   if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: option %s: expected a number, got a %s", fn, k, luaL_typename(L, -1));
   double v = lua_tonumber(L, -1);
   int ok = isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  if (!ok)
-    luaL_error(L, "%s: option %s = %s, expected a finite number in %s%g, %g%s", fn, k, lua_tostring(L, -1),
-               lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
+  if (!ok) {
+    char range[96]; /* luaL_error has no %g */
+    snprintf(range, sizeof range, "%s%g, %g%s", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
+    luaL_error(L, "%s: option %s = %s, expected a finite number in %s", fn, k, lua_tostring(L, -1), range);
+  }
   lua_pop(L, 1);
   return v;
 }

@@ -548,7 +548,7 @@ static double one_step(lua_State *L, loop *lp, int data_idx) {
   lbatch_free(&x);
   lua_pop(L, 5); /* the batch table and read_batch's four tensors */
   if (rc)
-    return luaL_error(L, "icl.train: step %lld: %s; %s%s", (long long)icl_trainer_steps(lp->tr), err.msg,
+    return luaL_error(L, "icl.train: step %I: %s; %s%s", (lua_Integer)icl_trainer_steps(lp->tr), err.msg,
                       lp->last[0] ? "the last checkpoint is " : "no checkpoint was written", lp->last);
   return loss;
 }

@@ -48,11 +48,14 @@ static double grad_norm(const icl_trainer *tr) {
   return sqrt(s);
 }
 
+/* "NaN", "+Inf" or "-Inf" (printf's spelling of NaN varies with its sign bit). */
+static const char *nonfinite_name(double x) { return x != x ? "NaN" : x > 0 ? "+Inf" : "-Inf"; }
+
 int tr_optim_update(icl_trainer *tr, const icl_optim_config *o, icl_error *err) {
   tr->grad_norm = grad_norm(tr);
   if (!isfinite(tr->grad_norm))
-    return icl_error_set(err, ICL_EINVAL, "train: the gradient norm is %g (non-finite); weights not updated",
-                         tr->grad_norm);
+    return icl_error_set(err, ICL_EINVAL, "train: the gradient norm is %s; weights not updated",
+                         nonfinite_name(tr->grad_norm));
   double t = (double)(tr->step + 1);
   upd_ctx c = {.lr = icl_optim_lr(o, tr->step), .b1 = o->beta1 > 0 ? o->beta1 : 0.9f,
                .b2 = o->beta2 > 0 ? o->beta2 : 0.999f, .eps = o->eps > 0 ? o->eps : 1e-8f, .mom = o->momentum,
@@ -152,7 +155,7 @@ int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_op
                          opt->kind == ICL_OPTIM_SGD ? "sgd" : "adamw");
   rc = icl_trainer_forward(tr, batch, loss, err);
   if (!rc && !isfinite(tr->loss))
-    rc = icl_error_set(err, ICL_EINVAL, "train: the loss is %g (non-finite); weights not updated", tr->loss);
+    rc = icl_error_set(err, ICL_EINVAL, "train: the loss is %s; weights not updated", nonfinite_name(tr->loss));
   if (!rc) rc = tr_backward(tr, err);
   if (!rc) rc = tr_optim_update(tr, opt, err);
   return rc;

@@ -135,7 +135,7 @@ static void test_nonfinite_step(void) {
   float before = w0[0];
   icl_train_batch b = {.B = B, .T = T, .targets = tgt, .inputs = in};
   icl_error err;
-  CHECKF(icl_trainer_step(tr, &b, &ADAM, NULL, &err) && strstr(err.msg, "loss is nan"), "%s", err.msg);
+  CHECKF(icl_trainer_step(tr, &b, &ADAM, NULL, &err) && strstr(err.msg, "loss is NaN"), "%s", err.msg);
   CHECK(icl_trainer_steps(tr) == 0 && w0[0] == before);
   in[5] = 0, mask[3] = -1, b.mask = mask;
   CHECKF(icl_trainer_step(tr, &b, &ADAM, NULL, &err) && strstr(err.msg, "mask"), "%s", err.msg);
