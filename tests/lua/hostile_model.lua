@@ -12,6 +12,15 @@ local m = assert(icl.load(TINY, {backend = "cpu", chunk = 4}))
 local toks = m:tokenize("hello world")
 check(#toks == 12, "tokens of the tiny byte vocabulary (BOS + 11 bytes): " .. #toks)
 
+-- issue 44: token ids that are not integers or too large are named as given, never as a wrapped 32-bit id
+for _, c in ipairs({{1 / 0, "tokens[2]: inf is not an integer token id"}, {1e30, "tokens[2]: 1e+30 is not an integer"},
+                    {2 ^ 31, "tokens[2]: 2147483648 out of range"}, {1 << 31, "tokens[2]: 2147483648 out of range"},
+                    {0 / 0, "is not an integer token id"}, {2.5, "tokens[2]: 2.5 is not an integer"}}) do
+  check_raises(function() return m:run({1, c[1]}) end, c[2], "run with token " .. tostring(c[1]))
+  local in_tensor = c[1] == 1e30 and "is not an integer token id" or c[2] -- as a float32: 1.0000000150475e+30
+  check_raises(function() return m:run(icl.tensor.from({1, c[1]})) end, in_tensor, "run with a tensor token " .. c[1])
+end
+
 -- 1: lying lengths, read once and bounded -------------------------------------------------------------------
 check_raises(function() return m:detokenize(liar(1 << 62, 5)) end, "tokens: length 4611686018427387904 out of range",
   "detokenize with a huge __len")
