@@ -98,6 +98,13 @@ if pid then
     local net = icl.nn.attn_only{layers = 1, heads = 1, d_model = 8, vocab = 8, ctx = 4, seed = 1}
     return net:save(p)
   end, "net:save (GGUF)")
+  -- the trainer's optimizer sidecar goes through the same temporary files ("<m>.optim.next", then renamed)
+  write(victim, "untouched")
+  local side_tmp = base .. "/m2.gguf.optim.next.tmp." .. pid
+  symlink(victim, side_tmp)
+  local net2 = icl.nn.attn_only{layers = 1, heads = 1, d_model = 8, vocab = 8, ctx = 4, seed = 1}
+  check(net2:save(base .. "/m2.gguf"), "net:save with a link at the sidecar's temporary name")
+  check(read(victim) == "untouched" and read(side_tmp) == nil, "the sidecar's planted link was not followed")
   -- a stale file of our own pid (a save of this process that died half-way) is replaced
   write(base .. "/own.json.tmp." .. pid, "stale")
   check(icl.json.write(base .. "/own.json", {b = 2}) and icl.json.read(base .. "/own.json").b == 2,
