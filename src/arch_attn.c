@@ -127,44 +127,46 @@ static int in_list(const char *s, const char *const *list) {
   return 0;
 }
 
+/* Why a norm's tensor (suffix "weight" or "bias") cannot be used under the norm kind, or NULL. */
+static const char *norm_unused(const char *suffix, const icl_feat *f) {
+  if (f->norm == ICL_NORM_NONE) return PFX "norm is 'none'";
+  if (!strcmp(suffix, "bias") && f->norm != ICL_NORM_LAYER) return PFX "norm = 'rms' has no bias";
+  return NULL;
+}
+
+/* Why block tensor blk.<n>.<sfx> cannot be used, or NULL. */
+static const char *block_unused(int n, const char *sfx, const icl_hparams *hp, const icl_feat *f) {
+  static const char *const ATTN[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias",
+                                     "attn_k.bias", "attn_v.bias", "attn_output.weight", "attn_output.bias", NULL};
+  static const char *const MLP[] = {"ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
+                                    "ffn_norm.weight", "ffn_norm.bias", NULL};
+  if (n >= hp->n_layer) return "its block is beyond " PFX "block_count";
+  if (in_list(sfx, ATTN)) return NULL;
+  if (!strcmp(sfx, "attn_smear")) return f->smeared_key ? NULL : PFX "smeared_key is false";
+  if (in_list(sfx, MLP) && !hp->n_ff) return "blk.0 has no ffn_up.weight (no MLP)";
+  if (!strcmp(sfx, "attn_norm.weight") || !strcmp(sfx, "ffn_norm.weight")) return norm_unused("weight", f);
+  if (!strcmp(sfx, "attn_norm.bias") || !strcmp(sfx, "ffn_norm.bias")) return norm_unused("bias", f);
+  return in_list(sfx, MLP) ? NULL : "not an icl-attn tensor";
+}
+
 /* Why tensor name cannot be honoured by the keys read (NULL when it can): every tensor of the file is part of the
  * model both readers build, so none is silently dropped (a LayerNorm bias under rms, a position table under rope,
  * a block beyond block_count, an MLP of a later block when blk.0 has none). */
 static const char *tensor_unused(const char *name, const icl_hparams *hp, const icl_feat *f) {
-  static const char *const BLK[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias",
-                                    "attn_v.bias", "attn_output.weight", "attn_output.bias", NULL};
-  static const char *const MLP[] = {"ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias", NULL};
-  static const char *const TOP[] = {"token_embd.weight", "output.weight", "output.bias", "inp_proj.weight",
-                                    "inp_proj.bias", NULL};
-  int n, cls;
+  static const char *const TOP[] = {"token_embd.weight", "output.weight", "output.bias", NULL};
+  int n;
   const char *sfx;
   char tail[16];
-  if (block_tensor(name, &n, &sfx)) {
-    if (n >= hp->n_layer) return "its block is beyond " PFX "block_count";
-    if (in_list(sfx, BLK)) return NULL;
-    if (in_list(sfx, MLP)) return hp->n_ff > 0 ? NULL : "blk.0 has no ffn_up.weight (no MLP)";
-    if (!strcmp(sfx, "attn_smear")) return f->smeared_key ? NULL : PFX "smeared_key is false";
-    if (!strcmp(sfx, "ffn_norm.weight") && !hp->n_ff) return "blk.0 has no ffn_up.weight (no MLP)";
-    if (strcmp(sfx, "attn_norm.weight") && strcmp(sfx, "attn_norm.bias") && strcmp(sfx, "ffn_norm.weight") &&
-        strcmp(sfx, "ffn_norm.bias"))
-      return "not an icl-attn tensor";
-    if (!strcmp(sfx, "ffn_norm.bias") && !hp->n_ff) return "blk.0 has no ffn_up.weight (no MLP)";
-    sfx = strchr(sfx, '.') + 1; /* "weight" or "bias" of a norm */
-  } else if (in_list(name, TOP)) {
-    return strncmp(name, "inp_proj", 8) || hp->input_length > 0 ? NULL : PFX "input_length is 0";
-  } else if (!strcmp(name, "position_embd.weight")) {
-    return f->pos == ICL_POS_LEARNED ? NULL : PFX "position is not 'learned'";
-  } else if (sscanf(name, "cls.%d.%15s", &cls, tail) == 2 && (!strcmp(tail, "weight") || !strcmp(tail, "bias"))) {
-    return f->out == ICL_OUT_CLASSIFIER && cls >= 0 && cls < f->n_cls ? NULL
-                                                                       : "beyond " PFX "classifier.hidden_count";
-  } else if (!strcmp(name, "output_norm.weight") || !strcmp(name, "output_norm.bias")) {
-    sfx = strchr(name, '.') + 1;
-  } else {
-    return "not an icl-attn tensor";
-  }
-  if (f->norm == ICL_NORM_NONE) return PFX "norm is 'none'";
-  if (!strcmp(sfx, "bias") && f->norm != ICL_NORM_LAYER) return PFX "norm = 'rms' has no bias";
-  return NULL;
+  if (block_tensor(name, &n, &sfx)) return block_unused(n, sfx, hp, f);
+  if (in_list(name, TOP)) return NULL;
+  if (!strcmp(name, "inp_proj.weight") || !strcmp(name, "inp_proj.bias"))
+    return hp->input_length > 0 ? NULL : PFX "input_length is 0";
+  if (!strcmp(name, "position_embd.weight")) return f->pos == ICL_POS_LEARNED ? NULL : PFX "position is not 'learned'";
+  if (!strcmp(name, "output_norm.weight")) return norm_unused("weight", f);
+  if (!strcmp(name, "output_norm.bias")) return norm_unused("bias", f);
+  if (sscanf(name, "cls.%d.%15s", &n, tail) == 2 && (!strcmp(tail, "weight") || !strcmp(tail, "bias")))
+    return f->out == ICL_OUT_CLASSIFIER && n >= 0 && n < f->n_cls ? NULL : "beyond " PFX "classifier.hidden_count";
+  return "not an icl-attn tensor";
 }
 
 static int check_tensors(const icl_gguf *g, const icl_hparams *hp, const icl_feat *f, icl_error *err) {
