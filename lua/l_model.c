@@ -380,14 +380,15 @@ static void pos_field(run_spec *s, int idx, const char *what, int64_t *b, int64_
   lua_pop(L, 1);
 }
 
-/* head = h or heads = {h, ...}, each in 0..max-1; absent: NULL (all heads). */
-static void heads_field(run_spec *s, int idx, const char *what, int max, const int **heads, int *n) {
+/* head = h or heads = {h, ...} as integers; absent: NULL (all heads). Their range is the core's to check (it knows
+ * each point's heads). */
+static void heads_field(run_spec *s, int idx, const char *what, const int **heads, int *n) {
   lua_State *L = s->L;
   *heads = NULL, *n = 0;
   if (lua_getfield(L, idx, "head") != LUA_TNIL) {
     lua_pop(L, 1);
     int *h = scratch(s, sizeof *h);
-    h[0] = (int)int_field(s, idx, what, "head", 0, 1, 0, max - 1);
+    h[0] = (int)int_field(s, idx, what, "head", 0, 1, INT_MIN, INT_MAX);
     *heads = h, *n = 1;
     return;
   }
@@ -406,8 +407,8 @@ static void heads_field(run_spec *s, int idx, const char *what, int max, const i
     int isint;
     lua_geti(L, -1, i + 1);
     lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 0 || v >= max)
-      field_error(s, what, ".heads[%d]: %s out of range 0..%d", i + 1, luaL_tolstring(L, -1, NULL), max - 1);
+    if (!isint || v < INT_MIN || v > INT_MAX)
+      field_error(s, what, ".heads[%d]: %s is not a head index", i + 1, luaL_tolstring(L, -1, NULL));
     h[i] = (int)v;
     lua_pop(L, 1);
   }
@@ -478,23 +479,17 @@ static void parse_capture(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, CAPTURE_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
   c->pattern = str_field(s, idx, what, "name", 1);
+  c->label = lua_pushstring(s->L, what); /* "capture[1]": the core's messages name the entry */
+  anchor(s);
   pos_field(s, idx, what, &c->pos_begin, &c->pos_end);
-  heads_field(s, idx, what, s->hp->n_head, &c->heads, &c->n_heads);
+  heads_field(s, idx, what, &c->heads, &c->n_heads);
 }
 
-/* The point of an ablation: hook = "z" (default), "result", "q", "k", "v" with layer, or a full hook name. */
-static const char *ablate_hook(run_spec *s, int idx, const char *what, int *max_heads) {
-  const char *h = str_field(s, idx, what, "hook", 0);
-  *max_heads = s->hp->n_head;
-  if (h && strchr(h, '.')) return h;
-  if (!h) h = "z";
-  if (strcmp(h, "z") && strcmp(h, "result") && strcmp(h, "q") && strcmp(h, "k") && strcmp(h, "v"))
-    field_error(s, what, ".hook: '%s' is not z, result, q, k, v or a full hook name", h);
-  if (!strcmp(h, "k") || !strcmp(h, "v")) *max_heads = s->hp->n_head_kv;
-  int layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
-  const char *name = lua_pushfstring(s->L, "blocks.%d.attn.hook_%s", layer, h);
-  anchor(s);
-  return name;
+/* hook = a full name, or short ("z", "result", "q", "k", "v") with layer =: both passed as they are, the core
+ * resolves and checks them (layer -1: not given). */
+static void hook_fields(run_spec *s, int idx, const char *what, icl_intervention *v) {
+  v->hook = str_field(s, idx, what, "hook", 0);
+  v->layer = (int)int_field(s, idx, what, "layer", -1, 0, INT_MIN, INT_MAX);
 }
 
 static const char *const ABLATE_KEYS[] = {"layer", "head", "heads", "mode", "value", "hook", "pos", NULL};
@@ -506,10 +501,10 @@ static void parse_ablate(run_spec *s, int idx, const char *what) {
   const char *mode = str_field(s, idx, what, "mode", 0);
   if (mode && strcmp(mode, "zero") && strcmp(mode, "mean"))
     field_error(s, what, ".mode: '%s' is not zero or mean", mode);
-  int mean = mode && !strcmp(mode, "mean"), max_heads;
+  int mean = mode && !strcmp(mode, "mean");
   icl_intervention *v = new_iv(s, mean ? ICL_IV_MEAN : ICL_IV_ZERO, what);
-  v->hook = ablate_hook(s, idx, what, &max_heads);
-  heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
+  hook_fields(s, idx, what, v);
+  heads_field(s, idx, what, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, mean);
 }
@@ -521,10 +516,8 @@ static void parse_patch(run_spec *s, int idx, const char *what) {
   check_keys(s->L, s->arg, idx, PATCH_KEYS, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
   icl_intervention *v = new_iv(s, ICL_IV_PATCH, what);
-  int max_heads = s->hp->n_head, has_layer = lua_getfield(s->L, idx, "layer") != LUA_TNIL;
-  lua_pop(s->L, 1);
-  v->hook = has_layer ? ablate_hook(s, idx, what, &max_heads) : str_field(s, idx, what, "hook", 1);
-  heads_field(s, idx, what, max_heads, &v->heads, &v->n_heads);
+  hook_fields(s, idx, what, v);
+  heads_field(s, idx, what, &v->heads, &v->n_heads);
   pos_field(s, idx, what, &v->pos_begin, &v->pos_end);
   v->value = value_field(s, idx, what, 1);
 }
@@ -554,8 +547,8 @@ static void parse_knockout(run_spec *s, int idx, const char *what) {
   check_keys(L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(L, "%s: ", what));
   lua_pop(L, 1);
   icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
-  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, 0, s->hp->n_layer - 1);
-  heads_field(s, idx, what, s->hp->n_head, &v->heads, &v->n_heads);
+  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
+  heads_field(s, idx, what, &v->heads, &v->n_heads);
   if (lua_getfield(L, idx, "edges") != LUA_TTABLE) field_error(s, what, ".edges: expected a list of {q, k} pairs");
   char we[96];
   snprintf(we, sizeof we, "%s.edges", what);
@@ -570,10 +563,9 @@ static void parse_knockout(run_spec *s, int idx, const char *what) {
       lua_geti(L, -1, j + 1);
       lua_Integer p = lua_tointegerx(L, -1, &isint);
       if (!isint) field_error(s, w, ": expected {q, k} positions");
-      e[2 * i + j] = position(s, w, p);
+      e[2 * i + j] = p < 0 ? p + s->n : p - 1; /* 1-based, negative from the end; the core checks the range */
       lua_pop(L, 1);
     }
-    if (e[2 * i + 1] > e[2 * i]) field_error(s, w, ": key position after query position");
     lua_pop(L, 1);
   }
   lua_pop(L, 1);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "forward.h"
 #include "ops.h"
 
 #define TRY(x)                  \

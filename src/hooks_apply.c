@@ -41,7 +41,7 @@ int icl_hk_apply(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, 
   for (int i = 0; i < hk->nplan && !rc; i++) {
     const icl_plan_entry *p = &hk->plan[i];
     if (p->op != ICL_PLAN_MASK && p->layer == layer && p->hp == hp)
-      rc = apply_entry(hk->s->m->be, p, view, hk->p0, n, err);
+      rc = apply_entry(hk->m->be, p, view, hk->p0, n, err);
   }
   return rc;
 }
@@ -66,7 +66,7 @@ static void fill_mask(struct icl_hookctx *hk, int layer, int64_t nq, int64_t nkv
 int icl_hook_mask(struct icl_hookctx *hk, int layer, const icl_dt **out, icl_error *err) {
   *out = NULL;
   if (!hk->ko_layer || !hk->ko_layer[layer]) return ICL_OK;
-  icl_model *m = hk->s->m;
+  icl_model *m = hk->m;
   int64_t nq = hk->nc, nkv = hk->p0 + nq, nh = m->hp.n_head;
   fill_mask(hk, layer, nq, nkv, nh);
   /* the buffer is shared by all knocked-out layers: wait until the previous layer's attention has read it */

@@ -9,7 +9,7 @@
 
 static int add_capture(struct icl_hookctx *hk, int layer, int hp, const char *name, void *ud, icl_error *err) {
   const icl_capture *c = ud;
-  icl_hk_geom g = icl_hk_geom_of(hk->s->m, hp);
+  icl_hk_geom g = icl_hk_geom_of(hk->m, hp);
   icl_hk_cap *nc = realloc(hk->caps, (size_t)(hk->ncaps + 1) * sizeof *nc);
   if (!nc) return icl_error_set(err, ICL_ENOMEM, "capture: out of memory");
   hk->caps = nc;
@@ -20,7 +20,8 @@ static int add_capture(struct icl_hookctx *hk, int layer, int hp, const char *na
   int rc = icl_hk_pos_range(c->pos_begin, c->pos_end, hk->n, &k->pb, &k->pe, name, err);
   if (rc) return rc;
   if (c->heads && !g.heads) return icl_error_set(err, ICL_EINVAL, "capture %s: heads given for a point without heads", name);
-  if (g.heads && (rc = icl_hk_head_list(c->heads, c->n_heads, g.heads, name, &k->heads, &k->nsel, err))) return rc;
+  if (g.heads && (rc = icl_hk_head_list(c->heads, c->n_heads, g.heads, c->label ? c->label : name, &k->heads,
+                                            &k->nsel, err))) return rc;
   hk->ncaps++;
   *icl_hk_want(hk, layer, hp) |= ICL_W_CAPTURE;
   return ICL_OK;
@@ -53,7 +54,7 @@ int icl_hk_resolve_callbacks(struct icl_hookctx *hk, icl_error *err) {
 }
 
 icl_tensor *icl_hk_capture_tensor(struct icl_hookctx *hk, const icl_hk_cap *k, int64_t npos) {
-  icl_hk_geom g = icl_hk_geom_of(hk->s->m, k->hp);
+  icl_hk_geom g = icl_hk_geom_of(hk->m, k->hp);
   int64_t shape[3];
   if (k->hp == HP_PATTERN) {
     shape[0] = k->nsel, shape[1] = npos, shape[2] = hk->n;
@@ -68,7 +69,7 @@ icl_tensor *icl_hk_capture_tensor(struct icl_hookctx *hk, const icl_hk_cap *k, i
 }
 
 static size_t capture_bytes(struct icl_hookctx *hk, const icl_hk_cap *k) {
-  icl_hk_geom g = icl_hk_geom_of(hk->s->m, k->hp);
+  icl_hk_geom g = icl_hk_geom_of(hk->m, k->hp);
   int64_t npos = k->pe - k->pb;
   if (k->hp == HP_PATTERN) return (size_t)(k->nsel * npos * hk->n) * 4;
   return (size_t)(npos * (g.heads ? k->nsel * g.hsz : g.row)) * 4;
@@ -102,7 +103,7 @@ int icl_hk_setup_results(struct icl_hookctx *hk, icl_error *err) {
   res->n_captures = hk->ncaps;
   for (int i = 0; i < hk->ncaps; i++) {
     char name[96];
-    icl_hook_name(hk->s->m, hk->caps[i].layer, hk->caps[i].hp, name, sizeof name);
+    icl_hook_name(hk->m, hk->caps[i].layer, hk->caps[i].hp, name, sizeof name);
     res->names[i] = strdup(name);
     hk->caps[i].index = i;
     if (!hk->o->stream) res->captures[i] = icl_hk_capture_tensor(hk, &hk->caps[i], hk->caps[i].pe - hk->caps[i].pb);
@@ -113,11 +114,11 @@ int icl_hk_setup_results(struct icl_hookctx *hk, icl_error *err) {
 }
 
 int icl_hk_callback(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, icl_error *err) {
-  icl_backend *be = hk->s->m->be;
+  icl_backend *be = hk->m->be;
   int64_t n = icl_hk_view_positions(view, hp);
   int64_t shape[3] = {n, 0, 0};
   int nd = 2;
-  icl_hk_geom g = icl_hk_geom_of(hk->s->m, hp);
+  icl_hk_geom g = icl_hk_geom_of(hk->m, hp);
   if (hp == HP_PATTERN) shape[0] = g.heads, shape[1] = n, shape[2] = view->ne[0], nd = 3;
   else if (g.heads) shape[1] = g.heads, shape[2] = g.hsz, nd = 3;
   else shape[1] = g.row;
@@ -125,7 +126,7 @@ int icl_hk_callback(struct icl_hookctx *hk, int layer, int hp, const icl_dt *vie
   if (!t) return icl_error_set(err, ICL_ENOMEM, "hook callback: out of memory");
   size_t bytes = (size_t)t->numel * 4;
   char name[96];
-  icl_hook_name(hk->s->m, layer, hp, name, sizeof name);
+  icl_hook_name(hk->m, layer, hp, name, sizeof name);
   int rc = be->ops->read(be, view->buf, view->offset, t->data, bytes, err);
   if (!rc && hk->o->hook(hk->o->hook_ud, name, t, hk->p0, err)) rc = err->code ? err->code : ICL_EINVAL;
   if (!rc && hp != HP_PATTERN) rc = be->ops->write(be, view->buf, view->offset, t->data, bytes, err);
@@ -155,8 +156,8 @@ static int capture_pattern(icl_backend *be, const icl_hk_cap *k, const icl_dt *v
 }
 
 int icl_hk_capture(struct icl_hookctx *hk, const icl_hk_cap *k, const icl_dt *view, int64_t n, icl_error *err) {
-  icl_backend *be = hk->s->m->be;
-  icl_hk_geom g = icl_hk_geom_of(hk->s->m, k->hp);
+  icl_backend *be = hk->m->be;
+  icl_hk_geom g = icl_hk_geom_of(hk->m, k->hp);
   int64_t b, e;
   if (!icl_hk_overlap(k->pb, k->pe, hk->p0, n, &b, &e)) return ICL_OK;
   icl_tensor *t = hk->res->captures[k->index];

@@ -4,17 +4,11 @@
 #ifndef ICL_HOOKS_PLAN_H
 #define ICL_HOOKS_PLAN_H
 
+#include "hook_points.h"
 #include "hooks_internal.h"
 
 /* What a site is wanted for (icl_hookctx.want). */
 enum { ICL_W_CAPTURE = 1, ICL_W_IV = 2, ICL_W_CALLBACK = 4 };
-
-/* Layout of a point per position: row floats, split into `heads` blocks of hsz (heads = 0: not per head). The
- * pattern has heads = n_head and row = 0 (its rows are key positions, as many as the run so far). */
-typedef struct icl_hk_geom {
-  int64_t row, hsz;
-  int heads;
-} icl_hk_geom;
 
 /* A resolved capture: site, positions [pb, pe), the selected heads (per-head points), its index in the result. */
 typedef struct icl_hk_cap {
@@ -49,7 +43,7 @@ typedef struct icl_plan_entry {
 } icl_plan_entry;
 
 struct icl_hookctx {
-  icl_session *s;
+  icl_model *m;
   const icl_run_opts *o;
   icl_run_result *res;
   int64_t n, p0, nc;       /* run length; the current chunk [p0, p0 + nc) */
@@ -65,18 +59,6 @@ struct icl_hookctx {
   icl_buf *mask_buf;
   icl_dt mask_view;
 };
-
-/* The layout of point hp of m. */
-icl_hk_geom icl_hk_geom_of(const icl_model *m, int hp);
-
-/* The positions [*b, *e) of a request's range [pb, pe) inside the chunk [p0, p0+n); 0 if they do not meet. */
-int icl_hk_overlap(int64_t pb, int64_t pe, int64_t p0, int64_t n, int64_t *b, int64_t *e);
-
-/* Normalizes a position range against the run length n: negatives count from the end, (0,0) = all. */
-int icl_hk_pos_range(int64_t b, int64_t e, int64_t n, int64_t *pb, int64_t *pe, const char *what, icl_error *err);
-
-/* Copies and checks a head list (NULL = all max_heads heads) into a new array *out of *nsel heads. */
-int icl_hk_head_list(const int *heads, int nh, int max_heads, const char *what, int **out, int *nsel, icl_error *err);
 
 /* The want bits of site (layer, hp). */
 unsigned char *icl_hk_want(struct icl_hookctx *hk, int layer, int hp);
@@ -101,8 +83,5 @@ int icl_hk_callback(struct icl_hookctx *hk, int layer, int hp, const icl_dt *vie
 
 /* Apply (hooks_apply.c): the FILL/COPY/ADD entries of site (layer, hp) on its chunk view of n positions. */
 int icl_hk_apply(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, int64_t n, icl_error *err);
-
-/* The number of positions in a site's chunk view. */
-int64_t icl_hk_view_positions(const icl_dt *v, int hp);
 
 #endif

@@ -168,7 +168,7 @@ static int add_entry(struct icl_hookctx *hk, const icl_plan_entry *e, const char
 /* Uploads `floats` floats to a new device buffer that the context keeps (and frees). */
 static int upload(struct icl_hookctx *hk, const float *host, int64_t floats, icl_buf **out, const char *name,
                   icl_error *err) {
-  icl_backend *be = hk->s->m->be;
+  icl_backend *be = hk->m->be;
   icl_buf **nb = realloc(hk->vbufs, (size_t)(hk->nvbufs + 1) * sizeof *nb);
   if (!nb) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory", name);
   hk->vbufs = nb;
@@ -222,12 +222,13 @@ static int check_request(struct icl_hookctx *hk, req *q, icl_error *err) {
     return icl_error_set(err, ICL_EINVAL, "%s: heads given for a point without heads", q->name);
   if (v->heads && v->kind == ICL_IV_ADD)
     return icl_error_set(err, ICL_EINVAL, "%s: add acts on the whole point; heads are not supported", q->name);
-  if (q->g.heads) return icl_hk_head_list(v->heads, v->n_heads, q->g.heads, q->name, &q->heads, &q->nsel, err);
+  if (q->g.heads)
+    return icl_hk_head_list(v->heads, v->n_heads, q->g.heads, v->label ? v->label : q->name, &q->heads, &q->nsel, err);
   return ICL_OK;
 }
 
 static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *point, void *ud, icl_error *err) {
-  req q = {.v = ud, .layer = layer, .hp = hp, .g = icl_hk_geom_of(hk->s->m, hp)};
+  req q = {.v = ud, .layer = layer, .hp = hp, .g = icl_hk_geom_of(hk->m, hp)};
   if (q.v->label) snprintf(q.name, sizeof q.name, "%s (%s)", q.v->label, point); /* "patch[1] (blocks.0.hook_z)" */
   else snprintf(q.name, sizeof q.name, "%s", point);
   int rc = check_request(hk, &q, err);
@@ -241,20 +242,34 @@ static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *poi
   return rc;
 }
 
-/* KNOCKOUT: one MASK entry per request, its layer, heads and edges checked here. */
-static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, icl_error *err) {
-  const icl_hparams *h = &hk->s->m->hp;
-  if (v->layer < 0 || v->layer >= h->n_layer)
-    return icl_error_set(err, ICL_EINVAL, "knockout: layer %d out of range 0..%d", v->layer, h->n_layer - 1);
-  for (int j = 0; j < v->n_heads; j++)
-    if (v->heads[j] < 0 || v->heads[j] >= h->n_head)
-      return icl_error_set(err, ICL_EINVAL, "knockout: head %d out of range 0..%d", v->heads[j], h->n_head - 1);
+/* Checks a knockout's edges: 1-based positions in the messages, as the caller wrote them. */
+static int check_edges(const struct icl_hookctx *hk, const icl_intervention *v, const char *what, icl_error *err) {
   for (int64_t j = 0; j < v->n_edges; j++) {
     int64_t q = v->edges[2 * j], kk = v->edges[2 * j + 1];
-    if (q < 0 || q >= hk->n || kk < 0 || kk > q)
-      return icl_error_set(err, ICL_EINVAL, "knockout: edge %lld (q %lld -> k %lld) must have 0 <= k <= q < %lld",
-                           (long long)j, (long long)q, (long long)kk, (long long)hk->n);
+    for (int i = 0; i < 2; i++) {
+      int64_t p = i ? kk : q;
+      if (p < 0 || p >= hk->n)
+        return icl_error_set(err, ICL_EINVAL, "%s.edges[%lld]: position %lld out of range 1..%lld", what,
+                             (long long)j + 1, (long long)p + 1, (long long)hk->n);
+    }
+    if (kk > q)
+      return icl_error_set(err, ICL_EINVAL, "%s.edges[%lld]: key position after query position (%lld > %lld)", what,
+                           (long long)j + 1, (long long)kk + 1, (long long)q + 1);
   }
+  return ICL_OK;
+}
+
+/* KNOCKOUT: one MASK entry per request, its layer, heads and edges checked here. */
+static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, icl_error *err) {
+  const icl_hparams *h = &hk->m->hp;
+  const char *what = v->label ? v->label : "knockout";
+  if (v->layer < 0 || v->layer >= h->n_layer)
+    return icl_error_set(err, ICL_EINVAL, "%s.layer: %d out of range 0..%d", what, v->layer, h->n_layer - 1);
+  int *heads = NULL, nsel = 0;
+  int rc = icl_hk_head_list(v->heads, v->n_heads, h->n_head, what, &heads, &nsel, err);
+  free(heads);
+  if (!rc) rc = check_edges(hk, v, what, err);
+  if (rc) return rc;
   icl_plan_entry e = {.op = ICL_PLAN_MASK, .layer = v->layer, .hp = HP_PATTERN, .heads = v->heads,
                       .n_heads = v->heads ? v->n_heads : 0, .edges = v->edges, .n_edges = v->n_edges};
   hk->ko_layer[v->layer] = 1;
@@ -263,11 +278,31 @@ static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, i
 
 /* The knockout mask's host and device memory, sized for the run's longest chunk. */
 static int alloc_mask(struct icl_hookctx *hk, icl_error *err) {
-  icl_model *m = hk->s->m;
+  icl_model *m = hk->m;
   size_t floats = (size_t)hk->n * (size_t)m->chunk * (size_t)m->hp.n_head;
   hk->mask_host = malloc(floats * sizeof(float));
   if (!hk->mask_host) return icl_error_set(err, ICL_ENOMEM, "knockout: no host memory for the mask");
   return m->be->ops->buf_alloc(m->be, floats * 4, ICL_BUF_ACT, &hk->mask_buf, err);
+}
+
+/* The point pattern of an intervention into *out: its full hook name, or a short one ("z", "result", "q", "k",
+ * "v"; NULL: "z" for ZERO, MEAN, and PATCH with a layer) of attention layer v->layer, written into buf. */
+static int hook_of(const struct icl_hookctx *hk, const icl_intervention *v, const char *what, char *buf, size_t cap,
+                   const char **out, icl_error *err) {
+  const char *h = v->hook;
+  *out = h;
+  if (h && strchr(h, '.')) return ICL_OK;
+  int by_layer = v->kind == ICL_IV_ZERO || v->kind == ICL_IV_MEAN || (v->kind == ICL_IV_PATCH && v->layer != -1);
+  if (!h && !by_layer) return icl_error_set(err, ICL_EINVAL, "%s.hook: required", what);
+  if (!h) h = "z";
+  if (strcmp(h, "z") && strcmp(h, "result") && strcmp(h, "q") && strcmp(h, "k") && strcmp(h, "v"))
+    return icl_error_set(err, ICL_EINVAL, "%s.hook: '%s' is not z, result, q, k, v or a full hook name", what, h);
+  if (v->layer == -1) return icl_error_set(err, ICL_EINVAL, "%s.layer: required with the short hook '%s'", what, h);
+  if (v->layer < 0 || v->layer >= hk->m->hp.n_layer)
+    return icl_error_set(err, ICL_EINVAL, "%s.layer: %d out of range 0..%d", what, v->layer, hk->m->hp.n_layer - 1);
+  snprintf(buf, cap, "blocks.%d.attn.hook_%s", v->layer, h);
+  *out = buf;
+  return ICL_OK;
 }
 
 int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
@@ -275,8 +310,13 @@ int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
   for (int i = 0; i < o->n_interventions; i++) {
     const icl_intervention *v = &o->interventions[i];
     if (v->kind == ICL_IV_KNOCKOUT) continue;
-    if (!v->hook) return icl_error_set(err, ICL_EINVAL, "intervention %d: no hook name", i);
-    int c = icl_hk_for_points(hk, v->hook, resolve_at, (void *)v, err);
+    char what[64], name[96];
+    if (v->label) snprintf(what, sizeof what, "%s", v->label);
+    else snprintf(what, sizeof what, "intervention[%d]", i + 1);
+    const char *hook;
+    int rc = hook_of(hk, v, what, name, sizeof name, &hook, err);
+    if (rc) return rc;
+    int c = icl_hk_for_points(hk, hook, resolve_at, (void *)v, err);
     if (c < 0) return -c;
   }
   return ICL_OK;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward.h"
 #include "logits_select.h"
 #include "ops.h"
 

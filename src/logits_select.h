@@ -2,7 +2,7 @@
 #ifndef ICL_LOGITS_SELECT_H
 #define ICL_LOGITS_SELECT_H
 
-#include "model_internal.h"
+#include "session_internal.h"
 
 /* Checks opts' ids and allocates res->logits [n, n_logit_ids] (none when no ids) and res->lse [n]. */
 int icl_logits_select_alloc(const icl_model *m, int64_t n, const icl_run_opts *o, icl_run_result *res, icl_error *err);

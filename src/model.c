@@ -210,8 +210,7 @@ int icl_model_load(const char *path, const icl_load_opts *opts, icl_model **out,
 
 void icl_model_free(icl_model *m) {
   if (!m) return;
-  icl_session_free(m->run_session);
-  free(m->run_tokens);
+  if (m->run_session) m->run_session_free(m->run_session);
   if (m->be) {
     for (int i = 0; i < m->n_bufs; i++) m->be->ops->buf_free(m->be, m->bufs[i]);
     m->be->ops->destroy(m->be);

@@ -1,4 +1,4 @@
-/* Model, layer and session structures shared by model.c, forward.c, session.c and hooks.c. */
+/* The loaded model and its layers (owner: model.c, model_attn.c); read by the run path, never changed by it. */
 #ifndef ICL_MODEL_INTERNAL_H
 #define ICL_MODEL_INTERNAL_H
 
@@ -45,9 +45,8 @@ struct icl_model {
   int n_bufs;
   size_t weight_bytes;
   int n_ctx, chunk;
-  icl_session *run_session; /* reused by icl_model_run */
-  int32_t *run_tokens;      /* [n_ctx]: the tokens of the last successful icl_model_run */
-  int64_t run_clean;        /* its leading positions that no intervention reached (0 after a failure) */
+  icl_session *run_session; /* icl_model_run's session and run cache (owned by session.c, which creates it) */
+  void (*run_session_free)(icl_session *); /* set with run_session: how the model frees what it holds */
 };
 
 /* Uploads host bytes as a weight buffer of the model (freed with it), described by *out. */
@@ -61,74 +60,5 @@ int icl_model_bind(icl_model *m, const icl_gguf *g, const char *name, int requir
 
 /* Binds every tensor of an icl-attn model by presence (model_attn.c). */
 int icl_model_bind_attn(icl_model *m, const icl_gguf *g, icl_error *err);
-
-/* Device activations for one chunk of up to `chunk` tokens: one buffer per view (session.c alloc_acts). */
-typedef struct icl_acts {
-  icl_dt x;            /* residual [d, C] */
-  icl_dt h;            /* normed / scratch [d, C] */
-  icl_dt q;            /* [hd, nh, C] */
-  icl_dt z;            /* attention output per head [hd, nh, C] */
-  icl_dt o;            /* attention or FFN output [d, C] */
-  icl_dt gate, up;     /* [ff, C] */
-  icl_dt ids, pos;     /* i32 [C] */
-  icl_dt inputs;       /* [input_length, C] continuous inputs of the chunk (icl-attn), buf NULL if none */
-  icl_dt logits;       /* [vocab, L] for L = logit sub-chunk rows */
-  int logit_rows;
-  icl_buf *pattern_buf; /* f32 [n_ctx, C, nh] when patterns are needed, else NULL (knockout masks: hooks.c) */
-  icl_dt result;        /* [d, nh, C] per-head outputs for hook_result, lazily allocated */
-  icl_buf *result_buf;
-  icl_buf *zmask_buf;   /* [hd, nh, C] scratch for hook_result */
-} icl_acts;
-
-struct icl_session {
-  icl_model *m;
-  int64_t n_past;
-  icl_buf **kv_bufs;    /* [2 * n_layer]: layer il's k buffer at 2*il, its v buffer at 2*il + 1 */
-  icl_dt *k, *v;        /* per layer [hd, nkv, n_ctx] f32 */
-  icl_acts a;
-  size_t bytes;
-  icl_dt k_last;        /* [nkv*hd, n_layer] raw (unsmeared) key of the last position evaluated (smeared_key) */
-  const float *inputs;  /* [n, input_length] host inputs of the current run, row 0 = position inputs_pos0 */
-  int64_t inputs_pos0, inputs_n;
-};
-
-struct icl_hookctx;
-
-/* Evaluates tokens[0..n) (n <= chunk) at positions s->n_past..; hooks may be NULL. Leaves the final normalized
- * hidden state in s->a.h. */
-int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct icl_hookctx *hk, icl_error *err);
-
-/* Computes logits rows [r0, r0+nr) of the current chunk into s->a.logits (nr <= logit_rows). */
-int icl_forward_logits(icl_session *s, int64_t r0, int64_t nr, icl_error *err);
-
-/* Allocates the pattern buffer and the hook_result scratch on demand. */
-int icl_session_need_pattern(icl_session *s, icl_error *err);
-int icl_session_need_result(icl_session *s, icl_error *err);
-
-/* Hook point ids within a layer. */
-typedef enum icl_hp {
-  HP_RESID_PRE, HP_LN1, HP_Q, HP_K, HP_V, HP_PATTERN, HP_Z, HP_RESULT, HP_ATTN_OUT, HP_LN1_POST, HP_RESID_MID,
-  HP_LN2, HP_MLP_PRE, HP_MLP_POST, HP_MLP_OUT, HP_LN2_POST, HP_RESID_POST, HP_LAYER_COUNT
-} icl_hp;
-/* Points outside layers use layer -1: HP_EMBED, HP_LN_FINAL */
-enum { HP_EMBED = HP_LAYER_COUNT, HP_LN_FINAL, HP_COUNT };
-
-/* Called by the forward pass at each hook point with the chunk's view of the point: [inner, n], or
- * [hd, heads, n] per head (the view's shape is checked against the point's layout, so a new architecture cannot
- * announce a view the hooks would misread). Applies the plan, the callback, the captures. Returns an error code. */
-int icl_hook_point(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, icl_error *err);
-
-/* 1 if the forward pass must compute point (layer, hp) (only hook_result is optional). */
-int icl_hook_wants(const struct icl_hookctx *hk, int layer, int hp);
-
-/* 1 if an intervention or callback may change point (layer, hp). */
-int icl_hook_modifies(const struct icl_hookctx *hk, int layer, int hp);
-
-/* Sets *out to the knockout mask for a layer's attention (NULL: no knockout there); uploads it to the device, so
- * a failed sync or write is returned as an error, never read as "no knockout". */
-int icl_hook_mask(struct icl_hookctx *hk, int layer, const icl_dt **out, icl_error *err);
-
-/* 1 if the layer's attention pattern must be written. */
-int icl_hook_needs_pattern(const struct icl_hookctx *hk, int layer);
 
 #endif

@@ -1,12 +1,13 @@
-/* Sessions: the KV cache and chunk activations, incremental evaluation, and hooked runs. */
+/* Sessions: the KV cache and chunk activations, incremental evaluation, and hooked runs. The top of the run path:
+ * it owns the run's result and logits, the run cache of icl_model_run, and the buffers the hooks ask for; it calls
+ * down into the logits (logits_select.c), the forward pass and the hooks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hooks_internal.h"
+#include "forward.h"
 #include "logits_select.h"
-#include "model_internal.h"
 
 static int alloc_view(icl_session *s, icl_buf **b, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t type, icl_dt *out,
                       icl_error *err) {
@@ -107,15 +108,17 @@ void icl_session_free(icl_session *s) {
   free(s->kv_bufs);
   free(s->k);
   free(s->v);
+  free(s->run_tokens);
   free(s);
 }
 
-int icl_session_need_pattern(icl_session *s, icl_error *err) {
+/* The pattern buffer and the hook_result scratch, allocated on first need. */
+static int need_pattern(icl_session *s, icl_error *err) {
   if (s->a.pattern_buf) return ICL_OK;
   return alloc_view(s, &s->a.pattern_buf, s->m->n_ctx, s->m->chunk, s->m->hp.n_head, ICL_TYPE_F32, NULL, err);
 }
 
-int icl_session_need_result(icl_session *s, icl_error *err) {
+static int need_result(icl_session *s, icl_error *err) {
   if (s->a.result_buf) return ICL_OK;
   const icl_hparams *hp = &s->m->hp;
   int rc = alloc_view(s, &s->a.result_buf, hp->n_embd, hp->n_head, s->m->chunk, ICL_TYPE_F32, &s->a.result, err);
@@ -213,14 +216,78 @@ static int64_t clean_prefix(const icl_run_opts *o, int64_t n) {
 }
 
 /* Positions of this run whose keys and values the previous run left valid in the cache (opts.reuse). */
-static int64_t reusable(const icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *o, int64_t clean) {
-  if (!o->reuse || !m->run_tokens || o->n_captures > 0 || o->on_chunk ||
+static int64_t reusable(const icl_session *s, const int32_t *tokens, int64_t n, const icl_run_opts *o, int64_t clean) {
+  if (!o->reuse || !s->run_tokens || o->n_captures > 0 || o->on_chunk ||
       (o->logits != ICL_LOGITS_LAST && o->logits != ICL_LOGITS_NONE))
     return 0;
-  int64_t lim = m->run_clean < clean ? m->run_clean : clean, k = 0;
+  int64_t lim = s->run_clean < clean ? s->run_clean : clean, k = 0;
   if (lim > n - 1) lim = n - 1; /* at least the last position is computed */
-  while (k < lim && tokens[k] == m->run_tokens[k]) k++;
+  while (k < lim && tokens[k] == s->run_tokens[k]) k++;
   return k;
+}
+
+/* The model's run session, made on first use with its run cache; the model frees it through run_session_free. */
+static int run_session(icl_model *m, icl_session **out, icl_error *err) {
+  if (!m->run_session) {
+    int rc = icl_session_new(m, &m->run_session, err);
+    if (rc) return rc;
+    m->run_session_free = icl_session_free;
+  }
+  icl_session *s = m->run_session;
+  if (!s->run_tokens && !(s->run_tokens = malloc((size_t)m->n_ctx * sizeof *s->run_tokens)))
+    return icl_error_set(err, ICL_ENOMEM, "run: out of host memory");
+  *out = s;
+  return ICL_OK;
+}
+
+/* The device buffers the hooks want (attention patterns, per-head results) and the logits tensor of the run. */
+static int alloc_run_needs(icl_session *s, struct icl_hookctx *hk, int64_t n, const icl_run_opts *o,
+                           icl_run_result *res, icl_error *err) {
+  icl_model *m = s->m;
+  int rc = ICL_OK;
+  for (int il = 0; il < m->hp.n_layer && !rc; il++) {
+    if (icl_hook_wants(hk, il, HP_PATTERN)) rc = need_pattern(s, err);
+    if (!rc && icl_hook_wants(hk, il, HP_RESULT)) rc = need_result(s, err);
+  }
+  if (rc) return rc;
+  if (o->logits == ICL_LOGITS_SELECT) return icl_logits_select_alloc(m, n, o, res, err);
+  if (o->logits != ICL_LOGITS_ALL && o->logits != ICL_LOGITS_LAST) return ICL_OK;
+  int64_t all = o->stream && o->on_chunk && n > m->chunk ? m->chunk : n; /* streaming: a chunk's rows */
+  int64_t shape[2] = {o->logits == ICL_LOGITS_ALL ? all : 1, m->hp.n_vocab};
+  if (!(res->logits = icl_tensor_new(2, shape)))
+    return icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld x %lld logits", (long long)shape[0],
+                         (long long)shape[1]);
+  return ICL_OK;
+}
+
+/* Reads what a chunk [c, c + nc) gives the result: its logits rows as the run asks for them. */
+static int chunk_logits(icl_session *s, int64_t c, int64_t nc, int64_t n, const icl_run_opts *o, icl_run_result *res,
+                        icl_error *err) {
+  int64_t V = s->m->hp.n_vocab;
+  if (o->logits == ICL_LOGITS_ALL && o->stream && o->on_chunk) { /* streaming: the tensor holds this chunk's rows */
+    res->logits->shape[0] = nc, res->logits->numel = nc * V;
+    return read_logits(s, 0, nc, res->logits->data, c, "run", err);
+  }
+  if (o->logits == ICL_LOGITS_ALL) return read_logits(s, 0, nc, res->logits->data + c * V, c, "run", err);
+  if (o->logits == ICL_LOGITS_LAST && c + nc == n) return read_logits(s, nc - 1, 1, res->logits->data, c, "run", err);
+  if (o->logits == ICL_LOGITS_SELECT) return icl_logits_select_chunk(s, c, nc, o, res, err);
+  return ICL_OK;
+}
+
+/* The chunks of a run from position start: hooks, forward, logits, per chunk; stops between chunks on Ctrl-C. */
+static int run_chunks(icl_session *s, struct icl_hookctx *hk, const int32_t *tokens, int64_t start, int64_t n,
+                      const icl_run_opts *o, icl_run_result *res, icl_error *err) {
+  int rc = ICL_OK;
+  for (int64_t c = start, per = s->m->chunk; c < n && !rc; c += per) {
+    int64_t nc = n - c < per ? n - c : per;
+    if (o->interrupt && *o->interrupt)
+      return icl_error_set(err, ICL_EINTR, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
+    if (!rc) rc = icl_hooks_chunk_begin(hk, c, nc, err);
+    if (!rc) rc = icl_forward_chunk(s, tokens + c, nc, hk, err);
+    if (!rc) rc = chunk_logits(s, c, nc, n, o, res, err);
+    if (!rc) rc = icl_hooks_chunk_end(hk, c, nc, err);
+  }
+  return rc ? rc : s->m->be->ops->sync(s->m->be, err);
 }
 
 int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
@@ -230,52 +297,20 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   if (n > m->n_ctx)
     return icl_error_set(err, ICL_EINVAL, "run: %lld tokens exceed the context of %d (load with a larger n_ctx)",
                          (long long)n, m->n_ctx);
-  int rc;
-  if (!m->run_session && (rc = icl_session_new(m, &m->run_session, err))) return rc;
-  icl_session *s = m->run_session;
+  icl_session *s = NULL;
+  int rc = run_session(m, &s, err);
+  if (rc) return rc;
   icl_session_reset(s);
   icl_run_opts none = {0};
   if (!opts) opts = &none;
-  if (!m->run_tokens && !(m->run_tokens = malloc((size_t)m->n_ctx * sizeof *m->run_tokens)))
-    return icl_error_set(err, ICL_ENOMEM, "run: out of host memory");
-  int64_t clean = clean_prefix(opts, n), start = reusable(m, tokens, n, opts, clean);
-  m->run_clean = 0; /* the cache is being overwritten: valid again only if this run succeeds */
+  int64_t clean = clean_prefix(opts, n), start = reusable(s, tokens, n, opts, clean);
+  s->run_clean = 0; /* the cache is being overwritten: valid again only if this run succeeds */
   if ((rc = set_inputs(s, opts, n, err))) return rc;
   struct icl_hookctx *hk = NULL;
-  if ((rc = icl_hooks_begin(s, n, opts, res, &hk, err))) {
-    icl_hooks_end(hk);
-    icl_run_result_free(res);
-    return rc;
-  }
-  if (opts->logits == ICL_LOGITS_SELECT && (rc = icl_logits_select_alloc(m, n, opts, res, err))) {
-    icl_hooks_end(hk);
-    icl_run_result_free(res);
-    return rc;
-  }
-  int64_t V = m->hp.n_vocab;
-  int64_t per = m->chunk;
+  rc = icl_hooks_begin(m, n, opts, res, &hk, err);
+  if (!rc) rc = alloc_run_needs(s, hk, n, opts, res, err);
   s->n_past = start, res->reused = start; /* chunks from the first position not kept */
-  for (int64_t c = start; c < n && !rc; c += per) {
-    int64_t nc = n - c < per ? n - c : per;
-    if (opts->interrupt && *opts->interrupt) {
-      rc = icl_error_set(err, ICL_EINTR, "run: interrupted at position %lld of %lld", (long long)c, (long long)n);
-      break;
-    }
-    if ((rc = icl_hooks_chunk_begin(hk, c, nc, err))) break;
-    if ((rc = icl_forward_chunk(s, tokens + c, nc, hk, err))) break;
-    if (opts->logits == ICL_LOGITS_ALL && opts->stream && opts->on_chunk) { /* streaming: the tensor holds this chunk's rows only */
-      res->logits->shape[0] = nc, res->logits->numel = nc * V;
-      rc = read_logits(s, 0, nc, res->logits->data, c, "run", err);
-    } else if (opts->logits == ICL_LOGITS_ALL) {
-      rc = read_logits(s, 0, nc, res->logits->data + c * V, c, "run", err);
-    } else if (opts->logits == ICL_LOGITS_LAST && c + nc == n) {
-      rc = read_logits(s, nc - 1, 1, res->logits->data, c, "run", err);
-    } else if (opts->logits == ICL_LOGITS_SELECT) {
-      rc = icl_logits_select_chunk(s, c, nc, opts, res, err);
-    }
-    if (!rc) rc = icl_hooks_chunk_end(hk, c, nc, err);
-  }
-  if (!rc) rc = m->be->ops->sync(m->be, err);
+  if (!rc) rc = run_chunks(s, hk, tokens, start, n, opts, res, err);
   if (opts->stream && opts->on_chunk && opts->logits == ICL_LOGITS_ALL) { /* the rows went to on_chunk: none kept */
     icl_tensor_free(res->logits);
     res->logits = NULL;
@@ -285,8 +320,21 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
   if (rc) {
     icl_run_result_free(res);
   } else {
-    memcpy(m->run_tokens, tokens, (size_t)n * sizeof *tokens);
-    m->run_clean = clean;
+    memcpy(s->run_tokens, tokens, (size_t)n * sizeof *tokens);
+    s->run_clean = clean;
   }
   return rc;
+}
+
+void icl_run_result_free(icl_run_result *res) {
+  if (!res) return;
+  icl_tensor_free(res->logits);
+  icl_tensor_free(res->lse);
+  for (int i = 0; i < res->n_captures; i++) {
+    if (res->names) free(res->names[i]);
+    if (res->captures) icl_tensor_free(res->captures[i]);
+  }
+  free(res->names);
+  free(res->captures);
+  memset(res, 0, sizeof *res);
 }

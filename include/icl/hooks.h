@@ -21,6 +21,7 @@ typedef struct icl_capture {
   int64_t pos_begin, pos_end;
   const int *heads; /* NULL = all */
   int n_heads;
+  const char *label; /* NULL, or the caller's name for it in messages ("capture[1]") */
 } icl_capture;
 
 typedef enum icl_iv_kind {
@@ -31,7 +32,9 @@ typedef enum icl_iv_kind {
   ICL_IV_KNOCKOUT = 4  /* mask attention edges q_pos -> k_pos of a layer's heads */
 } icl_iv_kind;
 
-/* One intervention. hook names a point ("blocks.3.attn.hook_z"); heads restrict per-head points. */
+/* One intervention. hook names a point ("blocks.3.attn.hook_z"), or is short: "z", "result", "q", "k" or "v" of
+ * attention layer `layer` (NULL: "z" for ZERO, MEAN, and PATCH with a layer); heads restrict per-head points.
+ * The core checks every field (layer, heads, positions, edges) and names it after label in its messages. */
 typedef struct icl_intervention {
   icl_iv_kind kind;
   const char *hook;
@@ -39,7 +42,7 @@ typedef struct icl_intervention {
   int64_t pos_begin, pos_end;                 /* positions [begin, end); 0,0 = all */
   const icl_tensor *value;                    /* MEAN/PATCH/ADD: the replacement or addend */
   float coef;                                 /* ADD */
-  int layer;                                  /* KNOCKOUT */
+  int layer;                                  /* KNOCKOUT, and short hook names (-1: not given) */
   const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) */
   const char *label;                          /* NULL, or the caller's name for it in messages ("patch[1]") */
 } icl_intervention;

@@ -23,20 +23,16 @@ static icl_tensor *filled(int nd, int64_t a, int64_t b, int64_t c, float base) {
   return t;
 }
 
-/* Resolves opts on a fresh session and hands the context to fn (the plan is inspected, not run). */
+/* Resolves opts for the model and hands the context to fn (the plan is inspected, not run). */
 static void with_plan(icl_model *m, const icl_run_opts *o, void (*fn)(const struct icl_hookctx *)) {
-  icl_session *s = NULL;
   icl_error e = {0};
   icl_run_result res = {0};
   struct icl_hookctx *hk = NULL;
-  CHECKF(icl_session_new(m, &s, &e) == 0, "session: %s", e.msg);
-  if (!s) return;
-  int rc = icl_hooks_begin(s, NTOK, o, &res, &hk, &e);
+  int rc = icl_hooks_begin(m, NTOK, o, &res, &hk, &e);
   CHECKF(rc == 0, "resolve: %s", e.msg);
   if (!rc) fn(hk);
   icl_hooks_end(hk);
   icl_run_result_free(&res);
-  icl_session_free(s);
 }
 
 static int entry_is(const icl_plan_entry *p, icl_plan_op op, int layer, int hp, int64_t col, int64_t ncol,
@@ -210,10 +206,47 @@ static void test_shape_errors(icl_model *m) {
   icl_tensor_free(sq), icl_tensor_free(flat), icl_tensor_free(three), icl_tensor_free(short_rows);
 }
 
+/* The C API expresses what Lua can: short hook names with a layer resolve as the full name does; the core checks
+ * layer, heads and edges and names the field after the request's label. */
+static const struct icl_hookctx *g_short;
+static void short_z_plan(const struct icl_hookctx *hk) {
+  CHECKF(hk->nplan == 2 && hk->plan[0].layer == 1 && hk->plan[0].hp == HP_Z && hk->plan[0].col == HD &&
+         hk->plan[1].hp == HP_K && hk->plan[1].layer == 0 && hk->plan[1].col == HD,
+         "short hooks: %d entries", hk->nplan);
+  g_short = hk;
+}
+
+static void test_short_hooks(icl_model *m) {
+  static int h1[] = {1}, h9[] = {9}, hk3[] = {0, 3};
+  static int64_t bad_order[] = {2, 5}, bad_pos[] = {12, 0};
+  icl_intervention two[] = {{.kind = ICL_IV_ZERO, .layer = 1, .heads = h1, .n_heads = 1},
+                            {.kind = ICL_IV_ZERO, .hook = "k", .layer = 0, .heads = h1, .n_heads = 1}};
+  icl_run_opts o = {.interventions = two, .n_interventions = 2};
+  with_plan(m, &o, short_z_plan);
+  CHECK(g_short != NULL);
+  struct { icl_intervention iv; const char *needle; } bad[] = {
+      {{.kind = ICL_IV_ZERO, .layer = -1, .label = "ablate[1]"}, "ablate[1].layer: required with the short hook 'z'"},
+      {{.kind = ICL_IV_ZERO, .layer = 2, .label = "ablate[1]"}, "ablate[1].layer: 2 out of range 0..1"},
+      {{.kind = ICL_IV_ZERO, .hook = "w", .layer = 0, .label = "ablate[3]"}, "ablate[3].hook: 'w' is not z, result"},
+      {{.kind = ICL_IV_ADD, .layer = 0, .label = "add[1]"}, "add[1].hook: required"},
+      {{.kind = ICL_IV_ZERO, .layer = 0, .heads = h9, .n_heads = 1, .label = "ablate[2]"}, "ablate[2].head: 9 out of range 0..3"},
+      {{.kind = ICL_IV_ZERO, .hook = "v", .layer = 0, .heads = hk3, .n_heads = 2, .label = "ablate[1]"},
+       "ablate[1].heads[2]: 3 out of range 0..1"}, /* hook_v has the model's 2 KV heads */
+      {{.kind = ICL_IV_KNOCKOUT, .layer = 0, .edges = bad_order, .n_edges = 1, .label = "knockout[1]"},
+       "knockout[1].edges[1]: key position after query position (6 > 3)"},
+      {{.kind = ICL_IV_KNOCKOUT, .layer = 0, .edges = bad_pos, .n_edges = 1, .label = "knockout[2]"},
+       "knockout[2].edges[1]: position 13 out of range 1..12"},
+      {{.kind = ICL_IV_KNOCKOUT, .layer = 5, .label = "knockout[1]"}, "knockout[1].layer: 5 out of range 0..1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *needles[] = {bad[i].needle, NULL};
+    expect_shape_error(m, &bad[i].iv, needles);
+  }
+}
+
 static void test_backend(const char *backend) {
   icl_model *m = t_tiny_llama(backend, 9, 8);
   if (!m) return;
-  if (!strcmp(backend, "ref")) test_plan(m), test_shape_errors(m);
+  if (!strcmp(backend, "ref")) test_plan(m), test_shape_errors(m), test_short_hooks(m);
   test_apply(m, backend);
   test_mask(m, backend);
   icl_model_free(m);
