@@ -359,10 +359,15 @@ typedef void (*gen_fn)(lua_State *L, int64_t B, int64_t T, int64_t step, int32_t
 /* The body of a generator closure (step [, B]) -> {tokens = [B, T], targets = [B, T]}; upvalue 1 is the
  * default batch, upvalue 2 the sequence length. */
 static int push_generated(lua_State *L, const char *what, gen_fn gen) {
-  int64_t step = luaL_checkinteger(L, 1);
-  int64_t B = luaL_optinteger(L, 2, lua_tointeger(L, lua_upvalueindex(1)));
+  int ok_step, ok_b = 1;
+  int64_t step = lua_tointegerx(L, 1, &ok_step), B = lua_tointeger(L, lua_upvalueindex(1));
+  if (!lua_isnoneornil(L, 2)) B = lua_tointegerx(L, 2, &ok_b);
+  if (!ok_step || lua_type(L, 1) != LUA_TNUMBER || !ok_b || (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER))
+    return luaL_error(L, "icl.data.%s(step [, B]): expected integers, got a %s and a %s", what, luaL_typename(L, 1),
+                      luaL_typename(L, 2));
   int64_t T = lua_tointeger(L, lua_upvalueindex(2));
-  luaL_argcheck(L, B > 0 && B <= (1 << 20) && B * T <= ((int64_t)1 << 30), 2, "batch size out of range");
+  if (B < 1 || B > (1 << 20) || B * T > ((int64_t)1 << 30))
+    return luaL_error(L, "icl.data.%s(step, B): B = %I, expected 1..1048576 with B x seq <= 2^30", what, (lua_Integer)B);
   int64_t shape[2] = {B, T};
   icl_tensor *tk = icl_tensor_new(2, shape), *tg = icl_tensor_new(2, shape);
   int32_t *a = malloc((size_t)(B * T) * sizeof *a), *b = malloc((size_t)(B * T) * sizeof *b);

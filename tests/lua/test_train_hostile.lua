@@ -44,6 +44,9 @@ raises(function() icl.train{data = data, steps = 2} end, "option model: expected
 raises(function() icl.nn.attn_only{vocab = V, d_head = -4} end, "d_head = -4", "d_head = -4 named")
 raises(function() icl.nn.attn_only{vocab = V, d_model = 4, heads = 8} end, "d_head", "more heads than d_model")
 
+raises(function() data("x") end, "icl.data.repeated_segments(step [, B]): expected integers", "data step type")
+raises(function() data(0, 2 ^ 21) end, "B = 2097152", "data batch too large")
+
 -- integers: never cut to 32 bits
 raises(function() train{steps = 2 ^ 32 + 3} end, "option steps = ", "steps = 2^32+3")
 raises(function() train{steps = -5} end, "option steps = -5", "steps = -5")
