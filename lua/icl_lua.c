@@ -219,7 +219,8 @@ static int open_all(lua_State *L) {
   merge_fields(L);
   static const struct { const char *name; lua_CFunction open; } libs[] = {
       {"rng", icl_lua_open_rng},   {"linalg", icl_lua_open_linalg},     {"plot", icl_lua_open_plot},
-      {"json", icl_lua_open_json}, {"progress", icl_lua_open_progress}, {"fs", icl_lua_open_fs}};
+      {"json", icl_lua_open_json}, {"progress", icl_lua_open_progress}, {"fs", icl_lua_open_fs},
+      {"htmlcodec", icl_lua_open_htmlcodec}};
   for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) add_module(L, libs[i].name, libs[i].open);
   icl_lua_add_data_meta(L); /* icl.data.meta_learning, after icl.data exists */
   lua_pop(L, 1);

@@ -20,6 +20,10 @@ void icl_lua_push_tensor(lua_State *L, icl_tensor *t);
 /* Pushes the whole content of the regular file at path as a string; nonzero with err set (nothing pushed) when it
  * cannot be opened or read. */
 int icl_lua_read_file(lua_State *L, const char *path, icl_error *err);
+
+/* Writes n bytes to path through a temporary file in its folder renamed over it (l_json.c); pushes true, or
+ * nil and a message naming the path. */
+int icl_lua_write_atomic(lua_State *L, const char *path, const char *data, size_t n);
 icl_tensor *icl_lua_check_tensor(lua_State *L, int arg);
 icl_tensor *icl_lua_test_tensor(lua_State *L, int arg); /* NULL if not a tensor */
 
@@ -33,6 +37,7 @@ int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
 int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
 int icl_lua_open_progress(lua_State *L); /* icl.progress */
 int icl_lua_open_fs(lua_State *L);       /* icl.fs: folders without a shell (l_fs.c) */
+int icl_lua_open_htmlcodec(lua_State *L); /* icl.htmlcodec: packing and writing for icl.html (l_html.c) */
 int icl_lua_clock(lua_State *L);         /* icl.clock: monotonic seconds */
 int icl_lua_open_train(lua_State *L);    /* icl.train, icl.nn, icl.optim, icl.data (merged into icl) */
 void icl_lua_add_data_meta(lua_State *L); /* sets icl.data.meta_learning (icl table on top) */

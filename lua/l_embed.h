@@ -9,4 +9,9 @@ extern const char *const icl_lua_embedded_names[];   /* "icl.graph", ..., NULL *
 extern const char *const icl_lua_embedded_sources[]; /* the file's bytes */
 extern const size_t icl_lua_embedded_sizes[];          /* their lengths */
 
+/* The files of lua/icl/assets/ (the views' stylesheet and script: l_html.c), likewise. */
+extern const char *const icl_lua_asset_names[];   /* "views.js", ..., NULL */
+extern const char *const icl_lua_asset_sources[];
+extern const size_t icl_lua_asset_sizes[];
+
 #endif

@@ -419,9 +419,7 @@ static int make_parents(lua_State *L, const char *path) {
   return 0;
 }
 
-/* Writes n bytes to path through a temporary file in the same directory renamed over it. */
-static int write_atomic(lua_State *L, const char *path, const char *data, size_t n) {
-  if (make_parents(L, path) != 0) return push_fail(L, path, "cannot create its directory");
+int icl_lua_write_atomic(lua_State *L, const char *path, const char *data, size_t n) {
   size_t cap = strlen(path) + 32;
   char *tmp = lua_newuserdatauv(L, cap, 0);
   icl_error terr;
@@ -452,7 +450,8 @@ static int json_write(lua_State *L) {
   luaL_checkany(L, 2);
   strbuf *b = encode_to_buf(L, 2, opt_indent(L, 3, 2));
   buf_add(L, b, "\n", 1);
-  return write_atomic(L, path, b->p, b->n);
+  if (make_parents(L, path) != 0) return push_fail(L, path, "cannot create its directory");
+  return icl_lua_write_atomic(L, path, b->p, b->n);
 }
 
 /* json.read(path): the value, or nil and a message (missing file, invalid JSON). */

@@ -15,6 +15,7 @@ PKGS=(
   libreadline-dev
   clang libclang-rt-14-dev
   tmux
+  chromium fonts-dejavu-core   # icl.html views: tests/cli/test_html.sh opens them in headless Chromium
   patchelf debootstrap liblapack3 libblas3   # scripts/device-kit.sh, scripts/test-device-kit.sh
   libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0   # glvnd for the kit: NVIDIA's Vulkan driver needs it
 )
