@@ -125,6 +125,46 @@ do
                          ylabel = "induction score", title = ("Attention heads of %s"):format(name)}, "scatter")
 end
 
+-- interactive views: every score as a layers x heads map with a sortable list, and the top induction and
+-- previous-token heads' patterns on the first scoring sequence
+local function as_tensor(mat) return icl.tensor.from(mat) end
+ex:view("heads", {scores = {induction = as_tensor(scores.induction), previous_token = as_tensor(scores.previous_token),
+                            duplicate_token = as_tensor(scores.duplicate_token),
+                            prefix_matching = as_tensor(scores.prefix_matching)},
+                  title = ("Head scores, %s"):format(name)}, "heads")
+do
+  local pick, per_layer = {}, {}
+  for _, k in ipairs({"induction", "previous_token"}) do
+    for i = 1, math.min(2, #ranked[k]) do
+      local e = ranked[k][i]
+      if e.score == e.score and not pick[e.layer * NH + e.head] then
+        pick[e.layer * NH + e.head] = true
+        per_layer[e.layer] = per_layer[e.layer] or {}
+        table.insert(per_layer[e.layer], e.head)
+      end
+    end
+  end
+  local names, pats, ids = {}, {}, {}
+  for l, hs in pairs(per_layer) do
+    table.sort(hs)
+    names[#names + 1] = ("blocks.%d.attn.hook_pattern"):format(l)
+    ids[names[#names]] = hs
+  end
+  if #names > 0 then
+    local r = assert(m:run(seqs[1], {logits = "none", capture = names}))
+    local toks = {}
+    for i, id in ipairs(seqs[1]) do toks[i] = m:token_text(id) end
+    for _, nm in ipairs(names) do
+      local sel = {}
+      for i, h in ipairs(ids[nm]) do sel[i] = h + 1 end
+      pats[nm] = r[nm]:index_select(1, sel)
+    end
+    ex:view("attention", {tokens = toks, patterns = pats, head_ids = ids, window = math.min(T, 160),
+                          title = ("Top induction and previous-token heads of %s on a repeated sequence"):format(name)},
+            "patterns")
+  end
+end
+
 local summary = {
   model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, layers = layers, seed = o.seed, n_seq = o.n_seq, len = o.len, seq_tokens = T,

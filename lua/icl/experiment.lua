@@ -71,6 +71,7 @@ end
 -- Checks up front that files can be written under dir (creating it), so a run never ends in a failed save; the
 -- error names the flag.
 local function check_out(dir, flag)
+  if args.check_only then return end -- --check-args writes nothing
   local made, why = icl.fs.make_dirs(dir)
   local probe = dir .. "/.icl-write-test"
   local ok, err = made and icl.json.write(probe, {})
@@ -201,12 +202,48 @@ function Exp:figure(fig, base, formats)
   self.files[#self.files + 1] = base .. "." .. (#formats > 1 and "{" .. table.concat(formats, ",") .. "}" or formats[1])
 end
 
+-- e:view(kind, spec, base): writes the interactive view icl.html[kind](spec) (docs/views.md) as out/base.html,
+-- listed in the index and the report.
+function Exp:view(kind, spec, base)
+  spec.out = self:path(base .. ".html")
+  icl.html[kind](spec)
+  self.files[#self.files + 1] = base .. ".html"
+end
+
+local function esc(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;")) end
+
+-- out/index.html: the experiment's figures (PNG shown, other formats linked), views and summary.json, and the
+-- lines it printed; one self-contained page, no network.
+local function write_index(self, lines)
+  local body = {("<h1>%s</h1>"):format(esc(self.name)), "<pre>" .. esc(table.concat(lines or {}, "\n")) .. "</pre>",
+                '<p><a href="summary.json">summary.json</a></p>'}
+  for _, f in ipairs(self.files) do
+    local base, fmts = f:match("^(.-)%.{(.*)}$")
+    if not base then base, fmts = f:match("^(.*)%.([%w]+)$") end
+    local links = {}
+    for fmt in (fmts or ""):gmatch("[^,]+") do links[#links + 1] = ('<a href="%s.%s">%s</a>'):format(esc(base), fmt, fmt) end
+    if fmts == "html" then
+      body[#body + 1] = ('<p>interactive view: <a href="%s.html">%s</a></p>'):format(esc(base), esc(base))
+    elseif (fmts or ""):find("png") then
+      body[#body + 1] = ('<figure><img src="%s.png" alt="%s" style="max-width:100%%"><figcaption>%s: %s</figcaption></figure>')
+        :format(esc(base), esc(base), esc(base), table.concat(links, " "))
+    else
+      body[#body + 1] = ("<p>%s: %s</p>"):format(esc(base), table.concat(links, " "))
+    end
+  end
+  local page = ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>%s</title>\n'
+    .. "<style>body{font:14px/1.4 system-ui,sans-serif;margin:16px}pre{background:#f6f6f6;padding:8px}</style>\n"
+    .. "</head>\n<body>\n%s\n</body>\n</html>\n"):format(esc(self.name), table.concat(body, "\n"))
+  local ok, err = icl.htmlcodec.write(self:path("index.html"), page)
+  if not ok then error(("%s: writing %s: %s"):format(self.name, self:path("index.html"), tostring(err)), 0) end
+end
+
 -- e:elapsed(): wall seconds and CPU seconds since the experiment began.
 function Exp:elapsed() return icl.clock() - self.wall0, os.clock() - self.t0 end
 
 -- e:report(summary, lines): writes summary.json (through a temporary file renamed over it; experiment, model and
--- seed added when absent, precision when it is fast; model = false leaves the model out) and prints the lines
--- and what was written.
+-- seed added when absent, precision when it is fast; model = false leaves the model out), prints the lines and
+-- what was written, and writes index.html linking the figures, views and summary.json.
 function Exp:report(summary, lines)
   summary.experiment = summary.experiment or self.name
   if self.o.precision == "fast" then summary.precision = summary.precision or "fast" end
@@ -215,8 +252,9 @@ function Exp:report(summary, lines)
   local ok, err = icl.json.write(self:path("summary.json"), summary, {indent = true})
   if not ok then error(("%s: writing %s: %s"):format(self.name, self:path("summary.json"), tostring(err)), 0) end
   for _, l in ipairs(lines or {}) do print(l) end
+  write_index(self, lines)
   local wall, cpu = self:elapsed()
-  local files = {"summary.json"}
+  local files = {"summary.json", "index.html"}
   for _, f in ipairs(self.files) do files[#files + 1] = f end
   print(("  wrote %s/{%s} in %.0f s (%.0f s of CPU)"):format(self.o.out, table.concat(files, ", "), wall, cpu))
 end

@@ -1,7 +1,8 @@
 -- icl.html: self-contained interactive views, each call writing one .html file that opens offline (inline CSS and
 -- JavaScript embedded from lua/icl/assets/, the data in a <script type="application/json"> block, no network, no
 -- fetch(), works from file://). Output is deterministic: the same input gives the same bytes.
---   icl.html.attention{out =, tokens =, patterns = {[name] = tensor [head, q, k] or [q, k]}, title =, window =}
+--   icl.html.attention{out =, tokens =, patterns = {[name] = tensor [head, q, k] or [q, k]}, title =, window =,
+--                      head_ids = {[name] = {the head numbers of the pattern's heads}} (default 0, 1, ...)}
 --   icl.html.heads{out =, scores = tensor [layer, head] or {[score name] = tensor}, title =}
 --   icl.html.tokens{out =, tokens =, values = tensor [pos] or [pos, k], names = {column names}, title =}
 -- Attention patterns travel as 8-bit codes of their causal triangles (values in [lo, hi], default [0, 1]; NaN kept
@@ -61,7 +62,8 @@ local function write(path, text, fname)
   return path
 end
 
-local ATTN_KEYS = {out = true, tokens = true, patterns = true, title = true, window = true, lo = true, hi = true}
+local ATTN_KEYS = {out = true, tokens = true, patterns = true, title = true, window = true, lo = true, hi = true,
+                   head_ids = true}
 
 function html.attention(spec)
   check_keys(spec, ATTN_KEYS, "attention")
@@ -77,7 +79,9 @@ function html.attention(spec)
   if math.type(window) ~= "integer" or window < 8 or window > 4096 then
     fail("attention", "window: expected an integer in 8..4096 (positions shown at once in the zoomed view)")
   end
-  local names, labels, heads, data = sorted_keys(spec.patterns), {}, {}, {}
+  local names, labels, heads, data, ids = sorted_keys(spec.patterns), {}, {}, {}, {}
+  local head_ids = spec.head_ids or {}
+  if type(head_ids) ~= "table" then fail("attention", "head_ids: expected {[name] = {head number, ...}}") end
   for i, name in ipairs(names) do
     local p = spec.patterns[name]
     if type(name) ~= "string" then fail("attention", "patterns: names must be strings") end
@@ -92,12 +96,23 @@ function html.attention(spec)
       fail("attention", ("patterns[%q]: %d positions, but %d tokens"):format(name, q, n))
     end
     heads[i] = #shape == 3 and shape[1] or 1
+    local hid = head_ids[name] or {}
+    if type(hid) ~= "table" or (head_ids[name] and #hid ~= heads[i]) then
+      fail("attention", ("head_ids[%q]: expected %d head numbers (one per head of the pattern)"):format(name, heads[i]))
+    end
+    ids[i] = {}
+    for h = 1, heads[i] do
+      local v = hid[h] or (h - 1)
+      if math.type(v) ~= "integer" then fail("attention", ("head_ids[%q][%d]: expected an integer"):format(name, h)) end
+      ids[i][h] = v
+    end
     data[name] = codec.triangle(p, lo, hi)
     labels[i] = name:match("^blocks%.(%d+)%.") and ("L" .. name:match("^blocks%.(%d+)%.")) or name
   end
   return write(spec.out, page(spec.title or "attention", {
     view = "attention", title = spec.title or "attention", tokens = spec.tokens, n = n, names = names,
-    labels = labels, heads = heads, data = data, lo = lo, hi = hi, window = math.min(window, n)}), "attention")
+    labels = labels, heads = heads, head_ids = ids, data = data, lo = lo, hi = hi, window = math.min(window, n)}),
+    "attention")
 end
 
 local HEADS_KEYS = {out = true, scores = true, title = true}

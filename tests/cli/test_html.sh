@@ -85,6 +85,20 @@ check "heads: a NaN score is shown as NaN" grep -q '<td class="nan">NaN</td>' "$
 check "tokens: a NaN value is marked, not coloured" grep -q 'class="tok nan"' "$TMP/tokens.dom"
 browse --dump-dom "file://$TMP/again/attention.html#selftest" >"$TMP/big.dom"
 check "1400 tokens: the self-test passes" grep -q '<pre id="icl-selftest">selftest: PASS' "$TMP/big.dom"
+# an experiment writes its views and an index linking them (SmolLM2, fetched by scripts/test.sh)
+MODEL=${ICL_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct-Q4_1.gguf
+if [ -f "$MODEL" ]; then
+  "$ICL" script "${ICL_SOURCE_DIR:-.}/experiments/head_scores.lua" --quick --model "$MODEL" --out "$TMP/hs" >/dev/null 2>&1
+  for v in heads patterns; do
+    browse --dump-dom "file://$TMP/hs/$v.html#selftest" >"$TMP/hs-$v.dom"
+    check "head_scores: $v.html passes its self-test" grep -q '<pre id="icl-selftest">selftest: PASS' "$TMP/hs-$v.dom"
+    check "head_scores: index.html links $v.html" grep -qF "href=\"$v.html\"" "$TMP/hs/index.html"
+  done
+  check "head_scores: index.html shows the induction heatmap" grep -qF '<img src="induction.png"' "$TMP/hs/index.html"
+  check "head_scores: the pattern view labels the model's head numbers" grep -qF '"head_ids":[' "$TMP/hs/patterns.html"
+else
+  check "SmolLM2 present for the experiment's views ($MODEL; scripts/fetch-models.sh smollm2)" false
+fi
 browse --window-size=1100,1000 --screenshot="$TMP/shot.png" "file://$TMP/attention.html" >/dev/null
 # a blank page of this size compresses to a few KB; the heatmap, thumbnails and tokens make it far larger
 check "screenshot has content ($(stat -c %s "$TMP/shot.png" 2>/dev/null) bytes)" \

@@ -31,7 +31,7 @@
     var T = D.n, tri = T * (T + 1) / 2, W = Math.min(T, D.window), heads = [];
     D.names.forEach(function (name, li) {
       var codes = decode(D.data[name]);
-      for (var h = 0; h < D.heads[li]; h++) heads.push({name: name, label: D.labels[li] + " H" + h, codes: codes, off: h * tri});
+      for (var h = 0; h < D.heads[li]; h++) heads.push({name: name, label: D.labels[li] + " H" + D.head_ids[li][h], codes: codes, off: h * tri});
     });
     function code(hd, q, k) { return k > q ? -1 : hd.codes[hd.off + q * (q + 1) / 2 + k]; }
     function value(c) { return c === NAN ? NaN : D.lo + (D.hi - D.lo) * c / TOP; }
