@@ -75,6 +75,32 @@ e:figure(plot.line{series = {{x = ex, y = ey, label = "true graph"},
                    title = ("Dirichlet energy of class means, %s"):format(o.graph), xlabel = "context length (words)",
                    ylabel = "mean over edges of |x_i - x_j|^2"}, "energy")
 
+-- interactive view: the top induction and previous-token heads (scored on 8 repeated random sequences of 32
+-- tokens, icl.heads.score_model) attending over the first walk
+local _, _, hs = icl.heads.score_model(m, {n_seq = 8, len = 32, seed = o.seed})
+local view_heads = {}
+for _, k in ipairs({"induction", "previous_token"}) do
+  local top = hs[k].ranked[1]
+  local nm = ("blocks.%d.attn.hook_pattern"):format(top.layer)
+  view_heads[nm] = view_heads[nm] or {}
+  if view_heads[nm][1] ~= top.head then table.insert(view_heads[nm], top.head) end
+end
+do
+  local caps, pats, toks = {}, {}, {}
+  for nm in pairs(view_heads) do caps[#caps + 1] = nm; table.sort(view_heads[nm]) end
+  local seq = g:tokens(m, walks[1], {bos = true})
+  local r = assert(m:run(seq, {logits = "none", capture = caps}))
+  for i, id in ipairs(seq) do toks[i] = m:token_text(id) end
+  for nm, hl in pairs(view_heads) do
+    local sel = {}
+    for i, h in ipairs(hl) do sel[i] = h + 1 end
+    pats[nm] = r[nm]:index_select(1, sel)
+  end
+  e:view("attention", {tokens = toks, patterns = pats, head_ids = view_heads,
+                       title = ("Top induction and previous-token heads of %s on walk 1 (%s graph)"):format(name, o.graph)},
+         "heads")
+end
+
 local lines = {("park_grid: %s, %s graph, %d walks x %d words, %s (layer %d)"):format(name, o.graph, o.walks,
                                                                                       o.length, hook, layer)}
 for _, r in ipairs(by_range) do lines[#lines + 1] = ("  accuracy %4d-%-4d  %.3f"):format(r.from, r.to, r.mean) end
@@ -88,4 +114,5 @@ e:report({model_name = name, arch = m.arch, backend = m.backend, graph = o.graph
           walks = o.walks, length = o.length, window = o.window, shuffles = o.shuffles, words = g.words,
           accuracy_by_range = by_range, accuracy_mean = mean, accuracy_std = std, absent_classes = absent_words,
           pca_explained_ratio = pca.explained_ratio, dirichlet_energy_final = final.energy,
-          dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy}, lines)
+          dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy,
+          view_heads = view_heads}, lines)
