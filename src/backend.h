@@ -57,6 +57,13 @@ typedef struct icl_attn_params {
 enum { ICL_BUF_WEIGHT = 1, ICL_BUF_ACT = 2, ICL_BUF_HOST_VISIBLE = 4 };
 
 /* The operations table. Shapes are noted as [innermost, ...] in ne order. */
+/* Work a backend has issued since it was made: what a submission-bound engine pays for, counted, not guessed
+ * (Vulkan: dispatches recorded, pipeline barriers, queue submits, host waits on a fence, bytes bound for reading
+ * by dispatches; docs/vulkan.md). Deterministic for a given model, input and device kind. */
+typedef struct icl_be_counts {
+  uint64_t dispatches, barriers, submits, host_waits, bytes_read;
+} icl_be_counts;
+
 typedef struct icl_backend_ops {
   const char *name; /* "vulkan", "cpu" */
 
@@ -118,6 +125,8 @@ typedef struct icl_backend_ops {
   /* y[i] = x . w[i]^T for i < count (2..ICL_MATMUL_GROUP_MAX): several weights on one input (q, k and v; gate and
    * up), each y[i] bit-identical to what matmul gives it; optional (NULL: the wrapper runs matmul count times) */
   int (*matmul_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
+  void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;
 
 struct icl_backend {

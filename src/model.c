@@ -227,5 +227,16 @@ const icl_hparams *icl_model_hparams(const icl_model *m) { return &m->hp; }
 const icl_tokenizer *icl_model_tokenizer(const icl_model *m) { return m->tok; }
 const char *icl_model_backend(const icl_model *m) { return m->be->ops->name; }
 const char *icl_model_device(const icl_model *m) { return m->device; }
+
+int icl_model_work_counts(const icl_model *m, icl_work_counts *out, icl_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!m->be->ops->counts)
+    return icl_error_set(err, ICL_EINVAL, "%s: the %s backend counts no dispatches (only vulkan does)", m->path,
+                         m->be->ops->name);
+  icl_be_counts c;
+  m->be->ops->counts(m->be, &c);
+  *out = (icl_work_counts){c.dispatches, c.barriers, c.submits, c.host_waits, c.bytes_read};
+  return ICL_OK;
+}
 size_t icl_model_weight_bytes(const icl_model *m) { return m->weight_bytes; }
 int icl_model_n_ctx(const icl_model *m) { return m->n_ctx; }

@@ -40,6 +40,8 @@ static void be_destroy(icl_backend *be) {
   free(be);
 }
 
+static void be_counts(icl_backend *be, icl_be_counts *out) { *out = vk_of(be)->counts; }
+
 static const icl_backend_ops VK_OPS = {
     .name = "vulkan",
     .buf_alloc = be_buf_alloc,
@@ -68,6 +70,7 @@ static const icl_backend_ops VK_OPS = {
     .lse_select = vk_op_lse_select,
     .copy2d = vk_op_copy2d,
     .fill2d = vk_op_fill2d,
+    .counts = be_counts,
 };
 
 int icl_vk_backend_new(int dev, icl_backend **out, icl_error *err) {

@@ -91,6 +91,7 @@ static void barrier(vk_ctx *c, VkPipelineStageFlags src, VkAccessFlags sa, VkPip
   VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, sa, da};
   vkCmdPipelineBarrier(c->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
   c->n_access = 0;
+  c->counts.barriers++;
 }
 
 /* Does this dispatch conflict with what happened since the last barrier? */
@@ -110,6 +111,7 @@ static void track(vk_ctx *c, const vk_binding *b, uint32_t nb) {
   for (uint32_t i = 0; i < nb; i++) {
     c->access[c->n_access++] = (vk_access){b[i].buf->buffer, b[i].lo, b[i].hi, b[i].write};
     b[i].buf->batch = c->batch;
+    if (!b[i].write) c->counts.bytes_read += b[i].hi - b[i].lo;
   }
 }
 
@@ -176,6 +178,7 @@ int vk_dispatch(vk_ctx *c, const vk_kernel *k, const vk_binding *b, uint32_t nb,
   vkCmdDispatch(c->cmd, gx, gy, gz);
   vk_profile_end(c);
   c->n_dispatch++;
+  c->counts.dispatches++;
   return ICL_OK;
 }
 
@@ -192,7 +195,9 @@ int vk_flush(vk_ctx *c, icl_error *err) {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &c->cmd;
   VK_CHECK(vkQueueSubmit(c->queue, 1, &si, c->fence));
+  c->counts.submits++;
   VK_CHECK(vkWaitForFences(c->device, 1, &c->fence, VK_TRUE, UINT64_MAX));
+  c->counts.host_waits++;
   VK_CHECK(vkResetFences(c->device, 1, &c->fence));
   VK_CHECK(vkResetCommandBuffer(c->cmd, 0));
   for (int i = 0; i <= c->cur_pool && i < c->n_pools; i++) VK_CHECK(vkResetDescriptorPool(c->device, c->pools[i], 0));

@@ -110,6 +110,7 @@ typedef struct vk_ctx {
   int recording;                /* cmd is between begin and submit */
   uint64_t batch;               /* number of the batch being recorded (starts at 1) */
   uint64_t n_dispatch;          /* dispatches recorded in this batch */
+  icl_be_counts counts;         /* since the backend was made (icl_backend_ops.counts) */
 
   struct { uint32_t n, ubo_mask; VkDescriptorSetLayout layout; } set_layouts[32]; /* created on demand */
   int n_set_layouts;

@@ -58,6 +58,15 @@ const icl_tokenizer *icl_model_tokenizer(const icl_model *m);
 const char *icl_model_backend(const icl_model *m);
 const char *icl_model_device(const icl_model *m);
 
+/* Work the model's backend has issued since it was loaded: dispatches, barriers, submits, host waits, bytes bound
+ * for reading (docs/vulkan.md, "Counts"). */
+typedef struct icl_work_counts {
+  uint64_t dispatches, barriers, submits, host_waits, bytes_read;
+} icl_work_counts;
+
+/* Fills *out with the backend's counts; 0, or ICL_EINVAL (err set) when the backend counts nothing (cpu, ref). */
+int icl_model_work_counts(const icl_model *m, icl_work_counts *out, icl_error *err);
+
 /* Bytes of device memory held by the weights and by the current session buffers. */
 size_t icl_model_weight_bytes(const icl_model *m);
 

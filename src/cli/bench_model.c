@@ -168,6 +168,44 @@ static int bench_sizes(icl_model *m, const int32_t *t, const bench_opts *o, cons
   return rc;
 }
 
+/* Counts of the backend's work (icl_model_work_counts) for one decoded token after an 8-token prompt and for one
+ * prefill chunk of up to 512 tokens: dispatches (per layer too), barriers, submits, host waits, and bytes bound
+ * for reading against the weights' size. Deterministic, unlike the times. */
+static int print_counts(icl_model *m, const int32_t *t, long n) {
+  icl_work_counts c0, c1, c2, c3;
+  icl_error e = {0};
+  if (icl_model_work_counts(m, &c0, &e)) return printf("counts: %s\n", e.msg), 0;
+  icl_session *s = NULL;
+  float *logits = malloc((size_t)icl_model_hparams(m)->n_vocab * sizeof *logits);
+  long chunk = n < 512 ? n : 512;
+  int rc = logits ? icl_session_new(m, &s, &e) : icl_error_set(&e, ICL_ENOMEM, "out of memory");
+  if (!rc) rc = icl_session_eval(s, t, 8, logits, 0, &e);
+  if (!rc) rc = icl_model_work_counts(m, &c0, &e);
+  if (!rc) rc = icl_session_eval(s, t + 8, 1, logits, 0, &e);
+  if (!rc) rc = icl_model_work_counts(m, &c1, &e);
+  if (!rc) icl_session_reset(s);
+  if (!rc) rc = icl_model_work_counts(m, &c2, &e);
+  if (!rc) rc = icl_session_eval(s, t, chunk, logits, 0, &e);
+  if (!rc) rc = icl_model_work_counts(m, &c3, &e);
+  if (rc) fprintf(stderr, "icl bench: %s\n", e.msg);
+  int nl = icl_model_hparams(m)->n_layer;
+  double wmb = (double)icl_model_weight_bytes(m) / (1 << 20);
+  const icl_work_counts *a[2] = {&c0, &c2}, *b[2] = {&c1, &c3};
+  for (int i = 0; i < 2 && !rc; i++) {
+    uint64_t d = b[i]->dispatches - a[i]->dispatches;
+    char what[48];
+    snprintf(what, sizeof what, i ? "prefill chunk of %ld tokens" : "decoded token", chunk);
+    printf("counts per %-28s dispatches %llu (%.1f per layer), barriers %llu, submits %llu, host waits %llu, "
+           "read %.1f MiB (weights %.1f MiB)\n", what, (unsigned long long)d, (double)d / nl,
+           (unsigned long long)(b[i]->barriers - a[i]->barriers), (unsigned long long)(b[i]->submits - a[i]->submits),
+           (unsigned long long)(b[i]->host_waits - a[i]->host_waits),
+           (double)(b[i]->bytes_read - a[i]->bytes_read) / (1 << 20), wmb);
+  }
+  icl_session_free(s);
+  free(logits);
+  return rc;
+}
+
 int icl_bench_model(int argc, char **argv) {
   bench_opts o;
   if (parse_bench("model", argc, argv, &o)) return 2;
@@ -194,6 +232,7 @@ int icl_bench_model(int argc, char **argv) {
     snprintf(what, sizeof what, "forward %ld, all-position logits", o.tokens);
     if (dt > 0) printf("%-34s %10.3f %12.1f\n", what, dt, o.tokens / dt);
     if (dt > 0) bench_roof_prefill(&roof, o.tokens, o.tokens, dt);
+    if (!rc && dt > 0) rc = print_counts(m, t, o.tokens);
   }
   bench_roof_free(&roof);
   free(t);
