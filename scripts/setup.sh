@@ -18,6 +18,7 @@ PKGS=(
   chromium fonts-dejavu-core   # icl.html views: tests/cli/test_html.sh opens them in headless Chromium
   patchelf debootstrap liblapack3 libblas3   # scripts/device-kit.sh, scripts/test-device-kit.sh
   libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0   # glvnd for the kit: NVIDIA's Vulkan driver needs it
+  slurmctld slurmd slurm-client munge   # icl sweep --run slurm: scripts/slurm-local.sh, ctest label slurm
 )
 # The PyTorch CPU peer of scripts/bench-train-peers.sh (large: only with ICL_SETUP_TORCH=1; /usr/bin/python3).
 if [ "${ICL_SETUP_TORCH:-0}" = 1 ]; then PKGS+=(python3-torch); fi

@@ -3,7 +3,22 @@
 --                                       "usage: icl script experiments/x.lua [--model M] ...")
 -- Numbers are converted, booleans are flags; an unknown option or a bad value raises an error naming it.
 -- A second result is the set of options given on the command line ({walks = true, ...}).
+-- --check-args (every script that parses through here, so every experiment; `icl sweep` uses it): parse and check
+-- the options, then exit 0 at the first icl.load, icl.train or icl.nn.load, before any work; M.check_only is set.
 local M = {}
+
+-- The dry run's stop: the script got as far as its first piece of work, so its options were accepted.
+local function stop_here()
+  io.stdout:write("check-args: options accepted\n")
+  io.stdout:flush()
+  os.exit(0)
+end
+
+local function begin_check_only()
+  M.check_only = true
+  icl.load, icl.train = stop_here, stop_here
+  if type(icl.nn) == "table" then icl.nn.load = stop_here end
+end
 
 function M.parse(argv, defaults, usage)
   local out, given = {}, {}
@@ -14,6 +29,11 @@ function M.parse(argv, defaults, usage)
     if a == "-h" or a == "--help" then
       io.stdout:write((usage or "") .. "\n")
       os.exit(0)
+    end
+    if a == "--check-args" then
+      begin_check_only()
+      i = i + 1
+      goto continue
     end
     local key = a:match("^%-%-([%w_%-]+)$")
     if not key then error(("unexpected argument '%s'\n%s"):format(a, usage or ""), 0) end
@@ -38,6 +58,7 @@ function M.parse(argv, defaults, usage)
       end
       i = i + 2
     end
+    ::continue::
   end
   return out, given
 end

@@ -12,6 +12,8 @@ int icl_cmd_script(int argc, char **argv);
 int icl_cmd_repl(int argc, char **argv);
 int icl_cmd_bench(int argc, char **argv);
 int icl_cmd_testmodel(int argc, char **argv);
+/* icl sweep (src/cli/cmd_sweep.c, sweep_*.c; docs/sweeps.md). */
+int icl_cmd_sweep(int argc, char **argv);
 
 /* icl bench model / icl bench hooks (src/cli/bench_model.c); argv[0] is the subcommand. */
 int icl_bench_model(int argc, char **argv);
