@@ -302,7 +302,10 @@ static int cmd_new(int argc, char **argv) {
   sweep sw = {0};
   int rc = parse(argc, argv, &o), rerun = 0;
   if (rc) return free(o.grid), rc < 0 ? 0 : rc;
-  if (!(rc = build(&o, &sw)) && !(rc = check_out_dir(&sw, o.out ? o.out : sw.dir, &rerun)) &&
+
+  if (!rc && !strcmp(o.run.kind, "slurm") && !sweep_in_path("sbatch"))
+    rc = usage_error("--run slurm: %s not found in PATH (install Slurm's client, or use --run local)", "sbatch");
+  if (!rc && !(rc = build(&o, &sw)) && !(rc = check_out_dir(&sw, o.out ? o.out : sw.dir, &rerun)) &&
       !(rc = check_tasks(&sw))) {
     icl_error err = {0};
     if (icl_make_dirs(sw.dir, &err)) rc = (fprintf(stderr, "icl sweep: --out: %s\n", err.msg), 2);
