@@ -9,6 +9,7 @@
 #include "icl/devices.h"
 #include "icl/model.h"
 #include "icl_lua.h"
+#include "l_model.h"
 #include "l_seq.h"
 #include "l_tensor.h"
 #include "tensor_ops.h"
@@ -861,16 +862,34 @@ static int finish_run(lua_State *L, int rc, const icl_error *err, run_ctx *c) {
   return 1;
 }
 
-/* m:run(tokens [, opts]) -> {logits = tensor, [hook name] = tensor, ...}, or nil + message when memory runs out. */
-static int m_run(lua_State *L) {
-  mbox *box = check_box(L, 1);
-  if (box->busy) return luaL_error(L, "model is already running (m:run called from a hook or on_chunk?)");
-  const icl_hparams *hp = icl_model_hparams(box->m);
+/* Arg 2 as inputs [n, input_length] (a 2-D tensor, icl-attn with continuous inputs): n "no token" ids (-1), the
+ * tensor as opts.inputs (kept on the stack at arg 2). NULL when arg 2 is token ids. */
+static int32_t *inputs_form(lua_State *L, const icl_hparams *hp, int64_t *n, const float **inputs) {
+  icl_tensor *t = icl_lua_test_tensor(L, 2);
+  if (!t || t->ndim != 2 || hp->input_length == 0) return NULL;
+  if (t->shape[1] != hp->input_length || !hp->allow_no_token)
+    luaL_argerror(L, 2, lua_pushfstring(L, "inputs: expected a tensor [n, %d] (positions, input_length)",
+                                        hp->input_length));
+  lua_getfield(L, 3, "inputs");
+  if (!lua_isnil(L, -1)) luaL_argerror(L, 3, "inputs: given twice (as argument 2 and as an option)");
+  lua_pop(L, 1);
+  *n = t->shape[0];
+  int32_t *ids = icl_lua_seq_array(L, *n, sizeof *ids, "inputs");
+  for (int64_t i = 0; i < *n; i++) ids[i] = -1;
+  *inputs = t->data;
+  return ids;
+}
+
+int icl_lua_model_run(lua_State *L, icl_model *m, int *busy) {
+  if (*busy) return luaL_error(L, "model is already running (run called from a hook or on_chunk?)");
+  const icl_hparams *hp = icl_model_hparams(m);
   if (lua_isnoneornil(L, 3)) lua_settop(L, 2), lua_newtable(L);
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   int64_t n;
-  int32_t *tokens = check_tokens(L, 2, -hp->allow_no_token, hp->n_tokens, &n); /* -1: no token (icl-attn) */
+  const float *inputs = NULL;
+  int32_t *tokens = inputs_form(L, hp, &n, &inputs);
+  if (!tokens) tokens = check_tokens(L, 2, -hp->allow_no_token, hp->n_tokens, &n); /* -1: no token (icl-attn) */
   luaL_argcheck(L, n > 0, 2, "no tokens");
   check_keys(L, 3, 3, RUN_KEYS, "");
   lua_newtable(L); /* the anchor */
@@ -878,11 +897,19 @@ static int m_run(lua_State *L) {
   icl_run_opts o;
   memset(&o, 0, sizeof o);
   run_ctx *c = prepare_run(L, &s, &o);
+  if (inputs) o.inputs = inputs, o.inputs_width = hp->input_length;
   icl_error err;
-  box->busy = 1;
-  int rc = icl_model_run(box->m, tokens, n, &o, &c->res, &err);
-  box->busy = 0;
+  *busy = 1;
+  int rc = icl_model_run(m, tokens, n, &o, &c->res, &err);
+  *busy = 0;
   return finish_run(L, rc, &err, c);
+}
+
+/* m:run(tokens or inputs [, opts]) -> {logits = tensor, [hook name] = tensor, ...}, or nil + message when memory
+ * runs out. */
+static int m_run(lua_State *L) {
+  mbox *box = check_box(L, 1);
+  return icl_lua_model_run(L, box->m, &box->busy);
 }
 
 /* ---- devices --------------------------------------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include "file_tmp.h"
 #include "icl/train.h"
 #include "icl_lua.h"
+#include "l_model.h"
 #include "l_opts.h"
 #include "l_tensor.h"
 
@@ -21,7 +22,8 @@
 
 typedef struct net_box {
   icl_trainer *tr;
-  int busy; /* icl.train runs on it: close must wait (its callbacks may try) */
+  int busy;    /* icl.train runs on it: close must wait (its callbacks may try) */
+  int running; /* inside net:run (its hooks may not close it, train it or run it again) */
 } net_box;
 
 static icl_trainer *check_net(lua_State *L, int arg) {
@@ -54,7 +56,7 @@ static int opt_enum(lua_State *L, int t, const char *fn, const char *k, const ch
 static void push_net(lua_State *L, icl_trainer *tr) {
   net_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->tr = tr;
-  b->busy = 0;
+  b->busy = b->running = 0;
   luaL_setmetatable(L, NET_MT);
 }
 
@@ -294,9 +296,9 @@ static int net_params(lua_State *L) {
   icl_trainer *tr = check_net(L, 1);
   lua_newtable(L);
   for (int i = 0; i < icl_trainer_n_params(tr); i++) {
-    float *w;
     int64_t n;
-    const char *name = icl_trainer_param(tr, i, &w, NULL, &n);
+    const char *name = icl_trainer_param(tr, i, NULL, NULL, &n);
+    const float *w = icl_trainer_param_data(tr, i);
     icl_tensor *t = icl_tensor_new(1, &n);
     if (!t) return luaL_error(L, "net:params: out of memory");
     memcpy(t->data, w, (size_t)n * sizeof(float));
@@ -320,6 +322,19 @@ static int net_pattern(lua_State *L) {
   return 1;
 }
 
+/* net:run(ids or inputs [, opts]): m:run on the net's current weights (icl_trainer_model: the model icl.load
+ * would make of net:save's checkpoint, on the CPU backend), with every option of m:run. */
+static int net_run(lua_State *L) {
+  net_box *b = luaL_checkudata(L, 1, NET_MT);
+  if (!b->tr) return luaL_argerror(L, 1, "closed net");
+  if (b->running) return luaL_error(L, "net:run: the net is already running (net:run called from a hook or on_chunk?)");
+  icl_model *m;
+  icl_error err;
+  int rc = icl_trainer_model(b->tr, &m, &err);
+  if (rc) return icl_lua_result(L, rc, &err);
+  return icl_lua_model_run(L, m, &b->running);
+}
+
 static int net_step(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)icl_trainer_steps(check_net(L, 1)));
   return 1;
@@ -329,6 +344,7 @@ static int net_step(lua_State *L) {
  * loop); __gc frees in any case (nothing can be running on an unreachable net). */
 static int net_close(lua_State *L) {
   net_box *b = luaL_checkudata(L, 1, NET_MT);
+  if (b->running) return luaL_error(L, "net:close: the net is running (close it after net:run returns)");
   if (b->busy) return luaL_error(L, "net:close: the net is in use by a running icl.train (close it after it returns)");
   icl_trainer_free(b->tr);
   b->tr = NULL;
@@ -653,6 +669,7 @@ static net_box *train_net(lua_State *L) {
                      luaL_typename(L, -1));
   if (!b->tr) luaL_error(L, "icl.train: option model: the net is closed");
   if (b->busy) luaL_error(L, "icl.train: option model: the net is already being trained by a running icl.train");
+  if (b->running) luaL_error(L, "icl.train: option model: the net is running (icl.train called from a net:run hook?)");
   return b;
 }
 
@@ -727,7 +744,8 @@ static void new_lib(lua_State *L, const luaL_Reg *fns, const char *name) {
 
 int icl_lua_open_train(lua_State *L) {
   static const luaL_Reg methods[] = {{"forward", net_forward}, {"save", net_save}, {"params", net_params},
-                                     {"step", net_step}, {"pattern", net_pattern}, {"close", net_close}, {NULL, NULL}};
+                                     {"step", net_step}, {"pattern", net_pattern}, {"run", net_run},
+                                     {"close", net_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, NET_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

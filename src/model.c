@@ -7,6 +7,7 @@
 
 #include "icl/gguf.h"
 #include "model_internal.h"
+#include "model_load.h"
 
 static int track_buf(icl_model *m, icl_buf *b, icl_error *err) {
   icl_buf **nb = realloc(m->bufs, (size_t)(m->n_bufs + 1) * sizeof *nb);
@@ -191,21 +192,27 @@ static int read_model_cb(void *ud, icl_error *err) {
   return read_model(a->m, a->g, a->o, err);
 }
 
-int icl_model_load(const char *path, const icl_load_opts *opts, icl_model **out, icl_error *err) {
+int icl_model_load_gguf(const icl_gguf *g, const icl_load_opts *opts, icl_model **out, icl_error *err) {
   *out = NULL;
   icl_model *m = calloc(1, sizeof *m);
   if (!m) return icl_error_set(err, ICL_ENOMEM, "out of host memory");
-  snprintf(m->path, sizeof m->path, "%s", path);
-  icl_gguf *g = NULL;
-  int rc = icl_gguf_open(path, &g, err);
-  if (!rc) rc = icl_gguf_guarded(g, read_model_cb, &(load_args){m, g, opts}, err);
-  icl_gguf_close(g);
+  snprintf(m->path, sizeof m->path, "%s", icl_gguf_name(g));
+  int rc = icl_gguf_guarded(g, read_model_cb, &(load_args){m, g, opts}, err);
   if (rc) {
     icl_model_free(m);
     return rc;
   }
   *out = m;
   return ICL_OK;
+}
+
+int icl_model_load(const char *path, const icl_load_opts *opts, icl_model **out, icl_error *err) {
+  *out = NULL;
+  icl_gguf *g = NULL;
+  int rc = icl_gguf_open(path, &g, err);
+  if (!rc) rc = icl_model_load_gguf(g, opts, out, err);
+  icl_gguf_close(g);
+  return rc;
 }
 
 void icl_model_free(icl_model *m) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "icl/icl.h"
+#include "icl/model.h"
 
 enum { ICL_NORM_NONE = 0, ICL_NORM_LAYER = 1, ICL_NORM_RMS = 2 };
 enum { ICL_POS_NONE = 0, ICL_POS_LEARNED = 1, ICL_POS_ROPE = 2 };
@@ -87,9 +88,17 @@ float icl_optim_lr(const icl_optim_config *opt, int64_t step);
 /* Gradient norm before clipping of the last step. */
 double icl_trainer_grad_norm(const icl_trainer *tr);
 
-/* Parameter tensors: count, and for i < count its GGUF name, data, gradient and element count. */
+/* The current weights as a loaded model (the checkpoint icl_trainer_save writes, bound as icl_model_load binds it,
+ * on the CPU backend): icl_model_run gives what it gives on icl_model_load of that checkpoint, bit for bit. Owned by
+ * the trainer and valid until its next step, icl_trainer_param with data, or icl_trainer_free. */
+int icl_trainer_model(icl_trainer *tr, icl_model **out, icl_error *err);
+
+/* Parameter tensors: count, and for i < count its GGUF name, data (writable: asking for it ends the model of
+ * icl_trainer_model), gradient and element count. */
 int icl_trainer_n_params(const icl_trainer *tr);
 const char *icl_trainer_param(icl_trainer *tr, int i, float **data, float **grad, int64_t *n);
+/* Read-only weights of parameter i (unlike icl_trainer_param's data, leaves icl_trainer_model's model), or NULL. */
+const float *icl_trainer_param_data(const icl_trainer *tr, int i);
 
 /* Saves the model as an icl-attn GGUF file and the optimizer state, tied to the weights by a hash, as path.optim;
  * an overwrite leaves the old or the new pair loadable (docs/training.md). Non-finite weights are not saved. */

@@ -117,6 +117,19 @@ static int first_nonfinite(const icl_trainer *tr, const float *arena) {
   return -1;
 }
 
+int tr_ckpt_writer(const icl_trainer *tr, icl_gguf_writer **out, icl_error *err) {
+  icl_gguf_writer *w = *out = icl_gguf_writer_new();
+  if (!w) return icl_error_set(err, ICL_ENOMEM, "out of memory for the GGUF writer");
+  int rc = put_keys(w, tr, err);
+  for (int i = 0; !rc && i < tr->np; i++) {
+    const tr_param *p = &tr->p[i];
+    int64_t ne[2] = {p->ne[0], p->ne[1]};
+    rc = icl_gguf_w_tensor(w, p->name, ICL_TYPE_F32, p->ne[1] > 1 ? 2 : 1, ne, tr_w(tr, i),
+                           (size_t)(p->ne[0] * p->ne[1]) * sizeof(float), err);
+  }
+  return rc;
+}
+
 int icl_trainer_save(const icl_trainer *tr, const char *path, icl_error *err) {
   char next[4200], side[4200];
   if (snprintf(next, sizeof next, "%s.optim.next", path) >= (int)sizeof next)
@@ -125,15 +138,8 @@ int icl_trainer_save(const icl_trainer *tr, const char *path, icl_error *err) {
   int bad = first_nonfinite(tr, tr->w);
   if (bad >= 0)
     return icl_error_set(err, ICL_EINVAL, "%s: not saved: tensor %s has non-finite weights", path, tr->p[bad].name);
-  icl_gguf_writer *w = icl_gguf_writer_new();
-  if (!w) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory for the writer", path);
-  int rc = put_keys(w, tr, err);
-  for (int i = 0; !rc && i < tr->np; i++) {
-    const tr_param *p = &tr->p[i];
-    int64_t ne[2] = {p->ne[0], p->ne[1]};
-    rc = icl_gguf_w_tensor(w, p->name, ICL_TYPE_F32, p->ne[1] > 1 ? 2 : 1, ne, tr_w(tr, i),
-                           (size_t)(p->ne[0] * p->ne[1]) * sizeof(float), err);
-  }
+  icl_gguf_writer *w;
+  int rc = tr_ckpt_writer(tr, &w, err);
   if (!rc) rc = save_optim(tr, next, err); /* the old pair stays loadable until the GGUF rename */
   if (rc) icl_error_wrap(err, "%s: cannot save the checkpoint", path);
   if (!rc) rc = icl_gguf_writer_save(w, path, err);

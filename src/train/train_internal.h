@@ -3,6 +3,8 @@
 #ifndef ICL_TRAIN_INTERNAL_H
 #define ICL_TRAIN_INTERNAL_H
 
+#include "icl/gguf.h"
+#include "icl/model.h"
 #include "icl/train.h"
 #include "train/train_ops.h"
 
@@ -61,6 +63,7 @@ struct icl_trainer {
   float *dres, *dh, *dt, *dq, *dk, *dks, *dv, *dz, *dlogits, *dc0, *dc1, *du, *stats, *tmp;
   cpu_scratch ws;
   double loss;
+  icl_model *run_model; /* the current weights bound as a loaded model (icl_trainer_model); NULL: stale */
 };
 
 /* Parameter data / gradient by index (NULL for -1). */
@@ -86,6 +89,10 @@ int tr_optim_update(icl_trainer *tr, const icl_optim_config *opt, icl_error *err
 uint64_t tr_weights_hash(const icl_trainer *tr);
 /* Attention scale: 1/sqrt(d_head), or 1 with no_scale. */
 float tr_attn_scale(const icl_trainer *tr);
+/* A GGUF writer holding the checkpoint of the current weights (the caller frees *out, also on failure). */
+int tr_ckpt_writer(const icl_trainer *tr, icl_gguf_writer **out, icl_error *err);
+/* Drops the cached model of icl_trainer_model: the weights are about to change. */
+void tr_run_model_drop(icl_trainer *tr);
 /* f32 host view [ne0, ne1] of p for the backend ops; b is the caller's buffer record. */
 icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1);
 

@@ -280,6 +280,7 @@ int icl_trainer_new(const icl_attn_config *cfg, int n_threads, icl_trainer **out
 
 void icl_trainer_free(icl_trainer *tr) {
   if (!tr) return;
+  tr_run_model_drop(tr);
   if (tr->be) tr->be->ops->destroy(tr->be);
   free(tr->p), free(tr->w), free(tr->g), free(tr->m1), free(tr->m2), free(tr->act), free(tr->ws.p);
   free(tr);
@@ -292,10 +293,14 @@ int icl_trainer_n_params(const icl_trainer *tr) { return tr->np; }
 
 const char *icl_trainer_param(icl_trainer *tr, int i, float **data, float **grad, int64_t *n) {
   if (i < 0 || i >= tr->np) return NULL;
-  if (data) *data = tr_w(tr, i);
+  if (data) tr_run_model_drop(tr), *data = tr_w(tr, i); /* writable: the caller may change the weights */
   if (grad) *grad = tr_g(tr, i);
   if (n) *n = tr->p[i].ne[0] * tr->p[i].ne[1];
   return tr->p[i].name;
+}
+
+const float *icl_trainer_param_data(const icl_trainer *tr, int i) {
+  return i < 0 || i >= tr->np ? NULL : tr_w(tr, i);
 }
 
 const float *icl_trainer_logits(const icl_trainer *tr, int64_t *n_out) {

@@ -157,6 +157,7 @@ int icl_trainer_step(icl_trainer *tr, const icl_train_batch *batch, const icl_op
   if (!rc && !isfinite(tr->loss))
     rc = icl_error_set(err, ICL_EINVAL, "train: the loss is %s; weights not updated", nonfinite_name(tr->loss));
   if (!rc) rc = tr_backward(tr, err);
+  if (!rc) tr_run_model_drop(tr); /* the weights change below */
   if (!rc) rc = tr_optim_update(tr, opt, err);
   return rc;
 }
