@@ -541,36 +541,53 @@ static void parse_add(run_spec *s, int idx, const char *what) {
 }
 
 static const char *const KNOCKOUT_KEYS[] = {"layer", "heads", "head", "edges", NULL};
+static const char *const MASK_KEYS[] = {"layer", "heads", "head", "allow", NULL};
 
-/* knockout entry: {layer =, heads =, edges = {{q, k}, ...}} with 1-based positions k <= q. */
-static void parse_knockout(run_spec *s, int idx, const char *what) {
+/* The list of {q, k} pairs at field key of the item at idx into v (1-based, negative from the end; the core checks
+ * the range and k <= q). */
+static void edges_field(run_spec *s, int idx, const char *what, const char *key, icl_intervention *v) {
   lua_State *L = s->L;
-  check_keys(L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(L, "%s: ", what));
-  lua_pop(L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
-  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
-  heads_field(s, idx, what, &v->heads, &v->n_heads);
-  if (lua_getfield(L, idx, "edges") != LUA_TTABLE) field_error(s, what, ".edges: expected a list of {q, k} pairs");
+  if (lua_getfield(L, idx, key) != LUA_TTABLE) field_error(s, what, ".%s: expected a list of {q, k} pairs", key);
   char we[96];
-  snprintf(we, sizeof we, "%s.edges", what);
+  snprintf(we, sizeof we, "%s.%s", what, key);
   int64_t n = icl_lua_seq_len(L, -1, s->arg, ICL_LUA_SEQ_MAX, we);
   int64_t *e = scratch(s, (size_t)(2 * n) * sizeof *e);
   for (int64_t i = 0; i < n; i++) {
     char w[96];
-    snprintf(w, sizeof w, "%s.edges[%lld]", what, (long long)i + 1);
+    snprintf(w, sizeof w, "%s.%s[%lld]", what, key, (long long)i + 1);
     if (lua_geti(L, -1, i + 1) != LUA_TTABLE) field_error(s, w, ": expected {q, k}");
     for (int j = 0; j < 2; j++) {
       int isint;
       lua_geti(L, -1, j + 1);
       lua_Integer p = lua_tointegerx(L, -1, &isint);
       if (!isint) field_error(s, w, ": expected {q, k} positions");
-      e[2 * i + j] = p < 0 ? p + s->n : p - 1; /* 1-based, negative from the end; the core checks the range */
+      e[2 * i + j] = p < 0 ? p + s->n : p - 1;
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
   v->edges = e, v->n_edges = n;
+}
+
+/* knockout entry: {layer =, heads =, edges = {{q, k}, ...}} with 1-based positions k <= q. */
+static void parse_knockout(run_spec *s, int idx, const char *what) {
+  check_keys(s->L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
+  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
+  heads_field(s, idx, what, &v->heads, &v->n_heads);
+  edges_field(s, idx, what, "edges", v);
+}
+
+/* masks entry: {layer =, heads =, allow = {{q, k}, ...}}: the heads' queries attend to the listed keys only. */
+static void parse_mask(run_spec *s, int idx, const char *what) {
+  check_keys(s->L, s->arg, idx, MASK_KEYS, lua_pushfstring(s->L, "%s: ", what));
+  lua_pop(s->L, 1);
+  icl_intervention *v = new_iv(s, ICL_IV_MASK, what);
+  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
+  heads_field(s, idx, what, &v->heads, &v->n_heads);
+  edges_field(s, idx, what, "allow", v);
 }
 
 /* Length of the list opts[name] (0 when absent), read once: the parsers loop to this count. */
@@ -584,8 +601,8 @@ static int list_len(run_spec *s, const char *name) {
 static void parse_lists(run_spec *s) {
   lua_State *L = s->L;
   int ncap = list_len(s, "capture"), nab = list_len(s, "ablate"), npa = list_len(s, "patch");
-  int nadd = list_len(s, "add"), nko = list_len(s, "knockout");
-  s->cap_ivs = nab + npa + nadd + nko;
+  int nadd = list_len(s, "add"), nko = list_len(s, "knockout"), nmask = list_len(s, "masks");
+  s->cap_ivs = nab + npa + nadd + nko + nmask;
   s->caps = scratch(s, (size_t)ncap * sizeof *s->caps);
   s->ivs = scratch(s, (size_t)s->cap_ivs * sizeof *s->ivs);
   /* capture = "pattern" (ncap is 1 then; checked again in case an __index answers differently) */
@@ -600,6 +617,7 @@ static void parse_lists(run_spec *s) {
   each_item(s, "patch", npa, parse_patch);
   each_item(s, "add", nadd, parse_add);
   each_item(s, "knockout", nko, parse_knockout);
+  each_item(s, "masks", nmask, parse_mask);
 }
 
 /* ---- run: callbacks -------------------------------------------------------------------------------------- */
@@ -708,7 +726,7 @@ static int guard_gc(lua_State *L) {
   return 0;
 }
 
-static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "hook",
+static const char *const RUN_KEYS[] = {"logits", "capture", "ablate", "patch", "add", "knockout", "masks", "hook",
                                        "on_chunk", "stream", "inputs", "reuse", NULL};
 
 /* inputs = tensor [n, input_length]: continuous per-position inputs (icl-attn); kept alive by the anchor. */

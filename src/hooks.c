@@ -99,6 +99,7 @@ void icl_hooks_end(struct icl_hookctx *hk) {
   for (int i = 0; i < hk->nvbufs; i++) be->ops->buf_free(be, hk->vbufs[i]);
   if (hk->mask_buf) be->ops->buf_free(be, hk->mask_buf);
   free(hk->mask_host);
+  free(hk->allowed);
   free(hk->caps);
   free(hk->plan);
   free(hk->vbufs);

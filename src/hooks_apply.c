@@ -46,12 +46,31 @@ int icl_hk_apply(struct icl_hookctx *hk, int layer, int hp, const icl_dt *view, 
   return rc;
 }
 
+/* An allow entry into the mask: every causal edge of the chunk's queries that it does not list is masked. */
+static void fill_allowed(struct icl_hookctx *hk, const icl_plan_entry *p, int64_t nq, int64_t nkv, int64_t nh) {
+  memset(hk->allowed, 0, (size_t)(nq * nkv));
+  for (int64_t j = 0; j < p->n_edges; j++) {
+    int64_t q = p->edges[2 * j] - hk->p0;
+    if (q >= 0 && q < nq) hk->allowed[q * nkv + p->edges[2 * j + 1]] = 1;
+  }
+  for (int h = 0; h < (p->heads ? p->n_heads : nh); h++) {
+    int64_t head = p->heads ? p->heads[h] : h;
+    for (int64_t q = 0; q < nq; q++)
+      for (int64_t k = 0; k <= hk->p0 + q; k++)
+        if (!hk->allowed[q * nkv + k]) hk->mask_host[(head * nq + q) * nkv + k] = -INFINITY;
+  }
+}
+
 /* The MASK entries of a layer into the host mask [nh, nq, nkv] of the chunk (q rows p0..p0+nq). */
 static void fill_mask(struct icl_hookctx *hk, int layer, int64_t nq, int64_t nkv, int64_t nh) {
   memset(hk->mask_host, 0, (size_t)(nkv * nq * nh) * sizeof(float));
   for (int i = 0; i < hk->nplan; i++) {
     const icl_plan_entry *p = &hk->plan[i];
     if (p->op != ICL_PLAN_MASK || p->layer != layer) continue;
+    if (p->allow) {
+      fill_allowed(hk, p, nq, nkv, nh);
+      continue;
+    }
     for (int64_t j = 0; j < p->n_edges; j++) {
       int64_t q = p->edges[2 * j] - hk->p0, kk = p->edges[2 * j + 1];
       if (q < 0 || q >= nq) continue;

@@ -22,7 +22,8 @@ typedef enum icl_plan_op {
   ICL_PLAN_FILL, /* site[p][col + c] = fill */
   ICL_PLAN_COPY, /* site[p][col + c] = value[p - pb][vcol + c] */
   ICL_PLAN_ADD,  /* site[p][col + c] += value[p - pb][vcol + c] (col = 0, ncol = the whole row) */
-  ICL_PLAN_MASK  /* attention of `layer`: pattern[head][q][k] = 0 (score -inf) for the edges (q, k) */
+  ICL_PLAN_MASK  /* attention of `layer`: pattern[head][q][k] = 0 (score -inf) for the edges (q, k), or with
+                  * `allow` for every causal (q, k) that is not an edge */
 } icl_plan_op;
 
 /* One plan entry. FILL/COPY/ADD act on the positions [pb, pe) of site (layer, hp), columns [col, col + ncol) of
@@ -40,6 +41,7 @@ typedef struct icl_plan_entry {
   int n_heads;
   const int64_t *edges;
   int64_t n_edges;
+  int allow; /* MASK: the edges are the ones kept (ICL_IV_MASK), not the ones masked */
 } icl_plan_entry;
 
 struct icl_hookctx {
@@ -56,6 +58,7 @@ struct icl_hookctx {
   unsigned char *want;     /* [(layer+1)*HP_COUNT + hp]: ICL_W_* bits */
   int *ko_layer;           /* per layer: 1 if a MASK entry targets it */
   float *mask_host;        /* [nh, chunk, n] */
+  unsigned char *allowed;  /* [chunk, n]: one allow entry's edges in the chunk (NULL without allow entries) */
   icl_buf *mask_buf;
   icl_dt mask_view;
 };
@@ -69,7 +72,7 @@ typedef int (*icl_hk_point_fn)(struct icl_hookctx *hk, int layer, int hp, const 
 int icl_hk_for_points(struct icl_hookctx *hk, const char *pattern, icl_hk_point_fn fn, void *ud, icl_error *err);
 
 /* Resolve (hooks_resolve.c): every intervention request of the run into plan entries (values uploaded);
- * knockouts into MASK entries (and the mask's memory). */
+ * knockouts and masks into MASK entries (and the mask's memory). */
 int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err);
 int icl_hk_resolve_knockouts(struct icl_hookctx *hk, icl_error *err);
 

@@ -242,27 +242,29 @@ static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *poi
   return rc;
 }
 
-/* Checks a knockout's edges: 1-based positions in the messages, as the caller wrote them. */
+/* Checks a knockout's or mask's edges: 1-based positions in the messages, as the caller wrote them. */
 static int check_edges(const struct icl_hookctx *hk, const icl_intervention *v, const char *what, icl_error *err) {
+  const char *field = v->kind == ICL_IV_MASK ? "allow" : "edges";
   for (int64_t j = 0; j < v->n_edges; j++) {
     int64_t q = v->edges[2 * j], kk = v->edges[2 * j + 1];
     for (int i = 0; i < 2; i++) {
       int64_t p = i ? kk : q;
       if (p < 0 || p >= hk->n)
-        return icl_error_set(err, ICL_EINVAL, "%s.edges[%lld]: position %lld out of range 1..%lld", what,
+        return icl_error_set(err, ICL_EINVAL, "%s.%s[%lld]: position %lld out of range 1..%lld", what, field,
                              (long long)j + 1, (long long)p + 1, (long long)hk->n);
     }
     if (kk > q)
-      return icl_error_set(err, ICL_EINVAL, "%s.edges[%lld]: key position after query position (%lld > %lld)", what,
-                           (long long)j + 1, (long long)kk + 1, (long long)q + 1);
+      return icl_error_set(err, ICL_EINVAL, "%s.%s[%lld]: key position after query position (%lld > %lld)", what,
+                           field, (long long)j + 1, (long long)kk + 1, (long long)q + 1);
   }
   return ICL_OK;
 }
 
-/* KNOCKOUT: one MASK entry per request, its layer, heads and edges checked here. */
+/* KNOCKOUT and MASK: one MASK entry per request, its layer, heads and edges checked here. */
 static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, icl_error *err) {
   const icl_hparams *h = &hk->m->hp;
-  const char *what = v->label ? v->label : "knockout";
+  int allow = v->kind == ICL_IV_MASK;
+  const char *what = v->label ? v->label : allow ? "mask" : "knockout";
   if (v->layer < 0 || v->layer >= h->n_layer)
     return icl_error_set(err, ICL_EINVAL, "%s.layer: %d out of range 0..%d", what, v->layer, h->n_layer - 1);
   int *heads = NULL, nsel = 0;
@@ -271,17 +273,21 @@ static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, i
   if (!rc) rc = check_edges(hk, v, what, err);
   if (rc) return rc;
   icl_plan_entry e = {.op = ICL_PLAN_MASK, .layer = v->layer, .hp = HP_PATTERN, .heads = v->heads,
-                      .n_heads = v->heads ? v->n_heads : 0, .edges = v->edges, .n_edges = v->n_edges};
+                      .n_heads = v->heads ? v->n_heads : 0, .edges = v->edges, .n_edges = v->n_edges,
+                      .allow = allow};
   hk->ko_layer[v->layer] = 1;
-  return add_entry(hk, &e, "knockout", err);
+  return add_entry(hk, &e, what, err);
 }
 
-/* The knockout mask's host and device memory, sized for the run's longest chunk. */
-static int alloc_mask(struct icl_hookctx *hk, icl_error *err) {
+/* The knockout mask's host and device memory, sized for the run's longest chunk (and the allowed-edge marks of
+ * one chunk when a mask keeps edges). */
+static int alloc_mask(struct icl_hookctx *hk, int any_allow, icl_error *err) {
   icl_model *m = hk->m;
   size_t floats = (size_t)hk->n * (size_t)m->chunk * (size_t)m->hp.n_head;
   hk->mask_host = malloc(floats * sizeof(float));
   if (!hk->mask_host) return icl_error_set(err, ICL_ENOMEM, "knockout: no host memory for the mask");
+  if (any_allow && !(hk->allowed = malloc((size_t)hk->n * (size_t)m->chunk)))
+    return icl_error_set(err, ICL_ENOMEM, "mask: no host memory for the allowed edges");
   return m->be->ops->buf_alloc(m->be, floats * 4, ICL_BUF_ACT, &hk->mask_buf, err);
 }
 
@@ -309,7 +315,7 @@ int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
   const icl_run_opts *o = hk->o;
   for (int i = 0; i < o->n_interventions; i++) {
     const icl_intervention *v = &o->interventions[i];
-    if (v->kind == ICL_IV_KNOCKOUT) continue;
+    if (v->kind == ICL_IV_KNOCKOUT || v->kind == ICL_IV_MASK) continue;
     char what[64], name[96];
     if (v->label) snprintf(what, sizeof what, "%s", v->label);
     else snprintf(what, sizeof what, "intervention[%d]", i + 1);
@@ -323,13 +329,13 @@ int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
 }
 
 int icl_hk_resolve_knockouts(struct icl_hookctx *hk, icl_error *err) {
-  int any = 0;
+  int any = 0, any_allow = 0;
   for (int i = 0; i < hk->o->n_interventions; i++) {
     const icl_intervention *v = &hk->o->interventions[i];
-    if (v->kind != ICL_IV_KNOCKOUT) continue;
+    if (v->kind != ICL_IV_KNOCKOUT && v->kind != ICL_IV_MASK) continue;
     int rc = resolve_knockout(hk, v, err);
     if (rc) return rc;
-    any = 1;
+    any = 1, any_allow |= v->kind == ICL_IV_MASK;
   }
-  return any ? alloc_mask(hk, err) : ICL_OK;
+  return any ? alloc_mask(hk, any_allow, err) : ICL_OK;
 }

@@ -29,7 +29,8 @@ typedef enum icl_iv_kind {
   ICL_IV_MEAN = 1,     /* replace by value (mean activation, broadcast over positions) */
   ICL_IV_PATCH = 2,    /* replace by value at the given positions */
   ICL_IV_ADD = 3,      /* add coef * value (a vector broadcast over positions, or per position) */
-  ICL_IV_KNOCKOUT = 4  /* mask attention edges q_pos -> k_pos of a layer's heads */
+  ICL_IV_KNOCKOUT = 4, /* mask attention edges q_pos -> k_pos of a layer's heads */
+  ICL_IV_MASK = 5      /* keep only the listed attention edges q_pos -> k_pos (allowed edges) of a layer's heads */
 } icl_iv_kind;
 
 /* One intervention. hook names a point ("blocks.3.attn.hook_z"), or is short: "z", "result", "q", "k" or "v" of
@@ -42,8 +43,8 @@ typedef struct icl_intervention {
   int64_t pos_begin, pos_end;                 /* positions [begin, end); 0,0 = all */
   const icl_tensor *value;                    /* MEAN/PATCH/ADD: the replacement or addend */
   float coef;                                 /* ADD */
-  int layer;                                  /* KNOCKOUT, and short hook names (-1: not given) */
-  const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) */
+  int layer;                                  /* KNOCKOUT, MASK, and short hook names (-1: not given) */
+  const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) masked; MASK: the only pairs kept */
   const char *label;                          /* NULL, or the caller's name for it in messages ("patch[1]") */
 } icl_intervention;
 
