@@ -20,15 +20,31 @@
 typedef struct mbox {
   icl_model *m; /* NULL: closed (or not loaded yet) */
   int busy;     /* inside m:run (callbacks may not close or re-run it) */
+  icl_lua_model_get get; /* a view (net:model()): the model and busy flag are looked up at each use; NULL: owns m */
+  void *ud;
 } mbox;
 
-static mbox *check_box(lua_State *L, int arg) {
+/* The model of the userdata at arg (a view looks it up: the net's current weights) and its re-entry flag. */
+static icl_model *box_model(lua_State *L, int arg, int **busy) {
   mbox *b = luaL_checkudata(L, arg, MODEL_MT);
+  int *dummy;
+  if (!busy) busy = &dummy;
+  if (b->get) return b->get(L, b->ud, busy);
   if (!b->m) luaL_argerror(L, arg, "model is closed");
-  return b;
+  *busy = &b->busy;
+  return b->m;
 }
 
-static icl_model *check_model(lua_State *L, int arg) { return check_box(L, arg)->m; }
+static icl_model *check_model(lua_State *L, int arg) { return box_model(L, arg, NULL); }
+
+void icl_lua_push_model_view(lua_State *L, int owner, icl_lua_model_get get, void *ud) {
+  owner = lua_absindex(L, owner);
+  mbox *b = lua_newuserdatauv(L, sizeof *b, 1);
+  *b = (mbox){.get = get, .ud = ud};
+  luaL_setmetatable(L, MODEL_MT);
+  lua_pushvalue(L, owner);
+  lua_setiuservalue(L, -2, 1); /* keeps ud's owner alive */
+}
 
 /* Raises for an unknown key in the options table at idx (typos must not pass silently). */
 static void check_keys(lua_State *L, int arg, int idx, const char *const *allowed, const char *what) {
@@ -83,15 +99,20 @@ static int l_load(lua_State *L) {
     lua_pop(L, 1);
   }
   mbox *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->m = NULL, b->busy = 0;
+  *b = (mbox){0};
   luaL_setmetatable(L, MODEL_MT);
   icl_error err;
   int rc = icl_model_load(path, &o, &b->m, &err);
   return rc ? icl_lua_result(L, rc, &err) : 1;
 }
 
+/* m:close(); on a view it only detaches the view (its owner keeps the model). */
 static int m_close(lua_State *L) {
   mbox *b = luaL_checkudata(L, 1, MODEL_MT);
+  if (b->get) {
+    b->get = NULL, b->ud = NULL;
+    return 0;
+  }
   if (b->busy) return luaL_error(L, "cannot close a model while it runs");
   icl_model_free(b->m);
   b->m = NULL;
@@ -100,13 +121,14 @@ static int m_close(lua_State *L) {
 
 static int m_tostring(lua_State *L) {
   mbox *b = luaL_checkudata(L, 1, MODEL_MT);
-  if (!b->m) {
+  if (!b->m && !b->get) {
     lua_pushliteral(L, "icl.model (closed)");
     return 1;
   }
-  const icl_hparams *h = icl_model_hparams(b->m);
+  icl_model *m = check_model(L, 1);
+  const icl_hparams *h = icl_model_hparams(m);
   lua_pushfstring(L, "icl.model: %s (%s, %d layers, %d heads, d_model %d, vocab %d) on %s", h->name, h->arch,
-                  h->n_layer, h->n_head, h->n_embd, h->n_vocab, icl_model_backend(b->m));
+                  h->n_layer, h->n_head, h->n_embd, h->n_vocab, icl_model_backend(m));
   return 1;
 }
 
@@ -926,8 +948,9 @@ int icl_lua_model_run(lua_State *L, icl_model *m, int *busy) {
 /* m:run(tokens or inputs [, opts]) -> {logits = tensor, [hook name] = tensor, ...}, or nil + message when memory
  * runs out. */
 static int m_run(lua_State *L) {
-  mbox *box = check_box(L, 1);
-  return icl_lua_model_run(L, box->m, &box->busy);
+  int *busy;
+  icl_model *m = box_model(L, 1, &busy);
+  return icl_lua_model_run(L, m, busy);
 }
 
 /* ---- devices --------------------------------------------------------------------------------------------- */

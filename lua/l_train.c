@@ -322,8 +322,19 @@ static int net_pattern(lua_State *L) {
   return 1;
 }
 
-/* net:run(ids or inputs [, opts]): m:run on the net's current weights (icl_trainer_model: the model icl.load
- * would make of net:save's checkpoint, on the CPU backend), with every option of m:run. */
+/* The model of the net's current weights (icl_trainer_model: the model icl.load would make of net:save's
+ * checkpoint, on the CPU backend) and the net's run flag; raises for a closed net. */
+static icl_model *net_model_get(lua_State *L, void *ud, int **busy) {
+  net_box *b = ud;
+  if (!b->tr) luaL_error(L, "the net of this model is closed");
+  icl_model *m;
+  icl_error err;
+  if (icl_trainer_model(b->tr, &m, &err)) luaL_error(L, "%s", err.msg);
+  *busy = &b->running;
+  return m;
+}
+
+/* net:run(ids or inputs [, opts]): m:run on the net's current weights, with every option of m:run. */
 static int net_run(lua_State *L) {
   net_box *b = luaL_checkudata(L, 1, NET_MT);
   if (!b->tr) return luaL_argerror(L, 1, "closed net");
@@ -331,8 +342,17 @@ static int net_run(lua_State *L) {
   icl_model *m;
   icl_error err;
   int rc = icl_trainer_model(b->tr, &m, &err);
-  if (rc) return icl_lua_result(L, rc, &err);
+  if (rc) return icl_lua_result(L, rc, &err); /* out of memory: nil + message, as m:run */
   return icl_lua_model_run(L, m, &b->running);
+}
+
+/* net:model() -> a model (icl.model) that is a view of the net: its fields, methods and runs are those of the
+ * net's current weights at each use, so the analysis code written for loaded models takes a live net. */
+static int net_model(lua_State *L) {
+  net_box *b = luaL_checkudata(L, 1, NET_MT);
+  if (!b->tr) return luaL_argerror(L, 1, "closed net");
+  icl_lua_push_model_view(L, 1, net_model_get, b);
+  return 1;
 }
 
 static int net_step(lua_State *L) {
@@ -744,7 +764,7 @@ static void new_lib(lua_State *L, const luaL_Reg *fns, const char *name) {
 
 int icl_lua_open_train(lua_State *L) {
   static const luaL_Reg methods[] = {{"forward", net_forward}, {"save", net_save}, {"params", net_params},
-                                     {"step", net_step}, {"pattern", net_pattern}, {"run", net_run},
+                                     {"step", net_step}, {"pattern", net_pattern}, {"run", net_run}, {"model", net_model},
                                      {"close", net_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, NET_MT)) {
     luaL_newlib(L, methods);

@@ -116,6 +116,25 @@ cm:close()
 os.remove(path)
 os.remove(path .. ".optim")
 
+-- net:model(): a model view of the net, for code written for loaded models (fields, runs, current weights)
+local view = net:model()
+check(view.n_layers == 2 and view.n_heads == 2 and view.d_model == 16 and view.n_vocab == V, "view fields")
+same_results(view:run(tokens, requests.captures), net:run(tokens, requests.captures), "view vs net:run")
+local v_before = view:run(tokens, {logits = "all"}).logits
+icl.train{model = net, data = data, steps = net:step() + 1, batch = 4, progress = false,
+          optim = icl.optim.adamw{lr = 1e-2}}
+local v_after = view:run(tokens, {logits = "all"}).logits
+check(diff(v_before, v_after) > 0 and diff(v_after, net:run(tokens, {logits = "all"}).logits) == 0,
+      "the view follows the net's steps")
+raises(function() view:run(tokens, {hook = {points = "blocks.0.hook_resid_post", fn = function() net:run(tokens) end}})
+end, "already running", "net:run inside the view's run")
+raises(function() net:run(tokens, {hook = {points = "blocks.0.hook_resid_post", fn = function() view:run(tokens) end}})
+end, "already running", "the view's run inside net:run")
+view:close()
+check(net:run(tokens).logits ~= nil, "closing the view leaves the net open")
+raises(function() return view.n_layers end, "closed", "a closed view")
+local view2 = net:model()
+
 -- the net cannot be closed, trained or run again from its own run's hooks; bad options raise as in m:run
 local function in_hook(fn)
   return net:run(tokens, {hook = {points = "blocks.0.hook_resid_post", fn = fn}, logits = "none"})
@@ -131,4 +150,5 @@ raises(function() net:run({1, V}) end, "out of range", "token id out of range")
 raises(function() net:run(tokens, {bogus = 1}) end, "bogus", "unknown option")
 net:close()
 raises(function() net:run(tokens) end, "closed net", "closed net")
+raises(function() view2:run(tokens) end, "the net of this model is closed", "a view of a closed net")
 tl.done()
