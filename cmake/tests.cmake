@@ -92,3 +92,9 @@ if(ICL_SANITIZE AND TEST ops.test_backend_ops)
   set_tests_properties(ops.test_backend_ops PROPERTIES
     ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_VALIDATION=1;ICL_OPS_QUICK=1")
 endif()
+
+# tests/cli/test_sweep_slurm.sh brings up a single-node Slurm (root, ports 16817-16818) and runs park_grid --quick
+# through it (issue 39): its own label, heavy for the real model and the daemons; one at a time.
+if(TEST cli.test_sweep_slurm)
+  set_tests_properties(cli.test_sweep_slurm PROPERTIES LABELS "cli;slurm;heavy" TIMEOUT 400 RUN_SERIAL ON)
+endif()

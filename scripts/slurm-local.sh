@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A single-node Slurm on localhost for icl sweep's tests (docs/sweeps.md): munged, slurmctld and slurmd from
 # Debian's packages (scripts/setup.sh installs them), started directly (no systemd), state under $ICL_SLURM_DIR
-# (default /tmp/icl-slurm). Clients find it through SLURM_CONF, which `start` and `env` print.
+# (default /tmp/icl-slurm), ports $ICL_SLURM_PORT and the next one (default 6817, 6818: Slurm's own). Clients find it
+# through SLURM_CONF, which `start` and `env` print.
 #   scripts/slurm-local.sh start      start the daemons (idempotent), wait until the node is idle
 #   scripts/slurm-local.sh stop       stop them (the ones this script started, by their pid files)
 #   scripts/slurm-local.sh env        print the export line for SLURM_CONF
@@ -10,6 +11,7 @@
 set -euo pipefail
 D=${ICL_SLURM_DIR:-/tmp/icl-slurm}
 CONF=$D/slurm.conf
+PORT=${ICL_SLURM_PORT:-6817}
 export SLURM_CONF=$CONF
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "slurm-local: $1 not found (run scripts/setup.sh)" >&2; exit 77; }; }
@@ -21,6 +23,8 @@ write_conf() {
   cat >"$CONF" <<CONF
 ClusterName=icl
 SlurmctldHost=localhost
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
 SlurmUser=$(id -un)
 AuthType=auth/munge
 AuthInfo=socket=$D/munge/munge.socket.2

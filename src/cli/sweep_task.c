@@ -80,11 +80,12 @@ void sweep_task_log_tail(const sweep *sw, long t, int n, char *buf, size_t cap) 
   }
 }
 
-/* Holds logs/NAME.lock for the rest of this process; -1 when another runner holds it. */
+/* Holds logs/NAME.lock for the rest of this process and, inherited (no O_CLOEXEC), of the experiment it starts: a
+ * runner killed while its experiment goes on still shows the task as running. -1 when another runner holds it. */
 static int lock_task(const sweep *sw, const char *name) {
   char path[4096];
   if (sweep_path(sw, path, sizeof path, "logs", name, ".lock")) return -1;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(path, O_RDWR | O_CREAT, 0644);
   if (fd < 0) {
     fprintf(stderr, "icl sweep: %s: %s\n", path, strerror(errno));
     return -1;
