@@ -21,7 +21,8 @@ static const char USAGE[] =
     "                 [--gres gpu:1]] [-- FIXED FLAGS...]\n"
     "       icl sweep status DIR      done, running, queued, failed (with its log's last lines), missing\n"
     "       icl sweep resume DIR [-j N] [--run local|slurm]   runs exactly the failed and missing tasks\n"
-    "       icl sweep merge DIR       merged.json and merged.csv: per condition mean, standard error, count\n"
+    "       icl sweep merge DIR [--figure FIELD]...   merged.json and merged.csv: per condition mean, standard\n"
+    "                                 error, count; figures/FIELD.{png,svg}: a curve field, mean ± SE per condition\n"
     "Tasks: every combination of the grid values times the seeds (--seeds 3: 1, 2, 3; --seeds 5..8), the last\n"
     "varying fastest; each runs icl script EXPERIMENT FIXED --NAME V ... --seed S --out DIR/tasks/NNNN.\n"
     "Without --run the folder is written (tasks.tsv, sweep.sbatch) and nothing runs.\n";
@@ -408,9 +409,18 @@ static int cmd_resume(int argc, char **argv) {
 }
 
 static int cmd_merge(int argc, char **argv) {
+  sweep_figure_spec figs[32];
+  int n_figs = 0;
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--figure") || i + 1 >= argc || n_figs == 32) {
+      fprintf(stderr, "usage: icl sweep merge DIR [--figure FIELD]...   (at most 32)\n");
+      return 2;
+    }
+    if (sweep_figure_arg(argv[++i], &figs[n_figs++])) return 2;
+  }
   sweep sw;
   if (open_dir(argc, argv, "merge", &sw)) return 2;
-  int rc = sweep_merge(&sw);
+  int rc = sweep_merge(&sw, figs, n_figs);
   sweep_free(&sw);
   return rc;
 }

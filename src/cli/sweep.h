@@ -101,7 +101,25 @@ int sweep_slurm_submit(const sweep *sw, const sweep_run *run, const long *which,
  * squeue could not be asked (a warning on stderr). */
 int sweep_slurm_queued(const sweep *sw, task_state *states);
 
-/* sweep_merge.c: icl sweep merge DIR. */
-int sweep_merge(const sweep *sw);
+/* A curve figure of the merge: a numeric array field of the summaries; empty strings take defaults. Declared by an
+ * experiment in its summary ("sweep_figures": ["field", {"field":, "title":, "xlabel":, "ylabel":}, ...]) or given
+ * with icl sweep merge --figure FIELD. */
+typedef struct sweep_figure_spec {
+  char field[128], title[256], xlabel[256], ylabel[256];
+} sweep_figure_spec;
+
+/* sweep_merge.c: icl sweep merge DIR: merged.json, merged.csv and the figures of figs[] and of the summaries'
+ * declarations; 0, or 1 when a task is missing or failed or a figure could not be drawn. */
+int sweep_merge(const sweep *sw, const sweep_figure_spec *figs, int n_figs);
+
+/* sweep_figure.c: the declarations of a summary's "sweep_figures" (a cJSON *, NULL when absent) into out[cap]: how
+ * many, or -1 with a message when one is malformed. */
+int sweep_figure_specs(const void *decl, sweep_figure_spec *out, int cap);
+/* --figure FIELD into out; -1 with a message when FIELD is not a field name. */
+int sweep_figure_arg(const char *field, sweep_figure_spec *out);
+/* figures/FIELD.{png,svg}: per condition (first_task[c] names its flags) the curve mean[c][i] with a
+ * band of ± se[c][i], i < n_points; -1 with a message. */
+int sweep_figure(const sweep *sw, const sweep_figure_spec *spec, long n_cond, const long *first_task, long n_points,
+                 const double *mean, const double *se);
 
 #endif

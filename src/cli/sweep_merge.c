@@ -54,6 +54,14 @@ static long field_index(fields *f, const char *name) {
   return (long)f->n - 1;
 }
 
+/* The index of name, or -1 when no summary has it. */
+static long field_find(const fields *f, const char *name) {
+  if (!f->hcap) return -1;
+  for (size_t k = str_hash(name) & (f->hcap - 1); f->hash[k]; k = (k + 1) & (f->hcap - 1))
+    if (!strcmp(f->names[f->hash[k] - 1], name)) return (long)f->hash[k] - 1;
+  return -1;
+}
+
 /* One task's numeric leaves: (field index, value) pairs. */
 typedef struct leaves {
   long *idx;
@@ -173,46 +181,104 @@ static int is_axis(const sweep *sw, const char *field) {
   return 0;
 }
 
+/* Field i over condition c's done tasks: mean, standard error (NaN for one value) and count (0: no value). */
+static long stat_of(const merge_ctx *m, long c, size_t i, double *mean, double *se) {
+  const sweep *sw = m->sw;
+  double s = 0, ss = 0;
+  long cnt = 0;
+  for (long t = 0; t < sw->n_tasks; t++) {
+    double v = m->vals[(size_t)t * m->f.n + i];
+    if (condition_of(sw, t) == c && isfinite(v)) s += v, cnt++;
+  }
+  if (!cnt) return 0;
+  *mean = s / (double)cnt;
+  for (long t = 0; t < sw->n_tasks; t++) {
+    double v = m->vals[(size_t)t * m->f.n + i];
+    if (condition_of(sw, t) == c && isfinite(v)) ss += (v - *mean) * (v - *mean);
+  }
+  *se = cnt > 1 ? sqrt(ss / (double)(cnt - 1) / (double)cnt) : NAN;
+  return cnt;
+}
+
+static long n_conditions(const sweep *sw) { return sw->seed_axis < 0 ? sw->n_tasks : sw->n_tasks / sw->axes[sw->seed_axis].n; }
+
+/* The first task of condition c (its flags name the condition). */
+static long first_task(const sweep *sw, long c) {
+  for (long t = 0; t < sw->n_tasks; t++)
+    if (condition_of(sw, t) == c) return t;
+  return 0;
+}
+
 static void write_conditions(FILE *o, merge_ctx *m) {
   const sweep *sw = m->sw;
-  long n_cond = sw->seed_axis < 0 ? sw->n_tasks : sw->n_tasks / sw->axes[sw->seed_axis].n;
   fputs("  \"conditions\": [", o);
-  for (long c = 0; c < n_cond; c++) {
-    long first = -1, n = 0;
-    for (long t = 0; t < sw->n_tasks; t++)
-      if (condition_of(sw, t) == c) {
-        if (first < 0) first = t;
-        n += m->summary[t] != NULL;
-      }
+  for (long c = 0; c < n_conditions(sw); c++) {
+    long n = 0;
+    for (long t = 0; t < sw->n_tasks; t++) n += condition_of(sw, t) == c && m->summary[t];
     fputs(c ? ",\n    {\"flags\": " : "\n    {\"flags\": ", o);
-    flags_json(o, sw, first, 0);
+    flags_json(o, sw, first_task(sw, c), 0);
     fprintf(o, ", \"n\": %ld, \"fields\": {", n);
     for (size_t i = 0, k = 0; i < m->f.n; i++) {
-      double s = 0, ss = 0;
-      long cnt = 0;
-      if (is_axis(sw, m->f.names[i])) continue;
-      for (long t = 0; t < sw->n_tasks; t++) {
-        double v = m->vals[(size_t)t * m->f.n + i];
-        if (condition_of(sw, t) != c || !isfinite(v)) continue;
-        s += v, cnt++;
-      }
+      double mean, se;
+      long cnt = is_axis(sw, m->f.names[i]) ? 0 : stat_of(m, c, i, &mean, &se);
       if (!cnt) continue;
-      double mean = s / (double)cnt;
-      for (long t = 0; t < sw->n_tasks; t++) {
-        double v = m->vals[(size_t)t * m->f.n + i];
-        if (condition_of(sw, t) == c && isfinite(v)) ss += (v - mean) * (v - mean);
-      }
       fputs(k++ ? ",\n      " : "\n      ", o);
       jstr(o, m->f.names[i]);
       fputs(": {\"mean\": ", o);
       num(o, mean);
       fputs(", \"se\": ", o);
-      num(o, cnt > 1 ? sqrt(ss / (double)(cnt - 1) / (double)cnt) : NAN);
+      num(o, se);
       fprintf(o, ", \"n\": %ld}", cnt);
     }
     fputs("}}", o);
   }
   fputs("\n  ],\n", o);
+}
+
+/* One figure: FIELD[0], FIELD[1], ... per condition; -1 when the summaries hold no such array. */
+static int draw_figure(const merge_ctx *m, const sweep_figure_spec *spec) {
+  const sweep *sw = m->sw;
+  long n_cond = n_conditions(sw), n = 0;
+  char name[256];
+  for (;; n++) {
+    snprintf(name, sizeof name, "%s[%ld]", spec->field, n);
+    if (field_find(&m->f, name) < 0) break;
+  }
+  if (!n) {
+    fprintf(stderr, "icl sweep merge: figure %s: the summaries hold no numeric array %s\n", spec->field, spec->field);
+    return -1;
+  }
+  double *mean = malloc((size_t)(n_cond * n) * sizeof *mean), *se = malloc((size_t)(n_cond * n) * sizeof *se);
+  long *first = malloc((size_t)n_cond * sizeof *first);
+  int rc = -1;
+  if (mean && se && first) {
+    for (long c = 0; c < n_cond; c++) {
+      first[c] = first_task(sw, c);
+      for (long i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s[%ld]", spec->field, i);
+        if (!stat_of(m, c, (size_t)field_find(&m->f, name), &mean[c * n + i], &se[c * n + i]))
+          mean[c * n + i] = se[c * n + i] = NAN;
+      }
+    }
+    rc = sweep_figure(sw, spec, n_cond, first, n, mean, se);
+  }
+  free(mean), free(se), free(first);
+  return rc;
+}
+
+/* The figures asked for on the command line and those the first summary declares. */
+static int draw_figures(const merge_ctx *m, const sweep_figure_spec *figs, int n_figs) {
+  sweep_figure_spec decl[32];
+  int n_decl = 0, rc = 0;
+  for (long t = 0; t < m->sw->n_tasks && !n_decl; t++)
+    if (m->summary[t]) {
+      n_decl = sweep_figure_specs(cJSON_GetObjectItemCaseSensitive(m->summary[t], "sweep_figures"), decl, 32);
+      break;
+    }
+  if (n_decl < 0) rc = -1, n_decl = 0;
+  for (int i = 0; i < n_figs + n_decl; i++)
+    if (draw_figure(m, i < n_figs ? &figs[i] : &decl[i - n_figs])) rc = -1;
+  return rc;
 }
 
 static void write_json(FILE *o, merge_ctx *m) {
@@ -306,7 +372,7 @@ static int read_tasks(merge_ctx *m, leaves *lv) {
   return bad;
 }
 
-int sweep_merge(const sweep *sw) {
+int sweep_merge(const sweep *sw, const sweep_figure_spec *figs, int n_figs) {
   merge_ctx m = {.sw = sw};
   long n = sw->n_tasks;
   m.states = calloc((size_t)n, sizeof *m.states);
@@ -323,6 +389,7 @@ int sweep_merge(const sweep *sw) {
   for (long t = 0; t < n; t++)
     for (size_t k = 0; k < lv[t].n; k++) m.vals[(size_t)t * m.f.n + (size_t)lv[t].idx[k]] = lv[t].val[k];
   if (write_out(sw, "merged.json", write_json, &m) || write_out(sw, "merged.csv", write_csv, &m)) goto out;
+  int figs_bad = draw_figures(&m, figs, n_figs) != 0;
   long done = 0;
   for (long t = 0; t < n; t++) {
     if (m.states[t] == TASK_DONE) {
@@ -337,7 +404,7 @@ int sweep_merge(const sweep *sw) {
   printf("icl sweep merge: %ld of %ld tasks, %zu numeric fields: %s/merged.json, %s/merged.csv\n", done, n, m.f.n,
          sw->dir, sw->dir);
   if (done < n) fprintf(stderr, "icl sweep merge: %ld tasks missing or failed: icl sweep resume %s\n", n - done, sw->dir);
-  rc = done < n ? 1 : 0;
+  rc = done < n || figs_bad ? 1 : 0;
 out:
   for (long t = 0; m.summary && t < n; t++) cJSON_Delete(m.summary[t]);
   for (long t = 0; lv && t < n; t++) free(lv[t].idx), free(lv[t].val);

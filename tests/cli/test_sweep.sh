@@ -128,6 +128,14 @@ t("csv values read back exactly", float(rows[4][k]) == json.load(open(d + "/task
 print("\n".join(bad) if bad else "OK")
 PY
 check "merge: statistics match a recomputation" grep -qx OK "$TMP/py" || sed 's/^/    /' "$TMP/py" >&2
+png() { head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n' | grep -q '^89504e470d0a1a0a$'; }
+check "merge: the declared figure as PNG" png "$S/figures/values.png"
+check "merge: the declared figure as SVG" grep -q "<svg" "$S/figures/values.svg"
+"$ICL" sweep merge "$S" --figure mean >"$TMP/out" 2>"$TMP/err"
+check "merge --figure of a scalar: exit 1" [ $? -eq 1 ]
+check "merge --figure of a scalar: said" grep -q "figure mean: the summaries hold no numeric array mean" "$TMP/err"
+"$ICL" sweep merge "$S" --figure ../x >"$TMP/out" 2>"$TMP/err"
+check "merge --figure with a path: exit 2" [ $? -eq 2 ]
 cp "$S/merged.json" "$TMP/m1.json"
 "$ICL" sweep merge "$S" >/dev/null 2>&1
 check "merge: the same bytes twice" cmp -s "$S/merged.json" "$TMP/m1.json"
