@@ -2,7 +2,7 @@
 -- 2-layer attention-only model and their smeared-key variants; probes every --probe steps (test loss, ICL score,
 -- best prefix-matching score, all from the trainer's own forward) and writes a checkpoint with the full
 -- measurements (loss by token index, prefix-matching, copying and previous-token score of every head through
--- icl.load + icl.olsson, the per-token-loss vector) every --every steps and, densely, whenever a probe has moved
+-- net:model() + icl.olsson, the per-token-loss vector) every --every steps and, densely, whenever a probe has moved
 -- by --drop (test loss), --icl-move (ICL score) or --pm-move (prefix matching) since the last checkpoint; finds
 -- the window where the ICL score and the best prefix-matching score change; ablates each head of the final
 -- 2-layer model and reports the change of its ICL score.
@@ -149,9 +149,9 @@ local function probe(net, layers)
   return {curve = curve, test_loss = icl.metrics.mean(curve), icl_score = icl_of(curve), max_pm = best, ptl = ptl}
 end
 
--- the full measurement of a checkpoint file (through icl.load, as any model)
-local function measure(net, path, pr, loss, step)
-  local m = assert(icl.load(path, {backend = "cpu"}))
+-- the full measurement of the net's current weights, through the forward and hooks of any model (net:model())
+local function measure(net, pr, loss, step)
+  local m = net:model()
   local ps = O.pattern_scores(m, score_seqs)
   local E = net:params()["token_embd.weight"]:reshape(o.vocab, o.d_model)
   local rows = {}
@@ -178,7 +178,7 @@ local function train_model(name)
   local function checkpoint(step, pr, loss)
     local p = ("%s/step-%07d.gguf"):format(dir, step)
     assert(net:save(p))
-    cks[#cks + 1] = measure(net, p, pr, loss, step)
+    cks[#cks + 1] = measure(net, pr, loss, step)
     return p
   end
   local function add_probe(step, loss)
@@ -203,7 +203,7 @@ local function train_model(name)
       name, r.step, r.seconds, #cks, r.loss[#r.loss], cks[1].icl_score, cks[#cks].icl_score,
       cks[1].max_prefix_matching, cks[#cks].max_prefix_matching)
   return {name = name, layers = sp.layers, smeared = sp.smeared, loss = r.loss, checkpoints = cks, probes = probes,
-          final = final}
+          final = final, net = net}
 end
 
 local runs = {}
@@ -255,7 +255,7 @@ end
 local ablation
 for _, r in ipairs(runs) do
   if r.name == "2L" then
-    local m = assert(icl.load(r.final, {backend = "cpu"}))
+    local m = r.net:model() -- the final weights (those of r.final)
     local function score(abl)
       local curve = O.icl_curve(m, test_tok, {late = o.late, early = o.early, run = abl and {ablate = abl} or nil})
       return icl_of(curve)

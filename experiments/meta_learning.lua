@@ -45,7 +45,6 @@ if o.analyze ~= "" and not icl.fs.is_dir(o.analyze) then
 end
 if o.sweep then ex:check_out(o.sweep_dir ~= "" and o.sweep_dir or o.out .. "/sweep", "sweep-dir") end
 local wall0 = os.time()
-local G = 16 -- sequences per block-diagonal attention group of the measuring forward
 local D_MODEL = 128
 
 -- ---- the model and its data ------------------------------------------------------------------------
@@ -62,48 +61,9 @@ local function make_net(c, n)
                           threads = c.threads}
 end
 
--- ---- a measuring forward from the weights, with attention masks ----------------------------------
--- icl.train's nets expose weights and logits but no attention patterns or masks, so the metrics come from
--- this forward (checked against net:forward's logits at every measurement).
-
-local function weights(params, c)
-  local W = {}
-  local function mat(name, rows) return params[name]:reshape(rows, -1):transpose() end -- [in, out]
-  for l = 0, 1 do
-    W[l] = {}
-    for _, x in ipairs({"q", "k", "v"}) do W[l][x] = mat(("blk.%d.attn_%s.weight"):format(l, x), D_MODEL) end
-  end
-  W.E = tensor.cat({params["token_embd.weight"]:reshape(c.L, D_MODEL), tensor.zeros(1, D_MODEL)})
-  W.cls = {}
-  for i = 0, c.cls_hidden - 1 do
-    W.cls[i + 1] = {mat(("cls.%d.weight"):format(i), D_MODEL), params[("cls.%d.bias"):format(i)]}
-  end
-  W.out, W.out_b = mat("output.weight", c.L), params["output.bias"]
-  return W
-end
-
--- Additive masks [G*n, G*n]: 0 where row i of a sequence may attend to key j, -1e9 elsewhere.
--- allow(i, j) with 0-based positions inside one sequence, j <= i already.
-local function group_mask(n, allow)
-  local t = {}
-  for r = 0, G * n - 1 do
-    for s = 0, G * n - 1 do
-      local same, i, j = r // n == s // n, r % n, s % n
-      t[#t + 1] = (same and j <= i and allow(i, j)) and 0 or -1e9
-    end
-  end
-  return tensor.from(t):reshape(G * n, G * n)
-end
-
-local function group_select(n, pick)
-  local t = {}
-  for r = 0, G * n - 1 do
-    for s = 0, G * n - 1 do
-      t[#t + 1] = (r // n == s // n and pick(r % n, s % n)) and 1 or 0
-    end
-  end
-  return tensor.from(t):reshape(G * n, G * n)
-end
+-- ---- measuring through net:run ---------------------------------------------------------------------
+-- Every measurement runs the net's current weights through the forward and hooks of a loaded model (net:run):
+-- query logits, attention patterns, and the interventions as attention masks (allowed-edge sets).
 
 -- The interventions, each in the layers where the paper places the circuit it tests (0-based layers):
 -- the query seeing only itself in both layers is the NCC circuit (context-free); the query reading only the
@@ -112,6 +72,7 @@ end
 -- position); the label masks act on Chunk Example, a layer-1 pattern (in layer 2 the label rows cannot
 -- reach the query, so layer 1 is the only place they matter). The public code has no mask interventions,
 -- so these follow the circuit diagrams of the paper (its Figure 1 / Section 4), stated in docs/results.md.
+-- allow(i, j): 0-based positions inside one sequence, j <= i.
 local function interventions(n)
   local q = n - 1
   local all = function() return true end
@@ -127,57 +88,36 @@ local function interventions(n)
   }
 end
 
-local function selectors(n)
-  local q = n - 1
-  return {
-    bigram = group_select(n, function(i, j) return i == q and j == q end),
-    label_attention = group_select(n, function(i, j) return i == q and j % 2 == 1 end),
-    chunk_example = group_select(n, function(i, j) return i % 2 == 1 and j == i - 1 end),
-  }
-end
-
-local function relu(x) return (x + x:abs()) * 0.5 end
-
--- Residual after embedding: inputs plus the label embedding at label positions ([B*n, d]).
-local function embed(W, batch, c)
-  local B, n = batch.tokens:shape()[1], batch.tokens:shape()[2]
-  local idx = {}
-  for _, v in ipairs(batch.tokens:reshape(-1):totable()) do idx[#idx + 1] = v >= 0 and v + 1 or c.L + 1 end
-  return batch.inputs:reshape(B * n, D_MODEL) + W.E:index_select(1, idx)
-end
-
--- One attention layer over all groups; returns the new residual and the summed selector masses.
-local function attn_layer(Wl, x, mask, sel, n, heads, stats)
-  local Q, K, V = x:matmul(Wl.q), x:matmul(Wl.k), x:matmul(Wl.v)
-  local rows, hd, out = G * n, D_MODEL // heads, {}
-  for g = 0, x:shape()[1] // rows - 1 do
-    local a, b = g * rows + 1, (g + 1) * rows
-    local zs = {}
-    for h = 0, heads - 1 do
-      local qh = Q:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd)
-      local kh = K:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd)
-      local P = (qh:matmul(kh:transpose()) + mask):softmax()
-      if stats then
-        for k, s in pairs(sel) do stats[k] = (stats[k] or 0) + (P * s):sum() / heads end
-        stats.pattern = stats.pattern and stats.pattern + P / heads or P / heads
-      end
-      zs[#zs + 1] = P:matmul(V:slice(1, a, b):slice(2, h * hd + 1, (h + 1) * hd))
-    end
-    out[#out + 1] = heads > 1 and tensor.cat(zs, 2) or zs[1]
+-- The edges {q, k} (1-based, k <= q) of n positions for which keep(i, j) holds (0-based).
+local function edges(n, keep)
+  local e = {}
+  for i = 0, n - 1 do
+    for j = 0, i do if keep(i, j) then e[#e + 1] = {i + 1, j + 1} end end
   end
-  return x + tensor.cat(out)
+  return e
 end
 
--- Query logits [B, L] under one intervention (mask[l] per 0-based layer), and per-layer stats when asked.
-local function measure_forward(W, batch, c, mask, sel, stats)
-  local B, n = batch.tokens:shape()[1], batch.tokens:shape()[2]
-  local x = embed(W, batch, c)
-  for l = 0, 1 do x = attn_layer(W[l], x, mask[l], sel, n, c.heads, stats and stats[l]) end
-  local qi = {}
-  for b = 1, B do qi[b] = b * n end
-  local h = x:index_select(1, qi)
-  for _, lw in ipairs(W.cls) do h = relu(h:matmul(lw[1]) + lw[2]) end
-  return h:matmul(W.out) + W.out_b
+-- net:run's masks for an intervention (nil for none).
+local function masks_of(iv, n)
+  if #iv.layers == 0 then return nil end
+  local allow, m = edges(n, iv.allow), {}
+  for _, l in ipairs(iv.layers) do m[#m + 1] = {layer = l, allow = allow} end
+  return m
+end
+
+-- Query logits [B, L] of a batch under masks, one run per sequence; with pat, adds each layer's pattern
+-- (averaged over heads, [n, n]) of every sequence into pat[l].
+local function run_queries(net, batch, masks, pat)
+  local rows, cap = {}, pat and "blocks.*.attn.hook_pattern" or nil
+  for b = 1, batch.tokens:shape()[1] do
+    local r = net:run(batch.tokens[b], {inputs = batch.inputs[b], logits = "last", masks = masks, capture = cap})
+    rows[b] = r.logits
+    for l = 0, pat and 1 or -1 do
+      local P = r[("blocks.%d.attn.hook_pattern"):format(l)]:mean(1)
+      pat[l] = pat[l] and pat[l] + P or P
+    end
+  end
+  return tensor.cat(rows)
 end
 
 local function accuracy(logits, batch)
@@ -196,69 +136,52 @@ local function query_logits(net, batch)
   return lg:reshape(B * n, -1):index_select(1, qi)
 end
 
--- Mean 9x9 attention pattern of one layer from the summed group patterns.
-local function mean_pattern(Psum, n, groups)
-  local m = {}
+-- The attention metrics of one layer from its pattern summed over B sequences: the query's attention to itself
+-- (Bigram) and to the labels (Label Attention), each label's attention to its example (Chunk Example), and
+-- the mean pattern as nested tables.
+local function layer_metrics(Psum, n, B, N)
+  local q, la, ce, mean = n, 0, 0, {}
+  for j = 2, n - 1, 2 do la = la + Psum:get(q, j) end
+  for i = 2, n - 1, 2 do ce = ce + Psum:get(i, i - 1) end
   for i = 1, n do
-    m[i] = {}
-    for j = 1, n do
-      local s = 0
-      for g = 0, G - 1 do s = s + Psum:get(g * n + i, g * n + j) end
-      m[i][j] = s / (G * groups)
-    end
+    mean[i] = {}
+    for j = 1, n do mean[i][j] = Psum:get(i, j) / B end
   end
-  return m
+  return {bigram = Psum:get(q, q) / B, label_attention = la / B, chunk_example = ce / (B * N), pattern = mean}
 end
 
 -- All measurements at one checkpoint.
 local function measure(net, c, ev, rl, M)
-  local W, B = weights(net:params(), c), ev.tokens:shape()[1]
-  local r = {interventions = {}}
-  local stats = {[0] = {}, [1] = {}}
-  local lg = measure_forward(W, ev, c, M.masks[1], M.sel, stats)
-  r.check = (lg - query_logits(net, ev)):abs():max()
+  local B, pat = ev.tokens:shape()[1], {}
+  local lg = run_queries(net, ev, nil, pat)
+  local r = {interventions = {}, layers = {}}
+  r.check = (lg - query_logits(net, ev)):abs():max() -- the inference forward vs the trainer's own
   r.acc = accuracy(lg, ev)
   r.random_label_acc = accuracy(query_logits(net, rl), rl)
-  r.layers = {}
-  for l = 0, 1 do
-    local s = stats[l]
-    r.layers[l + 1] = {bigram = s.bigram / B, label_attention = s.label_attention / B,
-                       chunk_example = s.chunk_example / (B * c.N), pattern = mean_pattern(s.pattern, M.n, B // G)}
-  end
-  for i = 2, #M.iv do r.interventions[M.iv[i].name] = accuracy(measure_forward(W, ev, c, M.masks[i]), ev) end
+  for l = 0, 1 do r.layers[l + 1] = layer_metrics(pat[l], M.n, B, c.N) end
+  for i = 2, #M.iv do r.interventions[M.iv[i].name] = accuracy(run_queries(net, ev, M.masks[i]), ev) end
   return r
 end
 
 local function prepare(c, data, n)
-  local M = {n = n, iv = interventions(n), sel = selectors(n), masks = {}}
-  local causal = group_mask(n, function() return true end)
-  for i, iv in ipairs(M.iv) do
-    local m = group_mask(n, iv.allow)
-    M.masks[i] = {[0] = causal, [1] = causal}
-    for _, l in ipairs(iv.layers) do M.masks[i][l] = m end
-  end
+  local M = {n = n, iv = interventions(n), masks = {}}
+  for i, iv in ipairs(M.iv) do M.masks[i] = masks_of(iv, n) end
   return M, data(0, c.eval_n, {stream = 1}), data(0, c.eval_n, {stream = 2, random_labels = true})
 end
 
--- The same measurements through the inference side: icl.load of the checkpoint, m:run with the
--- continuous inputs and the interventions as knockouts; returns the largest logit difference from the
--- measuring forward over the first sequences of the held-out set.
-local function check_with_icl_load(path, net, c, ev, M, nseq)
-  local m = assert(icl.load(path, {backend = "cpu"}))
-  local W, n, worst = weights(net:params(), c), M.n, 0
-  local sub = {tokens = ev.tokens:slice(1, 1, G), inputs = ev.inputs:slice(1, 1, G), targets = ev.targets:slice(1, 1, G)}
+-- The interventions through the inference side as any model sees them: icl.load of the checkpoint, each
+-- intervention as the knockout of its complement; returns the largest logit difference from net:run with the
+-- masks over the first sequences of the held-out set (0: the same forward, the same masks).
+local function check_with_icl_load(path, net, ev, M, nseq)
+  local m, n, worst = assert(icl.load(path, {backend = "cpu"})), M.n, 0
   for k, iv in ipairs(M.iv) do
-    local ref = measure_forward(W, sub, c, M.masks[k])
-    local edges = {}
-    for i = 0, n - 1 do
-      for j = 0, i do if not iv.allow(i, j) then edges[#edges + 1] = {i + 1, j + 1} end end
-    end
-    local ko = {}
-    for _, l in ipairs(iv.layers) do ko[#ko + 1] = {layer = l, edges = edges} end
-    if #edges == 0 or #ko == 0 then ko = nil end
+    local cut, ko = edges(n, function(i, j) return not iv.allow(i, j) end), {}
+    for _, l in ipairs(iv.layers) do ko[#ko + 1] = {layer = l, edges = cut} end
+    if #cut == 0 or #ko == 0 then ko = nil end
     for b = 1, nseq do
-      local r = m:run(sub.tokens[b]:totable(), {inputs = sub.inputs[b], logits = "last", knockout = ko})
-      worst = math.max(worst, (r.logits:reshape(-1) - ref[b]):abs():max())
+      local r = m:run(ev.tokens[b], {inputs = ev.inputs[b], logits = "last", knockout = ko})
+      local ref = net:run(ev.tokens[b], {inputs = ev.inputs[b], logits = "last", masks = M.masks[k]})
+      worst = math.max(worst, (r.logits - ref.logits):abs():max())
     end
   end
   m:close()
@@ -424,7 +347,7 @@ local function run_one(c, dir)
       r.step = step
       res.records[#res.records + 1] = r
       res.max_check = math.max(res.max_check, r.check)
-      assert(r.check < 1e-3, ("measuring forward differs from net:forward by %g at step %d"):format(r.check, step))
+      assert(r.check < 1e-3, ("net:run differs from net:forward by %g at step %d"):format(r.check, step))
     end
   end
   eval(0)
@@ -436,8 +359,8 @@ local function run_one(c, dir)
   res.seconds, res.steps_done = out.seconds, out.step
   res.wall_s = os.time() - t0
   assert(net:save(dir .. "/final.gguf"))
-  res.icl_load_check = check_with_icl_load(dir .. "/final.gguf", net, c, ev, M, 4)
-  assert(res.icl_load_check < 1e-3, "icl.load + m:run differ from the measuring forward by " .. res.icl_load_check)
+  res.icl_load_check = check_with_icl_load(dir .. "/final.gguf", net, ev, M, 4)
+  assert(res.icl_load_check < 1e-3, "icl.load + knockouts differ from net:run + masks by " .. res.icl_load_check)
   summarize(res, c)
   return res
 end

@@ -101,6 +101,41 @@ m:close()
 os.remove(path)
 os.remove(path .. ".optim")
 
+-- the meta-learning model (continuous inputs, classifier head, x1 y1 .. x4 y4 xq): the query sees only the labels
+-- in layer 1; net:run with the mask = icl.load + the complement as knockouts (the check meta_learning.lua records as
+-- icl_load_check), and net:run's query logits = the trainer's forward (its max_logit_check)
+local D, n = 16, 9
+local cnet = icl.nn.attn_only{layers = 2, heads = 2, d_model = D, vocab = 6, ctx = n, inputs = D, input_proj = false,
+                              position = "none", norm = "none", scale = false, w_o = false, output = "classifier",
+                              classes = 6, cls_hidden = 2, out_bias = true, seed = 2, init_std = 0.25, threads = 1}
+local ids = {-1, 3, -1, 1, -1, 5, -1, 0, -1}
+local inputs = rng:normal_tensor({n, D})
+local keep, cut = {}, {}
+for q = 1, n do
+  for k = 1, q do
+    local ok = q ~= n or k % 2 == 0 -- the query (position 9) keeps the labels (2, 4, 6, 8)
+    table.insert(ok and keep or cut, {q, k})
+  end
+end
+path = os.tmpname()
+os.remove(path)
+path = path .. ".gguf"
+assert(cnet:save(path))
+local cm = assert(icl.load(path, {backend = "cpu"}))
+local rmask = cnet:run(ids, {inputs = inputs, logits = "last", masks = {{layer = 1, allow = keep}}})
+local rko = cm:run(ids, {inputs = inputs, logits = "last", knockout = {{layer = 1, edges = cut}}})
+check(diff(rmask.logits, rko.logits) == 0, "meta-learning mask vs icl.load knockouts, bit for bit")
+check(diff(rmask.logits, cnet:run(ids, {inputs = inputs, logits = "last"}).logits) > 0, "the mask matters")
+local batch = {tokens = icl.tensor.from(ids):reshape(1, n), inputs = inputs:reshape(1, n, D),
+               targets = icl.tensor.from({-1, -1, -1, -1, -1, -1, -1, -1, 2}):reshape(1, n)}
+local _, lg = cnet:forward(batch)
+local d = diff(cnet:run(ids, {inputs = inputs, logits = "last"}).logits, lg:reshape(n, 6):slice(1, n, n))
+check(d < 1e-4, "query logits of net:run vs net:forward (max diff " .. d .. ")")
+cm:close()
+cnet:close()
+os.remove(path)
+os.remove(path .. ".optim")
+
 -- a real model in chunks of 4, when present
 local PATH = "models/SmolLM2-135M-Instruct-Q4_1.gguf"
 local real = io.open(PATH, "rb") and icl.load(PATH, {n_ctx = 32, chunk = 4, backend = "cpu"})
