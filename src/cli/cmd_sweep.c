@@ -269,6 +269,8 @@ static int check_tasks(const sweep *sw) {
     sweep_free_argv(argv);
     if (rc == 0 && strstr(out, "check-args: options accepted")) continue;
     sweep_task_flags(sw, t, flags, sizeof flags);
+    char *trace = strstr(out, "\nstack traceback:"); /* the experiment's message is what says what is wrong */
+    if (trace) *trace = 0;
     size_t len = strlen(out);
     while (len && out[len - 1] == '\n') out[--len] = 0;
     fprintf(stderr, "icl sweep: task %s (%s): %s refuses its flags (exit %d):\n%s\n", name, flags, sw->experiment, rc,

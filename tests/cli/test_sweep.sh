@@ -30,6 +30,14 @@ refused() {
   check "$name: says '$want'" grep -qF -- "$want" "$TMP/err" || sed 's/^/    /' "$TMP/err" >&2
 }
 
+# --- the dry run every task's flags go through: parse, check, exit 0 before any work, nothing written
+"$ICL" script $EXP --model "$TMP/tiny.gguf" --shape steep --check-args --out "$TMP/never" >"$TMP/out" 2>&1
+check "--check-args: exit 0" [ $? -eq 0 ]
+check "--check-args: says so" grep -qx "check-args: options accepted" "$TMP/out"
+check "--check-args: --out not created" [ ! -e "$TMP/never" ]
+"$ICL" script $EXP --model "$TMP/tiny.gguf" --shape round --check-args --out "$TMP/never" >"$TMP/out" 2>&1
+check "--check-args: a refused value exits 1" [ $? -eq 1 ]
+
 # --- hostile input: nothing is written
 refused "unknown experiment" "experiment experiments/nope.lua: no such file" experiments/nope.lua --out "$TMP/h1"
 check "unknown experiment: no folder" [ ! -e "$TMP/h1" ]
@@ -38,6 +46,7 @@ refused "--out a file" "--out $TMP/afile: is a file" $EXP --seeds 2 --out "$TMP/
 refused "rejected grid value" "--shape round: expected flat or steep" \
   $EXP --grid shape=flat,round --seeds 2 --out "$TMP/h2" -- --model "$TMP/tiny.gguf"
 check "rejected grid value: the task is named" grep -qF "task 0002 (--shape round --seed 1)" "$TMP/err"
+check "rejected grid value: no Lua traceback" bash -c "! grep -q 'stack traceback' '$TMP/err'"
 check "rejected grid value: no folder" [ ! -e "$TMP/h2" ]
 refused "out of range grid value" "--n 0: expected an integer in 1..64" \
   $EXP --grid n=0 --out "$TMP/h3" -- --model "$TMP/tiny.gguf"
