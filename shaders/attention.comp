@@ -66,7 +66,9 @@ void main() {
     int j = j0 + int(t);
     float s = j <= hi ? score(uint(j), kv_base, mrow) : NEG_INF;
     if (p.has_pattern != 0u && j <= hi) pat[p.p_off + mrow + uint(j)] = s;
-    float mn = max(m, wg_max(s));
+    // a NaN score (non-finite weights) takes the max to +inf, so every exp below and the row turn NaN: it must not
+    // be read as a masked row (zeros, finite logits)
+    float mn = max(m, wg_max(isnan(s) ? -NEG_INF : s));
     if (mn == NEG_INF) continue; // everything so far masked: nothing to add (uniform)
     float alpha = exp(m - mn), e = exp(s - mn);
     ps[t] = e;
@@ -83,14 +85,15 @@ void main() {
     }
     barrier(); // ps is rewritten by the next chunk
   }
-  float inv = l > 0.0 ? 1.0 / l : 0.0;
+  bool live = l > 0.0 || isnan(l);
+  float inv = live ? 1.0 / l : 0.0;
   for (uint c = 0u; c < DPT; c++) {
     uint d = dim_of(c);
     if (d < p.hd) o[p.o_off + (i * p.nh + h) * p.hd + d] = acc[c] * inv;
   }
   if (p.has_pattern == 0u) return;
   for (int j = lo + int(t); j <= hi; j += int(wg)) // the keys this invocation scored
-    pat[p.p_off + mrow + uint(j)] = l > 0.0 ? exp(pat[p.p_off + mrow + uint(j)] - m) * inv : 0.0;
+    pat[p.p_off + mrow + uint(j)] = live ? exp(pat[p.p_off + mrow + uint(j)] - m) * inv : 0.0;
   for (uint j = t; j < p.nkv; j += wg)
     if (int(j) < lo || int(j) > hi) pat[p.p_off + mrow + j] = 0.0;
 }

@@ -64,14 +64,16 @@ layout(push_constant) uniform P {
   if (G > g) {                                                                                  \
     uint h = h0 + g, mrow = (h * p.nq + i) * p.nkv, ob = p.o_off + (i * p.nh + h) * HD4;        \
     float mx = subgroupMax(m[g]), f = m[g] == NEG_INF ? 0.0 : exp(m[g] - mx);                   \
-    float total = subgroupAdd(l[g] * f), inv = total > 0.0 ? 1.0 / total : 0.0;                 \
+    float total = subgroupAdd(l[g] * f);                                                        \
+    bool live = total > 0.0 || isnan(total); /* NaN scores (non-finite weights) stay NaN */      \
+    float inv = live ? 1.0 / total : 0.0;                                                       \
     for (uint d = 0u; d < HD4; d++) {                                                           \
       vec4 t = subgroupAdd(acc##g[d] * f);                                                      \
       if (d % wg == lane) o[ob + d] = t * inv;                                                  \
     }                                                                                           \
     if (p.has_pattern != 0u) {                                                                  \
       for (int j = lo + int(lane); j <= hi; j += int(wg)) /* the keys this invocation scored */ \
-        pat[p.p_off + mrow + uint(j)] = total > 0.0 ? exp(pat[p.p_off + mrow + uint(j)] - mx) * inv : 0.0; \
+        pat[p.p_off + mrow + uint(j)] = live ? exp(pat[p.p_off + mrow + uint(j)] - mx) * inv : 0.0; \
       for (uint j = lane; j < p.nkv; j += wg)                                                   \
         if (int(j) < lo || int(j) > hi) pat[p.p_off + mrow + j] = 0.0;                          \
     }                                                                                           \

@@ -25,6 +25,13 @@ void cpu_attn_key_span(attn_ctx *c) {
   c->nkA_pad = (c->nkA + TR - 1) / TR * TR;
 }
 
+void cpu_attn_unnormalizable(float *s, int64_t n) {
+  float fill = 0.0f;
+  for (int64_t x = 0; x < n && fill == 0.0f; x++)
+    if (s[x] != s[x]) fill = NAN;
+  for (int64_t x = 0; x < n; x++) s[x] = fill;
+}
+
 float cpu_attn_logits(const attn_ctx *c, float *s, const float *mrow, int64_t n) {
   float mx = c->k->scale_max(s, n, c->p.scale);
   if (c->p.softcap > 0.0f || mrow) {
@@ -92,7 +99,7 @@ void cpu_attn_softmax_scores(const attn_ctx *c, int64_t h, int64_t i, int64_t j0
   memset(s, 0, (size_t)lo * sizeof *s);
   memset(s + hi, 0, (size_t)(ns - hi) * sizeof *s);
   if (sum > 0.0) c->k->scale_max(s + lo, hi - lo, (float)(1.0 / sum));
-  else memset(s + lo, 0, (size_t)(hi - lo) * sizeof *s); /* fully masked: all zero (and no -inf * 0) */
+  else cpu_attn_unnormalizable(s + lo, hi - lo);
   if (c->pattern) {
     float *prow = c->pattern + (h * c->nq + i) * c->nkv;
     memset(prow, 0, (size_t)c->nkv * sizeof *prow);

@@ -52,6 +52,9 @@ static inline void attn_range(const attn_ctx *c, int64_t i, int64_t *lo, int64_t
 /* Scores s[0..n) to logits in place: times the scale, softcap, plus the mask row mrow[0..n) if any; returns
  * their maximum (-inf for n = 0). */
 float cpu_attn_logits(const attn_ctx *c, float *s, const float *mrow, int64_t n);
+/* A row whose softmax sum is not positive: all zero when fully masked, all NaN when a score is NaN (non-finite
+ * weights must not vanish into a row read as masked: the reference keeps the NaN too). */
+void cpu_attn_unnormalizable(float *s, int64_t n);
 /* Sets J0 (the first visible key's tile), nkA (keys from J0 the last query sees) and nkA_pad of all the queries. */
 void cpu_attn_key_span(attn_ctx *c);
 /* Turns raw q.k scores s[0..ns) (keys j0 + x) of query i, head h into probabilities in place (the blocked path's

@@ -45,9 +45,9 @@ static void attn_chunk_item(void *arg, int64_t it, int ith) {
     const float *mrow = c->mask ? c->mask + (h * c->nq + i) * c->nkv + ja : NULL;
     float mx = cpu_attn_logits(c, sg + ja, mrow, jb - ja);
     double sum = mx != -INFINITY ? k->exp_sum(sg + ja, jb - ja, mx) : 0.0;
-    if (sum == 0.0) memset(sg + ja, 0, (size_t)(jb - ja) * sizeof *sg); /* masked chunk: no -inf * 0 */
+    if (!(sum > 0.0)) cpu_attn_unnormalizable(sg + ja, jb - ja); /* masked chunk (no -inf * 0), or NaN */
     pg[0] = mx;
-    pg[1] = (float)sum;
+    pg[1] = jb > ja && sg[ja] != sg[ja] ? NAN : (float)sum; /* a NaN chunk makes the whole row NaN (combine) */
     memset(pg + 2, 0, (size_t)c->hd * sizeof *pg);
     if (c->pattern) memcpy(c->pattern + (h * c->nq + i) * c->nkv + ja, sg + ja, (size_t)(jb - ja) * sizeof *sg);
   }
@@ -75,7 +75,15 @@ static void attn_combine(const attn_ctx *c, int64_t i, int64_t h) {
   double total = 0.0;
   for (int64_t ch = 0; ch < c->nchunk; ch++) {
     const float *p = part + ch * (c->hd + 2);
+    if (p[1] != p[1]) mx = NAN; /* NaN scores: NaN output and pattern, as the reference gives */
     if (p[1] > 0.0f && p[0] > mx) mx = p[0];
+  }
+  if (mx != mx) {
+    int64_t j0, j1;
+    attn_range(c, i, &j0, &j1);
+    for (int64_t d = 0; d < c->hd; d++) o[d] = NAN;
+    for (int64_t j = 0; prow && j < c->nkv; j++) prow[j] = j >= j0 && j < j1 ? NAN : 0.0f;
+    return;
   }
   for (int64_t ch = 0; ch < c->nchunk; ch++) {
     const float *p = part + ch * (c->hd + 2);

@@ -29,6 +29,15 @@ if [ -n "${ICL_TINY_MODEL:-}" ] && "$ICL_TINY_MODEL" /tmp/icl-run-nan.$$.gguf --
   done
   rm -f /tmp/icl-run-nan.$$.gguf /tmp/icl-run-out.$$ /tmp/icl-run-text.$$
 fi
+# a NaN in W_Q makes a whole score row NaN: attention must not read it as a fully masked row (zeros, finite logits)
+if [ -n "${ICL_TINY_MODEL:-}" ] && "$ICL_TINY_MODEL" /tmp/icl-run-nanq.$$.gguf --nan blk.0.attn_q.weight >/dev/null; then
+  for be in cpu ref vulkan; do
+    "$ICL" run -m /tmp/icl-run-nanq.$$.gguf -p "The capital of" -n 4 --temp 0 --backend $be >/dev/null \
+      2>/tmp/icl-run-err.$$; rc=$?
+    check "run --backend $be with a NaN in W_Q exits 2 (rc $rc: $(head -c 200 /tmp/icl-run-err.$$))" [ "$rc" -eq 2 ]
+  done
+  rm -f /tmp/icl-run-nanq.$$.gguf
+fi
 rm -f /tmp/icl-run-err.$$
 if [ ! -r "$m" ]; then
   echo "SKIPPED: $m not present"
