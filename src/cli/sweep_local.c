@@ -41,11 +41,11 @@ static pid_t start_task(const sweep *sw, long t, char **env) {
   return sweep_spawn(argv, NULL, env);
 }
 
-/* Waits for one runner; its slot index, or -1 when interrupted by a signal. */
+/* Waits for one runner; its slot index, -1 when interrupted by a signal, -2 when no child is left. */
 static int reap(slot *slots, long jobs, int *rc) {
   int st;
   pid_t pid = waitpid(-1, &st, 0);
-  if (pid < 0) return -1;
+  if (pid < 0) return errno == ECHILD ? -2 : -1;
   for (long i = 0; i < jobs; i++)
     if (slots[i].pid == pid) {
       *rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -97,6 +97,11 @@ int sweep_run_local(const sweep *sw, long jobs) {
     }
     int rc;
     int i = running ? reap(slots, jobs, &rc) : -1;
+    if (i == -2) { /* cannot happen while slots hold runners; never spin on it */
+      fprintf(stderr, "icl sweep: lost track of %ld running tasks\n", running);
+      failed += running, running = 0;
+      memset(slots, 0, (size_t)jobs * sizeof *slots);
+    }
     if (i < 0) continue;
     char flags[512], name[32];
     sweep_task_flags(sw, slots[i].task, flags, sizeof flags);

@@ -90,7 +90,9 @@ static int lock_task(const sweep *sw, const char *name) {
     fprintf(stderr, "icl sweep: %s: %s\n", path, strerror(errno));
     return -1;
   }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int locked = 0; /* a status or merge holds it shared for an instant: a second of retries tells those from a runner */
+  for (int i = 0; i < 20 && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); i++) usleep(50000);
+  if (!locked) {
     fprintf(stderr, "icl sweep: task %s is already running in another process (%s is locked)\n", name, path);
     close(fd);
     return -1;

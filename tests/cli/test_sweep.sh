@@ -163,6 +163,17 @@ check "status: the log's last lines" grep -q "sweep_tiny: failing while" "$TMP/o
 "$ICL" sweep merge "$F" >"$TMP/out" 2>"$TMP/err"
 check "merge of failed tasks: exit 1" [ $? -eq 1 ]
 check "merge: names the failed task" grep -q "task 0003 (--n 5 --seed 2) is failed" "$TMP/err"
+if command -v flock >/dev/null; then # a task whose lock is held: running; a second runner refuses it
+  flock "$F/logs/0000.lock" sleep 4 &
+  lockpid=$!
+  sleep 0.5
+  "$ICL" sweep status "$F" >"$TMP/out" 2>&1
+  check "status: a held task lock is running" grep -q "4 tasks: 0 done, 1 running, 0 queued, 3 failed" "$TMP/out"
+  "$ICL" sweep task "$F" 0 >"$TMP/out" 2>&1
+  check "runner: refuses a running task" [ $? -eq 1 ]
+  check "runner: says it is running elsewhere" grep -q "task 0000 is already running in another process" "$TMP/out"
+  wait $lockpid
+fi
 rm "$TMP/block"
 rm -r "$F/tasks/0002" # a task folder lost too: missing, made again by resume
 "$ICL" sweep resume "$F" >"$TMP/out" 2>"$TMP/err"
