@@ -44,7 +44,7 @@ int sweep_slurm_scripts(const sweep *sw, const sweep_run *run) {
                    "#   sbatch %s/sweep.sbatch\n"
                    "#SBATCH --job-name=icl-sweep\n#SBATCH --array=%s\n#SBATCH --chdir=%s\n"
                    "#SBATCH --output=%s/logs/slurm-%%A_%%a.out\n%s"
-                   "export ICL_THREADS=${SLURM_CPUS_PER_TASK:-1}\n"
+                   "export ICL_THREADS=${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}\n"
                    "%s"
                    "exec %s sweep task %s $(( ${1:-0} + SLURM_ARRAY_TASK_ID ))\n",
                    sw->experiment, sw->dir, array, sw->cwd, sw->dir, opts,

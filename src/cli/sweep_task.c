@@ -108,7 +108,8 @@ static int run_experiment(const sweep *sw, long t, const char *tmp, const char *
   if (f) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
-    fprintf(f, "== icl sweep task on %s, pid %ld:", host, (long)getpid());
+    const char *threads = getenv("ICL_THREADS");
+    fprintf(f, "== icl sweep task on %s, pid %ld, ICL_THREADS=%s:", host, (long)getpid(), threads ? threads : "(unset)");
     for (size_t i = 1; argv[i]; i++) fprintf(f, " %s", argv[i]);
     fprintf(f, "\n");
     fclose(f);

@@ -68,6 +68,7 @@ ICL_THREADS=4 run_sweep --run local -j 2 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 check "local run: exit 0 (got $rc)" [ "$rc" -eq 0 ] || cat "$TMP/err" >&2
 check "local run: ICL_THREADS 4 shared by 2" grep -q "2 at a time, ICL_THREADS=2 each" "$TMP/err"
+check "local run: each task ran with ICL_THREADS=2" [ "$(cat "$S"/logs/*.log | grep -c '^== icl sweep task on .*, ICL_THREADS=2:')" -eq 6 ]
 check "local run: progress for each task" [ "$(grep -c '^icl sweep: \[[1-6]/6\] task .* done' "$TMP/err")" -eq 6 ]
 printf 'task\tshape\tseed\tout\n0000\tflat\t1\ttasks/0000\n0001\tflat\t2\ttasks/0001\n0002\tflat\t3\ttasks/0002\n0003\tsteep\t1\ttasks/0003\n0004\tsteep\t2\ttasks/0004\n0005\tsteep\t3\ttasks/0005\n' >"$TMP/want.tsv"
 check "tasks.tsv: stable order" cmp -s "$S/tasks.tsv" "$TMP/want.tsv"
@@ -227,7 +228,7 @@ check "slurm (stub): arrays split at MaxArraySize 4, merge afterany both" cmp -s
   diff "$TMP/want.args" "$TMP/sbatch.args" >&2
 check "slurm (stub): slurm.jobs" [ "$(cat "$R/slurm.jobs")" = "$(printf '101 0\n102 4')" ]
 for l in "#SBATCH --partition=gpu" "#SBATCH --cpus-per-task=3" "#SBATCH --gres=gpu:1" "#SBATCH --array=0-5%2" \
-  "#SBATCH --chdir=$SRC" "#SBATCH --output=$R/logs/slurm-%A_%a.out" 'export ICL_THREADS=${SLURM_CPUS_PER_TASK:-1}' \
+  "#SBATCH --chdir=$SRC" "#SBATCH --output=$R/logs/slurm-%A_%a.out" 'export ICL_THREADS=${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}' \
   "exec $ICL sweep task $R \$(( \${1:-0} + SLURM_ARRAY_TASK_ID ))"; do
   check "sweep.sbatch: $l" grep -qxF -- "$l" "$R/sweep.sbatch"
 done

@@ -65,8 +65,8 @@ drain "$TMP/slurm1" 240
 echo "slurm: $((SECONDS - t0)) s"
 check "slurm: every task done once" done_once "$TMP/slurm1" 6
 check "slurm: the merge job ran" grep -q "6 of 6 tasks" "$TMP/slurm1"/logs/merge-*.out
-check "slurm: ICL_THREADS from Slurm's CPU count" grep -qx 'export ICL_THREADS=${SLURM_CPUS_PER_TASK:-1}' \
-  "$TMP/slurm1/sweep.sbatch"
+check "slurm: each task ran with ICL_THREADS from --cpus-per-task 1" \
+  [ "$(cat "$TMP/slurm1"/logs/*.log | grep -c '^== icl sweep task on .*, ICL_THREADS=1:')" -eq 6 ]
 check "merged.json: the same bytes as the local executor's" cmp "$TMP/local/merged.json" "$TMP/slurm1/merged.json"
 check "merged.csv: the same bytes as the local executor's" cmp "$TMP/local/merged.csv" "$TMP/slurm1/merged.csv"
 "$ICL" sweep status "$TMP/slurm1" >"$TMP/out" 2>&1
