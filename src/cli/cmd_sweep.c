@@ -37,10 +37,11 @@ typedef struct opts {
   int run_given;
 } opts;
 
+/* A refusal before anything runs: "icl sweep: MESSAGE", exit status 2. */
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "icl sweep: ");
   fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", USAGE);
+  fprintf(stderr, " (icl sweep --help)\n");
   return 2;
 }
 
@@ -298,15 +299,14 @@ static int make_folders(const sweep *sw) {
   return 0;
 }
 
-static int execute(const sweep *sw, const sweep_run *run, int resume);
+static int execute(const sweep *sw, const sweep_run *run);
 
 static int cmd_new(int argc, char **argv) {
   opts o = {0};
   sweep sw = {0};
   int rc = parse(argc, argv, &o), rerun = 0;
   if (rc) return free(o.grid), rc < 0 ? 0 : rc;
-
-  if (!rc && !strcmp(o.run.kind, "slurm") && !sweep_in_path("sbatch"))
+  if (!strcmp(o.run.kind, "slurm") && !sweep_in_path("sbatch"))
     rc = usage_error("--run slurm: %s not found in PATH (install Slurm's client, or use --run local)", "sbatch");
   if (!rc && !(rc = build(&o, &sw)) && !(rc = check_out_dir(&sw, o.out ? o.out : sw.dir, &rerun)) &&
       !(rc = check_tasks(&sw))) {
@@ -319,7 +319,7 @@ static int cmd_new(int argc, char **argv) {
     if (!rc) {
       if (strcmp(o.run.kind, "slurm")) sweep_slurm_scripts(&sw, &o.run); /* for later by hand: best effort */
       printf("icl sweep: %s: %ld tasks (tasks.tsv)%s\n", sw.dir, sw.n_tasks, rerun ? ", the folder's own sweep" : "");
-      rc = o.run_given ? execute(&sw, &o.run, 0) : 0;
+      rc = o.run_given ? execute(&sw, &o.run) : 0;
       if (!o.run_given) printf("run it with: icl sweep resume %s -j N, or --run slurm\n", sw.dir);
     }
   }
@@ -328,14 +328,14 @@ static int cmd_new(int argc, char **argv) {
   return rc;
 }
 
-static int execute(const sweep *sw, const sweep_run *run, int resume) {
+static int execute(const sweep *sw, const sweep_run *run) {
   if (sweep_run_save(sw, run)) return 1;
   if (!strcmp(run->kind, "local")) return sweep_run_local(sw, run->jobs);
   task_state *st = calloc((size_t)sw->n_tasks, sizeof *st);
   long *which = calloc((size_t)sw->n_tasks, sizeof *which), n = 0;
   if (!st || !which) return free(st), free(which), 1;
   for (long t = 0; t < sw->n_tasks; t++) st[t] = sweep_task_state(sw, t);
-  if (resume && sweep_slurm_queued(sw, st)) {
+  if (sweep_slurm_queued(sw, st)) { /* a rerun or resume never submits a task Slurm still holds */
     fprintf(stderr, "icl sweep: cannot tell which tasks Slurm still holds (squeue failed): nothing submitted\n");
     return free(st), free(which), 1;
   }
@@ -405,7 +405,7 @@ static int cmd_resume(int argc, char **argv) {
   int rc = sweep_lock(sw.dir) ? 1 : 0;
   if (!rc && chdir(sw.cwd) != 0) rc = (fprintf(stderr, "icl sweep: %s: %s\n", sw.cwd, strerror(errno)), 1);
   if (!rc) rc = make_folders(&sw);
-  if (!rc) rc = execute(&sw, &run, 1);
+  if (!rc) rc = execute(&sw, &run);
   sweep_free(&sw);
   return rc;
 }
