@@ -4,7 +4,9 @@
 -- Numbers are converted, booleans are flags; an unknown option or a bad value raises an error naming it.
 -- A second result is the set of options given on the command line ({walks = true, ...}).
 -- --check-args (every script that parses through here, so every experiment; `icl sweep` uses it): parse and check
--- the options, then exit 0 at the first icl.load, icl.train or icl.nn.load, before any work; M.check_only is set.
+-- the options, then exit 0 at the first icl.load, icl.train or icl.nn.load, before any work (icl.experiment also
+-- stops at the first figure or report, for scripts that load nothing); M.check_only is set. Everything else runs as
+-- usual, --out included.
 local M = {}
 
 -- The dry run's stop: the script got as far as its first piece of work, so its options were accepted.
@@ -12,6 +14,11 @@ local function stop_here()
   io.stdout:write("check-args: options accepted\n")
   io.stdout:flush()
   os.exit(0)
+end
+
+-- M.check_stop(): exits 0 as above under --check-args; nothing otherwise.
+function M.check_stop()
+  if M.check_only then stop_here() end
 end
 
 local function begin_check_only()

@@ -71,7 +71,6 @@ end
 -- Checks up front that files can be written under dir (creating it), so a run never ends in a failed save; the
 -- error names the flag.
 local function check_out(dir, flag)
-  if args.check_only then return end -- --check-args writes nothing
   local made, why = icl.fs.make_dirs(dir)
   local probe = dir .. "/.icl-write-test"
   local ok, err = made and icl.json.write(probe, {})
@@ -196,6 +195,7 @@ function Exp:path(file) return self.o.out .. "/" .. file end
 -- e:figure(fig, base [, formats = {"png", "svg"}]): saves the figure as out/base.<format> for every format; raises
 -- naming the file when a save fails.
 function Exp:figure(fig, base, formats)
+  args.check_stop() -- --check-args: the experiment got as far as its results
   formats = formats or {"png", "svg"}
   local ok, err = fig:save(self:path(base), formats)
   if not ok then error(("%s: saving figure %s: %s"):format(self.name, self:path(base), tostring(err)), 0) end
@@ -245,6 +245,7 @@ function Exp:elapsed() return icl.clock() - self.wall0, os.clock() - self.t0 end
 -- seed added when absent, precision when it is fast; model = false leaves the model out), prints the lines and
 -- what was written, and writes index.html linking the figures, views and summary.json.
 function Exp:report(summary, lines)
+  args.check_stop()
   summary.experiment = summary.experiment or self.name
   if self.o.precision == "fast" then summary.precision = summary.precision or "fast" end
   if summary.model == false then summary.model = nil else summary.model = summary.model or self.o.model end

@@ -257,31 +257,41 @@ static int check_out_dir(const sweep *sw, const char *shown, int *rerun) {
            : 0;
 }
 
-/* Asks the experiment to parse every task's flags (--check-args), before anything is written. */
-static int check_tasks(const sweep *sw) {
+/* Asks the experiment to parse every task's flags (--check-args), before anything is written: --out points into a
+ * scratch folder, removed afterwards, so a script that writes before it stops leaves nothing in the sweep. */
+static int check_one(const sweep *sw, long t, const char *scratch) {
   static char out[16384];
-  for (long t = 0; t < sw->n_tasks; t++) {
-    char name[32], dir[4200], flags[1024];
-    sweep_task_name(sw, t, name, sizeof name);
-    snprintf(dir, sizeof dir, "%s/tasks/%s", sw->dir, name);
-    char **argv = sweep_task_argv(sw, t, dir, 1);
-    if (!argv) return 1;
-    int rc = sweep_capture(argv, out, sizeof out);
-    sweep_free_argv(argv);
-    if (rc == 0 && strstr(out, "check-args: options accepted")) continue;
-    sweep_task_flags(sw, t, flags, sizeof flags);
-    char *trace = strstr(out, "\nstack traceback:"); /* the experiment's message is what says what is wrong */
-    if (trace) *trace = 0;
-    size_t len = strlen(out);
-    while (len && out[len - 1] == '\n') out[--len] = 0;
-    fprintf(stderr, "icl sweep: task %s (%s): %s refuses its flags (exit %d):\n%s\n", name, flags, sw->experiment, rc,
-            out[0] ? out : "(no output)");
-    if (rc == 0)
-      fprintf(stderr, "icl sweep: (it ran to the end without reaching icl.load or icl.train: does it parse its flags "
-                      "with icl.experiment or icl.args?)\n");
-    return 2;
-  }
-  return 0;
+  char name[32], dir[4200], flags[1024];
+  sweep_task_name(sw, t, name, sizeof name);
+  snprintf(dir, sizeof dir, "%s/%s", scratch, name);
+  char **argv = sweep_task_argv(sw, t, dir, 1);
+  if (!argv) return 1;
+  int rc = sweep_capture(argv, out, sizeof out);
+  sweep_free_argv(argv);
+  if (rc == 0 && strstr(out, "check-args: options accepted")) return 0;
+  sweep_task_flags(sw, t, flags, sizeof flags);
+  char *trace = strstr(out, "\nstack traceback:"); /* the experiment's message is what says what is wrong */
+  if (trace) *trace = 0;
+  size_t len = strlen(out);
+  while (len && out[len - 1] == '\n') out[--len] = 0;
+  fprintf(stderr, "icl sweep: task %s (%s): %s refuses its flags (exit %d):\n%s\n", name, flags, sw->experiment, rc,
+          out[0] ? out : "(no output)");
+  if (rc == 0)
+    fprintf(stderr, "icl sweep: (it ran to the end without reaching icl.load, icl.train or a figure: does it parse "
+                    "its flags with icl.experiment or icl.args?)\n");
+  return 2;
+}
+
+static int check_tasks(const sweep *sw) {
+  const char *tmp = getenv("TMPDIR");
+  char scratch[4096];
+  snprintf(scratch, sizeof scratch, "%s/icl-sweep-check.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(scratch)) return fprintf(stderr, "icl sweep: %s: %s\n", scratch, strerror(errno)), 1;
+  int rc = 0;
+  for (long t = 0; t < sw->n_tasks && !rc; t++) rc = check_one(sw, t, scratch);
+  icl_error err = {0};
+  if (icl_remove_tree(scratch, NULL, &err)) fprintf(stderr, "icl sweep: %s\n", err.msg);
+  return rc;
 }
 
 /* tasks/NNNN and logs/: the task folders exist from the start, empty until their task is done. */

@@ -30,11 +30,19 @@ refused() {
   check "$name: says '$want'" grep -qF -- "$want" "$TMP/err" || sed 's/^/    /' "$TMP/err" >&2
 }
 
-# --- the dry run every task's flags go through: parse, check, exit 0 before any work, nothing written
+# --- the dry run every task's flags go through: parse, check, exit 0 before any work
 "$ICL" script $EXP --model "$TMP/tiny.gguf" --shape steep --check-args --out "$TMP/never" >"$TMP/out" 2>&1
 check "--check-args: exit 0" [ $? -eq 0 ]
 check "--check-args: says so" grep -qx "check-args: options accepted" "$TMP/out"
-check "--check-args: --out not created" [ ! -e "$TMP/never" ]
+check "--check-args: no result written" [ ! -e "$TMP/never/summary.json" ]
+# a script that loads no model stops at its first figure; the sweep's checks write nowhere near the sweep
+"$ICL" script experiments/neighbor_mixing.lua --quick --check-args --out "$TMP/nm" >"$TMP/out" 2>&1
+check "--check-args without a model: exit 0" [ $? -eq 0 ]
+check "--check-args without a model: stopped at the first figure" [ -z "$(ls "$TMP/nm" 2>/dev/null)" ]
+TMPDIR=$TMP "$ICL" sweep experiments/neighbor_mixing.lua --seeds 2 --out "$TMP/nms" -- --quick >"$TMP/out" 2>&1
+check "sweep folder of a model-less experiment: exit 0" [ $? -eq 0 ]
+check "its task folders empty after the checks" [ -z "$(find "$TMP/nms/tasks" -type f)" ]
+check "the checks' scratch folder removed" [ -z "$(ls -d "$TMP"/icl-sweep-check.* 2>/dev/null)" ]
 "$ICL" script $EXP --model "$TMP/tiny.gguf" --shape round --check-args --out "$TMP/never" >"$TMP/out" 2>&1
 check "--check-args: a refused value exits 1" [ $? -eq 1 ]
 
