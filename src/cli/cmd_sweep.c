@@ -366,6 +366,26 @@ static int open_dir(int argc, char **argv, const char *what, sweep *sw) {
   return sweep_load(argv[1], sw) ? 2 : 0;
 }
 
+/* "  done    0000-0003 0005": the done tasks as runs of consecutive numbers. */
+static void print_done(const sweep *sw, const task_state *st) {
+  int any = 0;
+  for (long t = 0; t < sw->n_tasks;) {
+    if (st[t] != TASK_DONE) {
+      t++;
+      continue;
+    }
+    long u = t;
+    while (u + 1 < sw->n_tasks && st[u + 1] == TASK_DONE) u++;
+    char a[32], b[32];
+    sweep_task_name(sw, t, a, sizeof a);
+    sweep_task_name(sw, u, b, sizeof b);
+    printf(any ? " %s%s%s" : "  done    %s%s%s", a, u > t ? "-" : "", u > t ? b : "");
+    any = 1;
+    t = u + 1;
+  }
+  if (any) printf("\n");
+}
+
 static int cmd_status(int argc, char **argv) {
   sweep sw;
   if (open_dir(argc, argv, "status", &sw)) return 2;
@@ -379,6 +399,7 @@ static int cmd_status(int argc, char **argv) {
          count[TASK_DONE], count[TASK_RUNNING], count[TASK_QUEUED], count[TASK_FAILED], count[TASK_MISSING]);
   static const char *word[] = {[TASK_MISSING] = "missing", [TASK_DONE] = "done", [TASK_RUNNING] = "running",
                                [TASK_FAILED] = "failed", [TASK_QUEUED] = "queued"};
+  print_done(&sw, st);
   static const task_state order[] = {TASK_RUNNING, TASK_QUEUED, TASK_FAILED, TASK_MISSING};
   for (int k = 0; k < 4; k++)
     for (long t = 0; t < sw.n_tasks; t++) {

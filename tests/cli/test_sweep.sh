@@ -112,6 +112,7 @@ fi
 "$ICL" sweep status "$S" >"$TMP/out" 2>&1
 check "status: exit 0 when all done" [ $? -eq 0 ]
 check "status: 6 done" grep -q "6 tasks: 6 done, 0 running, 0 queued, 0 failed, 0 missing" "$TMP/out"
+check "status: lists the done tasks" grep -qx "  done    0000-0005" "$TMP/out"
 
 # --- merge: the statistics recomputed from the summaries
 "$ICL" sweep merge "$S" >"$TMP/out" 2>"$TMP/err"
@@ -189,6 +190,11 @@ rm -r "$F/tasks/0002" # a task folder lost too: missing, made again by resume
 check "resume: exit 0" [ $? -eq 0 ] || cat "$TMP/err" >&2
 check "resume: runs the 4 tasks" grep -q "0 done before, 4 to run, 2 at a time" "$TMP/err"
 check "resume: each done once" [ "$(grep -c ' done ' "$F/runs.log")" -eq 4 ]
+rm -r "$F/tasks/0001"
+"$ICL" sweep status "$F" >"$TMP/out" 2>&1
+check "status: done tasks as runs" grep -qx "  done    0000 0002-0003" "$TMP/out"
+check "status: the missing task" grep -q "^  missing 0001  --n 3 --seed 2" "$TMP/out"
+"$ICL" sweep resume "$F" >/dev/null 2>&1
 "$ICL" sweep merge "$F" >/dev/null 2>&1
 check "merge after resume: exit 0" [ $? -eq 0 ]
 
