@@ -22,7 +22,7 @@ static const command COMMANDS[] = {
     {"devices", icl_cmd_devices, "                     list Vulkan devices and the backend choice"},
     {"bench", icl_cmd_bench, "[ops|...]            benchmarks"},
     {"testmodel", icl_cmd_testmodel, "--like M -o FILE     random weights in a real model's exact shapes"},
-    {"sweep", icl_cmd_sweep, "EXP.lua --grid N=V,.. one experiment over a grid and seeds, local or Slurm"},
+    {"sweep", icl_cmd_sweep, "EXP.lua --grid N=V   one experiment over a grid of flags and seeds, here or on Slurm"},
 };
 
 static void usage(FILE *f) {
