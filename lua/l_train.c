@@ -764,8 +764,8 @@ static void new_lib(lua_State *L, const luaL_Reg *fns, const char *name) {
 
 int icl_lua_open_train(lua_State *L) {
   static const luaL_Reg methods[] = {{"forward", net_forward}, {"save", net_save}, {"params", net_params},
-                                     {"step", net_step}, {"pattern", net_pattern}, {"run", net_run}, {"model", net_model},
-                                     {"close", net_close}, {NULL, NULL}};
+                                     {"step", net_step}, {"pattern", net_pattern}, {"run", net_run},
+                                     {"model", net_model}, {"close", net_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, NET_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

@@ -62,7 +62,8 @@ against_checkpoint(net, tokens, requests, "fresh net")
 
 -- a patch from a capture of another prompt
 local other = {3, 3, 4, 4, 8, 8, 0, 0, 6, 6, 2, 2}
-local src = net:run(other, {capture = "blocks.0.hook_resid_post", logits = "none"})["blocks.0.hook_resid_post"]:slice(1, 3, 5)
+local src = net:run(other, {capture = "blocks.0.hook_resid_post", logits = "none"})["blocks.0.hook_resid_post"]
+src = src:slice(1, 3, 5)
 against_checkpoint(net, tokens, {patch = {logits = "all", patch = {{hook = "blocks.0.hook_resid_post", value = src,
                                                                    pos = {3, 5}}}}}, "fresh net")
 
