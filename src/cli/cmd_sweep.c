@@ -76,7 +76,8 @@ static int run_option(int argc, char **argv, int *i, sweep_run *run, int *run_gi
     if (cli_int("sweep", "--max-parallel", v, 1, 1000000, &run->max_parallel)) return -1;
   } else {
     char *dst = !strcmp(a, "--partition") ? run->partition : run->gres;
-    if (!*v || strlen(v) >= sizeof run->partition) return usage_error("%s: expected a value of 1..127 characters", a), -1;
+    if (!*v || strlen(v) >= sizeof run->partition)
+      return usage_error("%s: expected a value of 1..127 characters", a), -1;
     snprintf(dst, sizeof run->partition, "%s", v);
   }
   return 1;
@@ -204,7 +205,8 @@ static int build(const opts *o, sweep *sw) {
     int rc = grid_axis(o->grid[g], &sw->axes[sw->n_axes++]);
     if (rc) return rc;
     for (int a = 0; a < sw->n_axes - 1; a++)
-      if (!strcmp(sw->axes[a].name, sw->axes[sw->n_axes - 1].name)) return usage_error("--grid %s: named twice", o->grid[g]);
+      if (!strcmp(sw->axes[a].name, sw->axes[sw->n_axes - 1].name))
+        return usage_error("--grid %s: named twice", o->grid[g]);
     if (!strcmp(sw->axes[sw->n_axes - 1].name, "out") || !strcmp(sw->axes[sw->n_axes - 1].name, "seed"))
       return usage_error("--grid %s: out is the sweep's, seeds go in --seeds", o->grid[g]);
   }
@@ -235,7 +237,8 @@ static int check_out_dir(const sweep *sw, const char *shown, int *rerun) {
   struct stat st;
   *rerun = 0;
   if (stat(sw->dir, &st) != 0) return errno == ENOENT ? 0 : usage_error("--out %s: cannot be used", shown);
-  if (!S_ISDIR(st.st_mode)) return usage_error("--out %s: is a file, expected a folder (new, empty, or a sweep's)", shown);
+  if (!S_ISDIR(st.st_mode))
+    return usage_error("--out %s: is a file, expected a folder (new, empty, or a sweep's)", shown);
   char path[4200];
   snprintf(path, sizeof path, "%s/sweep.json", sw->dir);
   icl_error err = {0};
@@ -244,7 +247,8 @@ static int check_out_dir(const sweep *sw, const char *shown, int *rerun) {
     int same = now && !strcmp(old, now);
     free(old), free(now);
     if (!same)
-      return usage_error("--out %s: holds a different sweep (its sweep.json): choose another folder, or remove it", shown);
+      return usage_error("--out %s: holds a different sweep (its sweep.json): choose another folder, or remove it",
+                         shown);
     *rerun = 1;
     return 0;
   }
@@ -253,7 +257,8 @@ static int check_out_dir(const sweep *sw, const char *shown, int *rerun) {
   size_t n;
   if (icl_list_dir(sw->dir, &names, &n, &err)) return usage_error("--out %s: cannot be listed", shown);
   icl_free_names(names, n);
-  return n ? usage_error("--out %s: a folder that holds other files and no sweep.json: choose a new or empty one", shown)
+  return n ? usage_error("--out %s: a folder that holds other files and no sweep.json: choose a new or empty one",
+                         shown)
            : 0;
 }
 

@@ -19,7 +19,8 @@ static char *condition_label(const sweep *sw, long first_task) {
   size_t k = 0;
   for (int a = 0; a < sw->n_axes && k < sizeof buf; a++) {
     if (a == sw->seed_axis) continue;
-    int w = snprintf(buf + k, sizeof buf - k, "%s%s=%s", k ? ", " : "", sw->axes[a].name, sweep_value(sw, first_task, a));
+    int w = snprintf(buf + k, sizeof buf - k, "%s%s=%s", k ? ", " : "", sw->axes[a].name,
+                     sweep_value(sw, first_task, a));
     if (w < 0) break;
     k += (size_t)w;
   }

@@ -200,7 +200,9 @@ static long stat_of(const merge_ctx *m, long c, size_t i, double *mean, double *
   return cnt;
 }
 
-static long n_conditions(const sweep *sw) { return sw->seed_axis < 0 ? sw->n_tasks : sw->n_tasks / sw->axes[sw->seed_axis].n; }
+static long n_conditions(const sweep *sw) {
+  return sw->seed_axis < 0 ? sw->n_tasks : sw->n_tasks / sw->axes[sw->seed_axis].n;
+}
 
 /* The first task of condition c (its flags name the condition). */
 static long first_task(const sweep *sw, long c) {
@@ -358,7 +360,8 @@ static int read_tasks(merge_ctx *m, leaves *lv) {
     char name[32], path[4096], key[4096] = "";
     sweep_task_name(sw, t, name, sizeof name);
     icl_error err = {0};
-    char *text = sweep_path(sw, path, sizeof path, "tasks", name, "/summary.json") ? NULL : cli_read_file(path, NULL, &err);
+    char *text =
+        sweep_path(sw, path, sizeof path, "tasks", name, "/summary.json") ? NULL : cli_read_file(path, NULL, &err);
     m->summary[t] = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!m->summary[t]) {
@@ -403,7 +406,8 @@ int sweep_merge(const sweep *sw, const sweep_figure_spec *figs, int n_figs) {
   }
   printf("icl sweep merge: %ld of %ld tasks, %zu numeric fields: %s/merged.json, %s/merged.csv\n", done, n, m.f.n,
          sw->dir, sw->dir);
-  if (done < n) fprintf(stderr, "icl sweep merge: %ld tasks missing or failed: icl sweep resume %s\n", n - done, sw->dir);
+  if (done < n)
+    fprintf(stderr, "icl sweep merge: %ld tasks missing or failed: icl sweep resume %s\n", n - done, sw->dir);
   rc = done < n || figs_bad ? 1 : 0;
 out:
   for (long t = 0; m.summary && t < n; t++) cJSON_Delete(m.summary[t]);

@@ -50,7 +50,8 @@ int sweep_slurm_scripts(const sweep *sw, const sweep_run *run) {
                    sw->experiment, sw->dir, array, sw->cwd, sw->dir, opts,
                    run->gres[0] ? "# a GPU node: the first GPU Slurm gave this job, unless ICL_DEVICE is already set\n"
                                   "gpu=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}\n"
-                                  "if [ -n \"$gpu\" ] && [ -z \"${ICL_DEVICE:-}\" ]; then export ICL_DEVICE=${gpu%%%%,*}; fi\n"
+                                  "if [ -n \"$gpu\" ] && [ -z \"${ICL_DEVICE:-}\" ]; then\n"
+                                  "  export ICL_DEVICE=${gpu%%%%,*}\nfi\n"
                                 : "",
                    sw->icl, sw->dir);
   if (n < 0 || (size_t)n >= sizeof text || write_script(sw, "sweep.sbatch", text)) return -1;
@@ -145,7 +146,8 @@ int sweep_slurm_submit(const sweep *sw, const sweep_run *run, const long *which,
   char *argv[] = {"sbatch", "--parsable", dep, merge, NULL};
   long id = sbatch(sw, argv);
   if (id < 0) return 1;
-  fprintf(stderr, "icl sweep: merge job %ld runs after them (afterany); follow with: icl sweep status %s\n", id, sw->dir);
+  fprintf(stderr, "icl sweep: merge job %ld runs after them (afterany); follow with: icl sweep status %s\n", id,
+          sw->dir);
   return 0;
 }
 

@@ -109,7 +109,8 @@ static int run_experiment(const sweep *sw, long t, const char *tmp, const char *
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
     const char *threads = getenv("ICL_THREADS");
-    fprintf(f, "== icl sweep task on %s, pid %ld, ICL_THREADS=%s:", host, (long)getpid(), threads ? threads : "(unset)");
+    fprintf(f, "== icl sweep task on %s, pid %ld, ICL_THREADS=%s:", host, (long)getpid(),
+            threads ? threads : "(unset)");
     for (size_t i = 1; argv[i]; i++) fprintf(f, " %s", argv[i]);
     fprintf(f, "\n");
     fclose(f);
@@ -139,7 +140,8 @@ static int put_in_place(const char *tmp, const char *final) {
 static int run_task(const sweep *sw, long t) {
   char name[32], final[4096], tmp[4096], log[4096], summary[4200], line[256];
   sweep_task_name(sw, t, name, sizeof name);
-  if (sweep_path(sw, final, sizeof final, "tasks", name, NULL) || sweep_path(sw, tmp, sizeof tmp, "tasks", name, ".tmp") ||
+  if (sweep_path(sw, final, sizeof final, "tasks", name, NULL) ||
+      sweep_path(sw, tmp, sizeof tmp, "tasks", name, ".tmp") ||
       sweep_path(sw, log, sizeof log, "logs", name, ".log"))
     return 1;
   if (lock_task(sw, name)) return 1;
