@@ -115,4 +115,7 @@ e:report({model_name = name, arch = m.arch, backend = m.backend, graph = o.graph
           accuracy_by_range = by_range, accuracy_mean = mean, accuracy_std = std, absent_classes = absent_words,
           pca_explained_ratio = pca.explained_ratio, dirichlet_energy_final = final.energy,
           dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy,
-          view_heads = view_heads}, lines)
+          view_heads = view_heads,
+          sweep_figures = {{field = "accuracy_mean", title = "Rule-following accuracy (mean ± SE over seeds)",
+                            xlabel = "context length (words)", ylabel = "probability mass on valid neighbours"}}},
+         lines)
