@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # experiments/meta_learning.lua --quick: trains, measures, writes figures and summary.json; same seed -> same
-# summary; the measuring forward matches the trainer's logits; the metrics are attention fractions.
+# summary; net:run's masked measurement matches the trainer's logits (max_logit_check); the metrics are
+# attention fractions.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${ICL_SOURCE_DIR:-.}"
@@ -16,7 +17,7 @@ check "reports the phases" grep -q "phase 1" "$d/log"
 check "same seed, same summary.json bytes" cmp -s "$d/a/summary.json" "$d/b/summary.json"
 cat >"$d/check.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
-assert(s.max_logit_check < 1e-3, "measuring forward vs net:forward: " .. s.max_logit_check)
+assert(s.max_logit_check < 1e-3, "net:run measurement vs net:forward: " .. s.max_logit_check)
 assert(#s.checkpoints == 4, "checkpoints at 0, 100, 200, 300: " .. #s.checkpoints)
 assert(#s.accuracy.steps == 7, "accuracy every 50 steps: " .. #s.accuracy.steps)
 for _, c in ipairs(s.checkpoints) do
