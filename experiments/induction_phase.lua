@@ -408,6 +408,32 @@ for _, r in ipairs(runs) do
   for j, c in ipairs(r.checkpoints) do ptl[r.name][j] = {step = c.step, losses = c.ptl} end
 end
 assert(json.write(ex:path("per_token_losses.json"), ptl, {indent = false}))
+-- interactive view per run: the first test sequence coloured by each token's loss at the last checkpoint before
+-- the ICL phase window and at the first one after it (the checkpoints' ptl vectors)
+local function token_text(t)
+  t = math.tointeger(t) or t -- the test batch holds the ids as floats
+  if o.data == "text" and math.type(t) == "integer" and t >= 32 and t < 127 then return string.char(t) end
+  return " " .. tostring(t)
+end
+for _, r in ipairs(runs) do
+  local w, cks = r.icl_window, r.checkpoints
+  if w and #cks >= 2 then
+    local before, after = cks[1], cks[#cks]
+    for _, c in ipairs(cks) do if c.step <= w.from then before = c end end
+    for j = #cks, 1, -1 do if cks[j].step >= w.to then after = cks[j] end end
+    local toks, vals = {}, icl.tensor.zeros(o.ctx - 1, 2)
+    for i = 1, o.ctx - 1 do
+      toks[i] = token_text(test_tok[1][i + 1])
+      vals:set(before.ptl[i], i, 1)
+      vals:set(after.ptl[i], i, 2)
+    end
+    ex:view("tokens", {tokens = toks, values = vals,
+                       names = {("loss at step %d (before the ICL window)"):format(before.step),
+                                ("loss at step %d (after it)"):format(after.step)},
+                       title = ("%s: per-token loss of test sequence 1 before and after the phase change"):format(r.name)},
+            "token_loss_" .. r.name)
+  end
+end
 -- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write
 local recorded = {}
 for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end

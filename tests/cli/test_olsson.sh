@@ -15,6 +15,11 @@ for f in summary.json per_token_losses.json loss.png loss.svg icl_score.png pref
 done
 "$ICL" script experiments/induction_phase.lua --quick --out "$d/b" >/dev/null 2>&1
 check "phase: same seed, same summary.json bytes" cmp -s "$d/a/summary.json" "$d/b/summary.json"
+# the per-token loss before and after the phase change, as an interactive view linked from the index (issue 42)
+check "phase wrote token_loss_2Ls.html, same bytes again" cmp -s "$d/a/token_loss_2Ls.html" "$d/b/token_loss_2Ls.html"
+check "phase: index.html links it" grep -qF 'href="token_loss_2Ls.html"' "$d/a/index.html"
+check "phase: the view holds both checkpoints' losses" grep -q '"columns":\["loss at step [0-9]* (before the ICL window)"' \
+  "$d/a/token_loss_2Ls.html"
 cat >"$d/check_phase.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
 assert(#s.runs == 4, "four models")
