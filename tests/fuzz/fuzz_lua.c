@@ -66,6 +66,8 @@ static const char PRELUDE[] =
     "icl.tensor.save_safetensors = function(p, ...) refuse(p) return sst(p, ...) end\n"
     "local jw = icl.json.write\n"
     "icl.json.write = function(p, ...) refuse(p) return jw(p, ...) end\n"
+    "local hw = icl.htmlcodec.write\n" /* icl.html's views and the experiments' index pages */
+    "icl.htmlcodec.write = function(p, ...) refuse(p) return hw(p, ...) end\n"
     "local fig = reg['icl.figure']\n"
     "if fig then local fs = fig.__index.save fig.__index.save = function(f, p, ...) refuse(p) return fs(f, p, ...) end end\n"
     "local load_model = icl.load\n"
