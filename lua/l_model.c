@@ -592,24 +592,25 @@ static void edges_field(run_spec *s, int idx, const char *what, const char *key,
   v->edges = e, v->n_edges = n;
 }
 
-/* knockout entry: {layer =, heads =, edges = {{q, k}, ...}} with 1-based positions k <= q. */
-static void parse_knockout(run_spec *s, int idx, const char *what) {
-  check_keys(s->L, s->arg, idx, KNOCKOUT_KEYS, lua_pushfstring(s->L, "%s: ", what));
+/* An edge-set entry: {layer =, heads =, <field> = {{q, k}, ...}} with 1-based positions k <= q. */
+static void parse_edge_set(run_spec *s, int idx, const char *what, icl_iv_kind kind, const char *const *keys,
+                           const char *field) {
+  check_keys(s->L, s->arg, idx, keys, lua_pushfstring(s->L, "%s: ", what));
   lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_KNOCKOUT, what);
+  icl_intervention *v = new_iv(s, kind, what);
   v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
   heads_field(s, idx, what, &v->heads, &v->n_heads);
-  edges_field(s, idx, what, "edges", v);
+  edges_field(s, idx, what, field, v);
+}
+
+/* knockout entry: {layer =, heads =, edges = {{q, k}, ...}}: those edges are masked. */
+static void parse_knockout(run_spec *s, int idx, const char *what) {
+  parse_edge_set(s, idx, what, ICL_IV_KNOCKOUT, KNOCKOUT_KEYS, "edges");
 }
 
 /* masks entry: {layer =, heads =, allow = {{q, k}, ...}}: the heads' queries attend to the listed keys only. */
 static void parse_mask(run_spec *s, int idx, const char *what) {
-  check_keys(s->L, s->arg, idx, MASK_KEYS, lua_pushfstring(s->L, "%s: ", what));
-  lua_pop(s->L, 1);
-  icl_intervention *v = new_iv(s, ICL_IV_MASK, what);
-  v->layer = (int)int_field(s, idx, what, "layer", 0, 1, INT_MIN, INT_MAX);
-  heads_field(s, idx, what, &v->heads, &v->n_heads);
-  edges_field(s, idx, what, "allow", v);
+  parse_edge_set(s, idx, what, ICL_IV_MASK, MASK_KEYS, "allow");
 }
 
 /* Length of the list opts[name] (0 when absent), read once: the parsers loop to this count. */
