@@ -5,13 +5,13 @@
 # Without -P it adds the ctest test unit.run_path.
 
 set(RUN_PATH_LEVELS
-  "src/hook_points.c"
-  "src/hooks_sites.c"
-  "src/hooks_resolve.c src/hooks_capture.c src/hooks_apply.c"
-  "src/hooks.c"
-  "src/forward.c"
-  "src/logits_select.c"
-  "src/session.c")
+  "src/core/hook_points.c"
+  "src/core/hooks_sites.c"
+  "src/core/hooks_resolve.c src/core/hooks_capture.c src/core/hooks_apply.c"
+  "src/core/hooks.c"
+  "src/core/forward.c"
+  "src/core/logits_select.c"
+  "src/core/session.c")
 
 if(CMAKE_SCRIPT_MODE_FILE)
   cmake_policy(VERSION 3.20)

@@ -18,7 +18,7 @@ foreach(dir ${test_dirs})
     endif()
     add_executable(${tname} ${src} ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c
       ${CMAKE_CURRENT_SOURCE_DIR}/tests/tools/gguf_edit.c)
-    target_include_directories(${tname} PRIVATE src vk lua tests tests/tools)
+    target_include_directories(${tname} PRIVATE ${ICL_DIRS_all} include tests tests/tools)
     target_link_libraries(${tname} PRIVATE icl_lua icl_train icl_host icl_testsupport iclcore icl_cpu icl_vulkan icl_ref)
     add_test(NAME ${label}.${tname} COMMAND ${tname})
     set_tests_properties(${label}.${tname} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
@@ -38,7 +38,7 @@ endforeach()
 
 # A tiny random model for the CLI tests (optionally poisoned or renamed): ICL_TINY_MODEL in their environment.
 add_executable(icl_tiny_model tests/tools/tiny_model.c tests/tools/gguf_edit.c)
-target_include_directories(icl_tiny_model PRIVATE src tests/tools)
+target_include_directories(icl_tiny_model PRIVATE ${ICL_DIRS_all} tests/tools)
 target_link_libraries(icl_tiny_model PRIVATE icl_testsupport iclcore)
 
 file(GLOB cli_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/test_*.sh)
@@ -55,7 +55,7 @@ if(ICL_FUZZ)
   foreach(src ${fuzz_srcs})
     get_filename_component(fname ${src} NAME_WE)
     add_executable(${fname} ${src})
-    target_include_directories(${fname} PRIVATE src lua)
+    target_include_directories(${fname} PRIVATE ${ICL_DIRS_all})
     target_compile_options(${fname} PRIVATE -fsanitize=fuzzer)
     target_compile_definitions(${fname} PRIVATE ICL_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}") # run outside ctest
     target_link_options(${fname} PRIVATE -fsanitize=fuzzer)

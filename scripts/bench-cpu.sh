@@ -6,7 +6,8 @@ set -e
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${TMPDIR:-/tmp}/icl-bench-cpu
 cc=${CC:-cc}
-$cc -std=c11 -O2 -D_GNU_SOURCE -I"$root/src" -I"$root/include" -o "$out" \
-  "$root/tests/ops/bench_cpu.c" "$root"/src/cpu/*.c "$root"/src/ref/ref_*.c "$root/src/ops.c" \
-  "$root/src/types.c" "$root/src/error.c" -lm -lpthread
+$cc -std=c11 -O2 -D_GNU_SOURCE -I"$root/include" -I"$root/src/base" -I"$root/src/core" \
+  -I"$root/src/cpu" -I"$root/src/ref" -o "$out" "$root/tests/ops/bench_cpu.c" "$root"/src/cpu/*.c \
+  "$root/src/ref/ref_ops.c" "$root/src/ref/ref_attention.c" "$root/src/ref/ref_backward.c" \
+  "$root/src/ref/ref_quant.c" "$root/src/core/ops.c" "$root"/src/base/*.c -lm -lpthread
 exec "$out" "$@"

@@ -77,7 +77,7 @@ fi
 # (scripts/peer-cpu-flags.c over src/cpu/cpu_features.c, icl's own decision) says "native" when that is safe, else
 # the GGML options of the usable instructions. A venv built with other options is rebuilt.
 probe=$(mktemp)
-cc -O1 -Isrc -o "$probe" scripts/peer-cpu-flags.c src/cpu/cpu_features.c
+cc -O1 -Isrc/cpu -o "$probe" scripts/peer-cpu-flags.c src/cpu/cpu_features.c
 ggml_flags=$("$probe")
 rm -f "$probe"
 [ "$ggml_flags" = native ] && ggml_flags="-DGGML_NATIVE=ON"

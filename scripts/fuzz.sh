@@ -33,9 +33,9 @@ for t in $TARGETS; do make -C "$BUILD" -j"${JOBS:-2}" "fuzz_$t" >/dev/null; done
 size_of() { stat -L -c %s "$1"; }
 
 seeds_gguf() { # the writer's own small files (built without the fuzzing runtime) and small vocabulary files
-  clang -std=c11 -O1 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "$ROOT/tests/fuzz/make_seeds.c" \
-    "$ROOT/src/gguf_read.c" "$ROOT/src/gguf_write.c" "$ROOT/src/types.c" "$ROOT/src/error.c" \
-    "$ROOT/src/file_read.c" "$ROOT/src/file_tmp.c" "$ROOT/src/sigbus_guard.c" -lpthread -o "$BUILD/make_seeds"
+  clang -std=c11 -O1 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src/base" -I"$ROOT/src/core" \
+    "$ROOT/tests/fuzz/make_seeds.c" "$ROOT"/src/core/{gguf_read,gguf_write,file_read,file_tmp,sigbus_guard}.c \
+    "$ROOT"/src/base/{types,error}.c -lpthread -o "$BUILD/make_seeds"
   "$BUILD/make_seeds" "$1"
   # vocabulary-only files; never whole models (they are hundreds of MiB: far too slow to mutate)
   for f in "$ROOT"/tests/fixtures/tokenizer/*.gguf; do

@@ -6,7 +6,7 @@
  * -DGGML_...=ON/OFF options of a non-native build of the usable ones, and on stderr what was left out and why. */
 #include <stdio.h>
 
-#include "cpu/cpu_features.h"
+#include "cpu_features.h"
 
 #define BIT(x, n) (((x) >> (n)) & 1u)
 

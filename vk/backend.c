@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
+#include "vk_ops.h"
 #include "vk.h"
 
 static int be_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err) {

@@ -2,7 +2,7 @@
  * each from a kernel written for the purpose (shaders/bench_bw.comp, bench_fma.comp). */
 #include <time.h>
 
-#include "ops.h"
+#include "vk_ops.h"
 #include "vk.h"
 
 typedef struct bw_pc { uint32_t per, threads; } bw_pc;

@@ -1,7 +1,7 @@
 /* RoPE and causal attention. */
 #include <math.h>
 
-#include "ops.h"
+#include "vk_ops.h"
 
 typedef struct rope_pc {
   uint32_t hd, nh, n, n_rot;

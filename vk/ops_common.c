@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "vk_ops.h"
 
 int vk_cpu_shape(const vk_ctx *c) { return c->cpu_shape; }
 

@@ -1,5 +1,5 @@
 /* Data movement: f32/f16 conversion, 2-D strided copy and fill (hooks: capture, ablation). */
-#include "ops.h"
+#include "vk_ops.h"
 
 typedef struct convert_pc {
   uint32_t n, x_off, y_off, pad; /* offsets in elements of each side's type */

@@ -1,5 +1,5 @@
 /* Elementwise ops: add, mul (with row broadcast), scale, silu, gelu, relu, swiglu, geglu. */
-#include "ops.h"
+#include "vk_ops.h"
 
 typedef struct binary_pc { /* common/binary.glsl */
   uint32_t n, d, b_bcast;

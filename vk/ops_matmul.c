@@ -1,7 +1,7 @@
 /* get_rows and matmul: the ops that read weight matrices, which may be larger than
  * maxStorageBufferRange (Gemma 3's 170 MiB token_embd on lavapipe's 128 MiB). Such matrices
  * are bound as several row ranges, one dispatch each, transparently to the caller. */
-#include "ops.h"
+#include "vk_ops.h"
 
 typedef struct get_rows_pc {
   uint32_t cols, n_ids, row_lo, row_hi;

@@ -1,7 +1,7 @@
 /* The matmul paths for CPU devices (lavapipe): matvec_cpu.comp for n = 1 and matmul_cpu.comp
  * for n > 1, both reading x from uniform buffers, which llvmpipe loads far more cheaply than
  * storage buffers when every invocation of a subgroup reads the same address. */
-#include "ops.h"
+#include "vk_ops.h"
 
 /* The x uniform-buffer block is declared with a fixed size (VK_UBO_VEC4S vec4s, 64 KiB) so one
  * pipeline serves every window; bound ranges are smaller and the shaders clamp to x_len. */

@@ -1,5 +1,5 @@
 /* Row-wise ops: one workgroup per row (rms_norm, layer_norm, softmax, argmax, lse_select). */
-#include "ops.h"
+#include "vk_ops.h"
 
 typedef struct rms_norm_pc {
   uint32_t d, rows, has_w;

@@ -9,7 +9,7 @@
 #include "backend.h"
 #include "bench_roofline.h"
 #include "cli.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "vk.h"
 
 typedef struct bench_model {

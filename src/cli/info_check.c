@@ -8,7 +8,7 @@
 #include "icl/gguf.h"
 #include "icl/types.h"
 #include "info_check.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "text_safe.h"
 
 #define CHUNK_BLOCKS 4096

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_attention.h"
+#include "cpu_attention.h"
 
 void cpu_attn_key_span(attn_ctx *c) {
   int64_t lo, hi, lo_unused;

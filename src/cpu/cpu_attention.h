@@ -4,7 +4,7 @@
 #ifndef ICL_CPU_ATTENTION_H
 #define ICL_CPU_ATTENTION_H
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 /* Query rows per item of the blocked path, and the fewest queries that use it. */
 #define ATTN_QB 64

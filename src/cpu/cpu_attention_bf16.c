@@ -3,7 +3,7 @@
  * pairs over keys, so the values are packed two keys to a word. Scores, softmax and the pattern stay f32. */
 #include <string.h>
 
-#include "cpu/cpu_attention.h"
+#include "cpu_attention.h"
 
 void cpu_attn_pack_kv_bf16(attn_ctx *c, int64_t it) {
   int64_t ntile = c->nkA_pad / TR, kvh = it / ntile, t = it % ntile, ndt = (c->hd + TR - 1) / TR;

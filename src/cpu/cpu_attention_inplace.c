@@ -8,7 +8,7 @@
  * head), p.v by (query, kv head, 32-dim tile). */
 #include <string.h>
 
-#include "cpu/cpu_attention.h"
+#include "cpu_attention.h"
 
 static void inplace_score_item(void *arg, int64_t it, int ith) {
   attn_ctx *c = arg;

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_attention.h"
+#include "cpu_attention.h"
 
 /* Keys [*ja, *jb) of chunk ch of a query's visible range [j0, j1). */
 static void chunk_keys(const attn_ctx *c, int64_t j0, int64_t j1, int64_t ch, int64_t *ja, int64_t *jb) {

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/cpu_features.h"
-#include "cpu/cpu_internal.h"
+#include "cpu_features.h"
+#include "cpu_internal.h"
 
 const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
   const char *env = getenv("ICL_CPU_SIMD");

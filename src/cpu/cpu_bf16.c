@@ -1,7 +1,7 @@
 /* The scalar references of FAST attention's bf16 kernels (the generic level's entries; cpu_bf16_x86.c has the
  * AVX-512 BF16 ones): q.k and p.v on bf16 pairs with f32 sums. bf16 keeps 8 bits of mantissa, about what the
  * int8 activations of the FAST matmuls keep, and the pair dot runs at twice the f32 FMA rate where the CPU has it. */
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 void cpu_gemm_tile_bf16_c(const uint32_t *wp, int64_t K2, const uint32_t *xp, int nt, float *y, int64_t ldy, int nr) {
   for (int t = 0; t < nt; t++) {

@@ -4,8 +4,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#include "cpu/cpu_internal.h"
-#include "cpu/cpu_simd_x86.h"
+#include "cpu_internal.h"
+#include "cpu_simd_x86.h"
 
 #define BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 #define AI inline __attribute__((always_inline))

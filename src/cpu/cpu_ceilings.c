@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 #define GEN_CHAINS 16
 /* Items per thread of one timed loop (dynamic claiming balances a descheduled thread). */

@@ -3,7 +3,7 @@
  * must not share its code, or a decoding bug would be in both and no test would see it. Layouts: docs/gguf.md. */
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 static float h16(const uint8_t *p) {
   uint16_t h;

@@ -1,5 +1,5 @@
 /* x86 SIMD features a process may use (see cpu_features.h). */
-#include "cpu/cpu_features.h"
+#include "cpu_features.h"
 
 #include <string.h>
 

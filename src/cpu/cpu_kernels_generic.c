@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 static float rd_f16(const uint8_t *p) { return icl_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 

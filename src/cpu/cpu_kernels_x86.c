@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
-#include "cpu/cpu_simd_x86.h"
+#include "cpu_internal.h"
+#include "cpu_simd_x86.h"
 
 #define AVX2 "avx2,fma,f16c"
 #define AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
@@ -332,10 +332,10 @@ __attribute__((target(AVX2))) static void rope_head_avx2(float *v, const float *
 #define QD_DOTACC(acc, u, s) _mm256_add_epi32(acc, QD_DOT(u, s))
 #define QG_NT 3
 #define QG_Q8_0 0 /* maddubs saturates on Q8_0's 0..255 codes */
-#include "cpu/cpu_qdot_x86.h"
-#include "cpu/cpu_qgemm_x86.h"
+#include "cpu_qdot_x86.h"
+#include "cpu_qgemm_x86.h"
 #define XW_LANES 8
-#include "cpu/cpu_xtile_x86.h"
+#include "cpu_xtile_x86.h"
 #undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0
@@ -778,10 +778,10 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
 #define QG_NT 6
 #define QG_Q8_0 1
 #define QD_MASK_BITS 1
-#include "cpu/cpu_qdot_x86.h"
-#include "cpu/cpu_qgemm_x86.h"
+#include "cpu_qdot_x86.h"
+#include "cpu_qgemm_x86.h"
 #define XW_LANES 16
-#include "cpu/cpu_xtile_x86.h"
+#include "cpu_xtile_x86.h"
 #undef XW_LANES
 #undef QG_NT
 #undef QG_Q8_0

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 /* Tile path blocking, see mm_tiles. */
 #define MM_PANEL_BYTES ((size_t)4 << 20)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 #include "asan.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 /* Elements per parallel work item: below this an op runs on the calling thread alone. */
 #define GRAIN_ELEMS 16384

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

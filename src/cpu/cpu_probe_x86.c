@@ -3,7 +3,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 #define AVX2 "avx2,fma,f16c"
 #define AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"

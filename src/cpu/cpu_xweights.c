@@ -5,7 +5,7 @@
  * every change to those (ops->write; no op writes a quantized tensor). */
 #include <stdlib.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 typedef struct xw_build {
   const cpu_kernels *k;

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref/ref.h"
+#include "ref.h"
 
 /* Whether key j is hidden from the query at absolute position qpos. */
 static int ref_attn_masked(int64_t qpos, int64_t j, int32_t window) {

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref/ref_backward.h"
+#include "ref_backward.h"
 
 void icl_refd_embed(const double *E, int64_t d, const int32_t *ids, int64_t n, double *x) {
   for (int64_t i = 0; i < n; i++)

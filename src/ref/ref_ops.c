@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/ref.h"
+#include "ref.h"
 
 void icl_ref_get_rows(uint32_t t, const void *w, int64_t cols, const int32_t *ids, int64_t n, float *out) {
   size_t rb = icl_type_row_bytes(t, cols);

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ref/ref.h"
+#include "ref.h"
 
 /* ---- little helpers ----------------------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "icl/data_meta.h"
-#include "train/train_rng.h"
+#include "train_rng.h"
 
 struct icl_meta_task {
   icl_meta_config c;

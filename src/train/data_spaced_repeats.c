@@ -2,7 +2,7 @@
  * by random gaps of fresh random tokens, so neither a fixed relative offset nor a small set of context tokens
  * predicts the next token; only "find the earlier occurrence of this token, copy its successor" does. */
 #include "icl/train.h"
-#include "train/train_rng.h"
+#include "train_rng.h"
 
 static int64_t sr_uniform(uint64_t *s, int64_t lo, int64_t hi) {
   return lo + (int64_t)(tr_splitmix(s) % (uint64_t)(hi - lo + 1));

@@ -3,7 +3,7 @@
  * the top block down; every parameter gradient is overwritten by this pass. */
 #include <string.h>
 
-#include "train/train_internal.h"
+#include "train_internal.h"
 
 /* Gradient of y[R, N] = x[K, N] . W^T + b: dW, db and (when dx) dx += dy W. */
 static int bwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, int64_t R, const float *dy,

@@ -20,7 +20,7 @@
 #include "arch_attn.h"
 #include "file_tmp.h"
 #include "icl/gguf.h"
-#include "train/train_internal.h"
+#include "train_internal.h"
 
 #define OPTIM_MAGIC "ICLOPT02"
 #define STEP_MAX ((int64_t)1 << 62)

@@ -1,7 +1,7 @@
 /* Synthetic data: repeated random segments, the classic induction-head data (Olsson et al.).
  * Each sequence draws from its own splitmix64 stream keyed by (seed, step, sequence). */
 #include "icl/train.h"
-#include "train/train_rng.h"
+#include "train_rng.h"
 
 void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, int seg_max, int repeated_only,
                                 uint64_t seed, int64_t step, int32_t *tokens, int32_t *targets) {

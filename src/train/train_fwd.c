@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ops.h"
-#include "train/train_internal.h"
+#include "train_internal.h"
 
 /* y[R, N] = x[K, N] . W^T (+ bias). */
 static int fwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, int64_t R, float *y, icl_error *err) {

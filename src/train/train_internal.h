@@ -6,7 +6,7 @@
 #include "icl/gguf.h"
 #include "icl/model.h"
 #include "icl/train.h"
-#include "train/train_ops.h"
+#include "train_ops.h"
 
 #define TR_MAX_LAYERS 64
 #define TR_MAX_CLS 8

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/train_internal.h"
-#include "train/train_rng.h"
+#include "train_internal.h"
+#include "train_rng.h"
 
 #define TR_MAX_PARAMS ((int64_t)1 << 33)
 #define TR_MAX_TOKENS ((int64_t)1 << 26)

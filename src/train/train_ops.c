@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/train_ops.h"
+#include "train_ops.h"
 
 /* Columns per range of the column-parallel reductions (a cache line or more). */
 #define COL_GRAIN 16

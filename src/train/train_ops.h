@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 
 /* x[d, n] writes rows ids[i] of E[d, rows]; a negative id writes a zero row. */
 void tr_embed_fwd(cpu_backend *cb, const float *E, int64_t d, const int32_t *ids, int64_t n, float *x);

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/train_ops.h"
+#include "train_ops.h"
 
 typedef struct attb_ctx {
   cpu_backend *cb;

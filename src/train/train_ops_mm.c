@@ -4,7 +4,7 @@
  * on the thread count. */
 #include <string.h>
 
-#include "train/train_ops.h"
+#include "train_ops.h"
 
 typedef struct tp_ctx {
   const float *src;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/train_internal.h"
+#include "train_internal.h"
 
 float icl_optim_lr(const icl_optim_config *o, int64_t step) {
   if (o->warmup > 0 && step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "model_load.h"
-#include "train/train_internal.h"
+#include "train_internal.h"
 
 void tr_run_model_drop(icl_trainer *tr) {
   icl_model_free(tr->run_model);

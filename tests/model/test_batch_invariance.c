@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "icl/model.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "testmodel.h"
 #include "testutil.h"
 

@@ -7,7 +7,7 @@
 
 #include "icl/model.h"
 #include "backend.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "ref_forward.h"
 #include "testmodel.h"
 #include "testutil.h"

@@ -8,7 +8,7 @@
 
 #include "icl/gguf.h"
 #include "icl/model.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "ref_forward.h"
 #include "testmodel.h"
 #include "testutil.h"

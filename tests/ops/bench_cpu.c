@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 #include "ops.h"
-#include "ref/ref.h"
+#include "ref.h"
 
 static icl_backend *be;
 

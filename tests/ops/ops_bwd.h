@@ -7,8 +7,8 @@
 #define ICL_OPS_BWD_H
 
 #include "ops_harness.h"
-#include "ref/ref_backward.h"
-#include "train/train_ops.h"
+#include "ref_backward.h"
+#include "train_ops.h"
 
 enum { OB_MAX = 5, OB_FD = 1 };
 

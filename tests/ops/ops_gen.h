@@ -3,7 +3,7 @@
 #define ICL_OPS_GEN_H
 
 #include "ops_harness.h"
-#include "ref/ref.h"
+#include "ref.h"
 
 /* Input i: f32 [n0, n1, n2] uniform in [lo, hi). */
 static float *ot_in_f32(ot_case *c, int i, int64_t n0, int64_t n1, int64_t n2, float lo, float hi) {

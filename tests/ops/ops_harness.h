@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 #include "ops.h"
 #include "ops_table.h"
 #include "testutil.h"

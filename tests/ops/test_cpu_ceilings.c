@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
-#include "ref/ref.h"
+#include "cpu_internal.h"
+#include "ref.h"
 #include "testutil.h"
 
 /* Work (flops or bytes) one probe call must report for `iters` iterations at a level of `lanes` f32 lanes. */

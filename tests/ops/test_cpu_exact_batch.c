@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 #include "ops.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "testutil.h"
 
 static icl_backend *be;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu/cpu_internal.h"
+#include "cpu_internal.h"
 #include "testutil.h"
 
 typedef struct visit {

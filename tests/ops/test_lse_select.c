@@ -12,7 +12,7 @@
 
 #include "backend.h"
 #include "ops.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "testutil.h"
 
 #define GUARD 64

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/ref.h"
+#include "ref.h"
 #include "testutil.h"
 
 /* fp16 bit patterns of a few exact values */

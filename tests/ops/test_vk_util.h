@@ -12,7 +12,7 @@
 
 #include "backend.h"
 #include "icl/devices.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "testutil.h"
 #include "vk.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "icl/train.h"
-#include "ref/ref_backward.h"
+#include "ref_backward.h"
 #include "testutil.h"
 
 #define TOL 1e-4

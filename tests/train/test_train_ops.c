@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "ops.h"
-#include "ref/ref_backward.h"
+#include "ref_backward.h"
 #include "testutil.h"
-#include "train/train_ops.h"
+#include "train_ops.h"
 
 #define TOL_CPU 2e-5
 #define TOL_FD 1e-6

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu/cpu_features.h"
+#include "cpu_features.h"
 #include "testutil.h"
 
 #define B(n) (1u << (n))

@@ -7,7 +7,7 @@
 
 #include "arch.h"
 #include "icl/gguf.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "ref_forward.h"
 
 typedef struct ra_layer {

@@ -8,7 +8,7 @@
 
 #include "arch.h"
 #include "icl/gguf.h"
-#include "ref/ref.h"
+#include "ref.h"
 
 typedef struct rf_layer {
   float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *post_attn;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "icl/gguf.h"
-#include "ref/ref.h"
+#include "ref.h"
 #include "testmodel.h"
 
 /* The file being written and the type of its matrices (vectors are F32). */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "ref/ref.h"
+#include "ref.h"
 
 struct icl_buf {
   size_t size;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "icl/gguf.h"
-#include "ref/ref.h"
+#include "ref.h"
 
 float icl_testmodel_uniform(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
