@@ -10,10 +10,11 @@ layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint TM = 8;  // at most 8
 layout(constant_id = 4) const uint TN = 8;  // at most 8
+layout(constant_id = 5) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 layout(push_constant) uniform P {
   uint cols, rows;          // rows in this binding range
@@ -74,7 +75,8 @@ void main() {
     uint r = r0 + tx + i * (BM / TM);
     for (uint j = 0u; j < TN; j++) {
       uint c = c0 + ty + j * (BN / TN);
-      if (r < p.rows && c < p.n) y[p.y_off + c * p.y_stride + p.row0 + r] = acc[i][j];
+      uint at = p.y_off + c * p.y_stride + p.row0 + r;
+      if (r < p.rows && c < p.n) y[at] = ACC != 0u ? y[at] + acc[i][j] : acc[i][j];
     }
   }
 }

@@ -12,10 +12,11 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TM = 8;     // rows per invocation (1..8)
 layout(constant_id = 2) const uint TN = 8;     // columns per workgroup (1..8)
 layout(constant_id = 3) const uint XLEN = 16;  // declared vec4s of x (the bound window is x_len)
+layout(constant_id = 4) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std140, binding = 1) uniform X { vec4 xu[XLEN]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 layout(push_constant) uniform P {
   uint cols, rows;          // rows in this binding range
@@ -46,7 +47,10 @@ layout(push_constant) uniform P {
 #define STORE(r)                                                                \
   if (TM > r && first + r < p.rows)                                             \
     for (uint t = 0u; t < TN; t++)                                              \
-      if (c0 + t < p.n) y[p.y_off + (c0 + t) * p.y_stride + p.row0 + first + r] = a##r[t];
+      if (c0 + t < p.n) {                                                       \
+        uint at = p.y_off + (c0 + t) * p.y_stride + p.row0 + first + r;         \
+        y[at] = ACC != 0u ? y[at] + a##r[t] : a##r[t];                          \
+      }
 
 void main() {
   uint first = (gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x) * TM, c0 = gl_WorkGroupID.y * TN;

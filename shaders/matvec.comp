@@ -10,10 +10,11 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 1;  // threads per row group: 1 or the workgroup size
 layout(constant_id = 2) const uint NR = 1;   // rows per row group (at most 8)
+layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 layout(push_constant) uniform P {
   uint cols, rows;          // rows in this binding range
@@ -55,6 +56,7 @@ void main() {
   }
   for (uint r = 0u; r < NR; r++) {
     float t = TPR > 1u ? wg_sum(acc[r]) : acc[r]; // uniform branch: TPR is a constant
-    if (lane == 0u && first + r < p.rows) y[p.y_off + col * p.y_stride + p.row0 + first + r] = t;
+    uint at = p.y_off + col * p.y_stride + p.row0 + first + r;
+    if (lane == 0u && first + r < p.rows) y[at] = ACC != 0u ? y[at] + t : t;
   }
 }

@@ -9,10 +9,11 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NR = 8;     // rows per invocation (at most 8)
 layout(constant_id = 2) const uint XLEN = 16;  // declared vec4s of x (the bound range is x_len)
+layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std140, binding = 1) uniform X { vec4 xu[XLEN]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 layout(push_constant) uniform P {
   uint cols, rows;          // rows in this binding range
@@ -33,8 +34,11 @@ layout(push_constant) uniform P {
     dq_chunk(p.w_off + min(first + r, p.rows - 1u) * rb, ch, valid, wv);    \
     acc##r += dot32(wv, xv);                                                \
   }
-#define STORE(r) \
-  if (NR > r && first + r < p.rows) y[p.y_off + p.row0 + first + r] = acc##r;
+#define STORE(r)                                 \
+  if (NR > r && first + r < p.rows) {            \
+    uint at = p.y_off + p.row0 + first + r;      \
+    y[at] = ACC != 0u ? y[at] + acc##r : acc##r; \
+  }
 
 void main() {
   uint first = global_index() * NR, nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);

@@ -42,36 +42,47 @@ static void be_destroy(icl_backend *be) {
 
 static void be_counts(icl_backend *be, icl_be_counts *out) { *out = vk_of(be)->counts; }
 
-static const icl_backend_ops VK_OPS = {
-    .name = "vulkan",
-    .buf_alloc = be_buf_alloc,
-    .buf_free = be_buf_free,
-    .write = be_write,
-    .read = be_read,
-    .sync = be_sync,
-    .destroy = be_destroy,
-    .get_rows = vk_op_get_rows,
-    .matmul = vk_op_matmul,
-    .rms_norm = vk_op_rms_norm,
-    .layer_norm = vk_op_layer_norm,
-    .rope = vk_op_rope,
-    .attention = vk_op_attention,
-    .add = vk_op_add,
-    .mul = vk_op_mul,
-    .scale = vk_op_scale,
-    .silu = vk_op_silu,
-    .gelu = vk_op_gelu,
-    .relu = vk_op_relu,
-    .swiglu = vk_op_swiglu,
-    .geglu = vk_op_geglu,
-    .softmax = vk_op_softmax,
-    .convert = vk_op_convert,
-    .argmax = vk_op_argmax,
-    .lse_select = vk_op_lse_select,
-    .copy2d = vk_op_copy2d,
-    .fill2d = vk_op_fill2d,
-    .counts = be_counts,
-};
+/* The ops every table has; the fused ones are added below. */
+#define VK_OPS_COMMON \
+  .name = "vulkan", \
+  .buf_alloc = be_buf_alloc, \
+  .buf_free = be_buf_free, \
+  .write = be_write, \
+  .read = be_read, \
+  .sync = be_sync, \
+  .destroy = be_destroy, \
+  .get_rows = vk_op_get_rows, \
+  .matmul = vk_op_matmul, \
+  .rms_norm = vk_op_rms_norm, \
+  .layer_norm = vk_op_layer_norm, \
+  .rope = vk_op_rope, \
+  .attention = vk_op_attention, \
+  .add = vk_op_add, \
+  .mul = vk_op_mul, \
+  .scale = vk_op_scale, \
+  .silu = vk_op_silu, \
+  .gelu = vk_op_gelu, \
+  .relu = vk_op_relu, \
+  .swiglu = vk_op_swiglu, \
+  .geglu = vk_op_geglu, \
+  .softmax = vk_op_softmax, \
+  .convert = vk_op_convert, \
+  .argmax = vk_op_argmax, \
+  .lse_select = vk_op_lse_select, \
+  .copy2d = vk_op_copy2d, \
+  .fill2d = vk_op_fill2d, \
+  .counts = be_counts
+
+static const icl_backend_ops VK_OPS = {VK_OPS_COMMON, .matmul_add = vk_op_matmul_add};
+
+/* ICL_VK_FUSION=0: the same backend without its fused ops, so the forward pass records the unfused sequence
+ * (the old path, for timing the two side by side and for bisecting) */
+static const icl_backend_ops VK_OPS_UNFUSED = {VK_OPS_COMMON};
+
+static const icl_backend_ops *vk_ops_table(void) {
+  const char *f = getenv("ICL_VK_FUSION");
+  return f && strcmp(f, "0") == 0 ? &VK_OPS_UNFUSED : &VK_OPS;
+}
 
 int icl_vk_backend_new(int dev, icl_backend **out, icl_error *err) {
   *out = NULL;
@@ -82,7 +93,7 @@ int icl_vk_backend_new(int dev, icl_backend **out, icl_error *err) {
     free(c);
     return icl_error_set(err, ICL_ENOMEM, "out of memory");
   }
-  be->ops = &VK_OPS;
+  be->ops = vk_ops_table();
   be->impl = c;
   int rc = vk_device_create(c, dev, err);
   if (rc) {

@@ -62,21 +62,21 @@ static void matvec_shape(const vk_ctx *c, uint32_t *wg, uint32_t *tpr, uint32_t 
 }
 
 static int matvec_range(vk_ctx *c, const icl_dt *w, vk_binding *b, matvec_pc *pc, int64_t nrows, int64_t n,
-                        icl_error *err) {
+                        uint32_t acc, icl_error *err) {
   uint32_t wg, tpr, nr, gx, gy;
   matvec_shape(c, &wg, &tpr, &nr);
   vk_kernel k = {.shader = vk_typed_shader("matvec", w->type),
                  .n_bindings = 3,
                  .push_size = sizeof *pc,
-                 .n_spec = 3,
-                 .spec = {wg, tpr, nr}};
+                 .n_spec = 4,
+                 .spec = {wg, tpr, nr, acc}};
   uint64_t rows_per_group = (uint64_t)(wg / tpr) * nr;
   vk_grid(c, ((uint64_t)nrows + rows_per_group - 1) / rows_per_group, &gx, &gy);
   return vk_dispatch(c, &k, b, 3, pc, sizeof *pc, gx, gy, (uint32_t)n, err);
 }
 
 /* Tile configuration of matmul.comp: WG = (BM/TM) * (BN/TN). */
-static void matmul_shape(const vk_ctx *c, int64_t n, uint32_t spec[5]) {
+static void matmul_shape(const vk_ctx *c, int64_t n, uint32_t spec[6]) {
   (void)c;
   if (n <= 16) {
     const uint32_t s[5] = {64, 128, 16, 8, 4}; /* few columns: tall tiles */
@@ -88,17 +88,18 @@ static void matmul_shape(const vk_ctx *c, int64_t n, uint32_t spec[5]) {
 }
 
 static int matmul_range(vk_ctx *c, const icl_dt *w, vk_binding *b, matmul_pc *pc, int64_t nrows, int64_t n,
-                        icl_error *err) {
+                        uint32_t acc, icl_error *err) {
   vk_kernel k = {
-      .shader = vk_typed_shader("matmul", w->type), .n_bindings = 3, .push_size = sizeof *pc, .n_spec = 5, .spec = {0}};
+      .shader = vk_typed_shader("matmul", w->type), .n_bindings = 3, .push_size = sizeof *pc, .n_spec = 6, .spec = {0}};
   matmul_shape(c, n, k.spec);
+  k.spec[5] = acc;
   uint32_t gx = (uint32_t)((nrows + k.spec[1] - 1) / k.spec[1]), gy = (uint32_t)((n + k.spec[2] - 1) / k.spec[2]);
   return vk_dispatch(c, &k, b, 3, pc, sizeof *pc, gx, gy, 1, err);
 }
 
-/* One dispatch: weight rows [r0, r1) times columns [t0, t1). */
+/* One dispatch: weight rows [r0, r1) times columns [t0, t1), written to y or (acc) added to it. */
 static int matmul_part(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt *y, int64_t r0, int64_t r1,
-                       int64_t t0, int64_t t1, icl_error *err) {
+                       int64_t t0, int64_t t1, uint32_t acc, icl_error *err) {
   int64_t cols = w->ne[0], rows = icl_dt_nrows(w), n = t1 - t0;
   size_t rb = icl_type_row_bytes(w->type, cols);
   vk_binding b[3];
@@ -110,18 +111,19 @@ static int matmul_part(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt
   /* the bytes this part writes, for barrier tracking: rows [r0, r1) of each of its columns */
   b[2].lo = y->offset + (size_t)(t0 * rows + r0) * 4;
   b[2].hi = y->offset + (size_t)((t1 - 1) * rows + r1) * 4;
-  if (n == 1 && vk_matvec_cpu_fits(c, cols)) return vk_matvec_cpu(c, w, x, b, w_off, y_rem, r0, r1, t0, err);
+  if (n == 1 && vk_matvec_cpu_fits(c, cols)) return vk_matvec_cpu(c, w, x, b, w_off, y_rem, r0, r1, t0, acc, err);
   if (n == 1) {
     matvec_pc pc = {(uint32_t)cols, (uint32_t)(r1 - r0), (uint32_t)r0, w_off, x_rem / 4, y_rem / 4, (uint32_t)rows, 0};
-    return matvec_range(c, w, b, &pc, r1 - r0, n, err);
+    return matvec_range(c, w, b, &pc, r1 - r0, n, acc, err);
   }
-  if (vk_matmul_cpu_window(c, cols) >= 1) return vk_matmul_cpu(c, w, x, b, w_off, y_rem, r0, r1, t0, t1, err);
+  if (vk_matmul_cpu_window(c, cols) >= 1) return vk_matmul_cpu(c, w, x, b, w_off, y_rem, r0, r1, t0, t1, acc, err);
   matmul_pc pc = {(uint32_t)cols, (uint32_t)(r1 - r0), (uint32_t)r0, (uint32_t)n, w_off, x_rem / 4, y_rem / 4,
                   (uint32_t)rows, 0};
-  return matmul_range(c, w, b, &pc, r1 - r0, n, err);
+  return matmul_range(c, w, b, &pc, r1 - r0, n, acc, err);
 }
 
-int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+static int matmul_any(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, uint32_t acc,
+                      icl_error *err) {
   vk_ctx *c = vk_of(be);
   int64_t cols = w->ne[0], rows = icl_dt_nrows(w), n = icl_dt_nrows(x);
   size_t rb = icl_type_row_bytes(w->type, cols);
@@ -135,6 +137,14 @@ int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt
   for (int64_t t0 = 0; t0 < n && !rc; t0 += tstep)
     for (int64_t r0 = 0; r0 < rows && !rc; r0 += rstep)
       rc = matmul_part(c, w, x, y, r0, r0 + rstep < rows ? r0 + rstep : rows, t0, t0 + tstep < n ? t0 + tstep : n,
-                       err);
+                       acc, err);
   return rc;
+}
+
+int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  return matmul_any(be, w, x, y, 0, err);
+}
+
+int vk_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  return matmul_any(be, w, x, y, 1, err);
 }

@@ -25,7 +25,7 @@ int vk_matvec_cpu_fits(const vk_ctx *c, int64_t cols) {
 }
 
 int vk_matvec_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
-                  int64_t r0, int64_t r1, int64_t t0, icl_error *err) {
+                  int64_t r0, int64_t r1, int64_t t0, uint32_t acc, icl_error *err) {
   int64_t cols = w->ne[0];
   uint32_t x_rem, nr = 8, wg = 8, gx, gy;
   int rc = vk_bind_ubo(c, x->buf, x->offset + (size_t)(t0 * cols) * 4, (size_t)cols * 4, &b[1], &x_rem, err);
@@ -33,7 +33,7 @@ int vk_matvec_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, ui
   matvec_cpu_pc pc = {(uint32_t)cols, (uint32_t)(r1 - r0), (uint32_t)r0, w_off, x_rem / 4, y_rem / 4,
                       (uint32_t)(b[1].range / 16), 0};
   vk_kernel k = {.shader = vk_typed_shader("matvec_cpu", w->type), .n_bindings = 3, .ubo_mask = 2,
-                 .push_size = sizeof pc, .n_spec = 3, .spec = {wg, nr, VK_UBO_VEC4S}};
+                 .push_size = sizeof pc, .n_spec = 4, .spec = {wg, nr, VK_UBO_VEC4S, acc}};
   vk_grid(c, ((uint64_t)(r1 - r0) + wg * nr - 1) / (wg * nr), &gx, &gy);
   return vk_dispatch(c, &k, b, 3, &pc, sizeof pc, gx, gy, 1, err);
 }
@@ -45,7 +45,7 @@ int64_t vk_matmul_cpu_window(const vk_ctx *c, int64_t cols) {
 }
 
 int vk_matmul_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
-                  int64_t r0, int64_t r1, int64_t t0, int64_t t1, icl_error *err) {
+                  int64_t r0, int64_t r1, int64_t t0, int64_t t1, uint32_t acc, icl_error *err) {
   int64_t cols = w->ne[0], rows = icl_dt_nrows(w), win = vk_matmul_cpu_window(c, cols);
   uint32_t tn = win < 8 ? (uint32_t)win : 8, tm = 8, wg = 8; /* measured best on lavapipe */
   win = win / tn * tn;
@@ -61,7 +61,7 @@ int vk_matmul_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, ui
     matmul_pc pc = {(uint32_t)cols, (uint32_t)(r1 - r0), (uint32_t)r0, (uint32_t)nw, w_off, x_rem / 4,
                     y_rem / 4 + (uint32_t)((tw - t0) * rows), (uint32_t)rows, (uint32_t)(b[1].range / 16)};
     vk_kernel k = {.shader = vk_typed_shader("matmul_cpu", w->type), .n_bindings = 3, .ubo_mask = 2,
-                   .push_size = sizeof pc, .n_spec = 4, .spec = {wg, tm, tn, VK_UBO_VEC4S}};
+                   .push_size = sizeof pc, .n_spec = 5, .spec = {wg, tm, tn, VK_UBO_VEC4S, acc}};
     uint32_t gx = (uint32_t)((r1 - r0 + wg * tm - 1) / (wg * tm)), gy = (uint32_t)((nw + tn - 1) / tn);
     rc = vk_dispatch(c, &k, b, 3, &pc, sizeof pc, gx, gy, 1, err);
   }

@@ -9,6 +9,7 @@
 /* ops_matmul.c */
 int vk_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+int vk_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
 
 /* Push constants of matmul.comp and matmul_cpu.comp. */
 typedef struct matmul_pc {
@@ -20,14 +21,15 @@ typedef struct matmul_pc {
 _Static_assert(sizeof(matmul_pc) <= VK_MAX_PUSH, "push constants");
 
 /* ops_matmul_cpu.c: CPU-device matmul paths. b[0] = w rows [r0, r1) (w_off: their byte offset in
- * the binding), b[2] = y columns [t0, t1) (y_rem: byte offset of column t0); b[1] is rebound. */
+ * the binding), b[2] = y columns [t0, t1) (y_rem: byte offset of column t0); b[1] is rebound; acc = 1 adds the
+ * product to y (matmul_add). */
 int vk_matvec_cpu_fits(const vk_ctx *c, int64_t cols);
 int vk_matvec_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
-                  int64_t r0, int64_t r1, int64_t t0, icl_error *err);
+                  int64_t r0, int64_t r1, int64_t t0, uint32_t acc, icl_error *err);
 /* Columns of x (cols wide) per uniform-buffer window; 0 when the CPU path does not apply. */
 int64_t vk_matmul_cpu_window(const vk_ctx *c, int64_t cols);
 int vk_matmul_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
-                  int64_t r0, int64_t r1, int64_t t0, int64_t t1, icl_error *err);
+                  int64_t r0, int64_t r1, int64_t t0, int64_t t1, uint32_t acc, icl_error *err);
 
 /* ops_rows.c */
 int vk_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);

@@ -125,6 +125,9 @@ typedef struct icl_backend_ops {
   /* y[i] = x . w[i]^T for i < count (2..ICL_MATMUL_GROUP_MAX): several weights on one input (q, k and v; gate and
    * up), each y[i] bit-identical to what matmul gives it; optional (NULL: the wrapper runs matmul count times) */
   int (*matmul_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* y += x . w^T (the residual add fused into the matmul), each element bit-identical to matmul into a temporary
+   * t then add(y, t); optional (NULL: the wrapper does exactly that, in a scratch view the caller gives) */
+  int (*matmul_add)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
   /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
   void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;

@@ -138,7 +138,14 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     }
     HOOK(il, HP_RESULT, &R);
   }
-  if (hk && icl_hook_modifies(hk, il, HP_RESULT)) { /* the (changed) per-head results make the output */
+  int result_path = hk && icl_hook_modifies(hk, il, HP_RESULT);
+  if (!result_path && present(&L->wo) && !present(&L->bo) && !present(&L->post_attn_norm) &&
+      !(hk && icl_hook_wants(hk, il, HP_ATTN_OUT))) { /* nothing looks at attn_out: x += W_O z in one op */
+    TRY(icl_op_matmul_add(be, &L->wo, &Z2, &O, &X, err));
+    HOOK(il, HP_RESID_MID, &X);
+    return ICL_OK;
+  }
+  if (result_path) { /* the (changed) per-head results make the output */
     icl_dt R = view3(&a->result, 0, d, nh, n);
     TRY(icl_op_fill2d(be, &O, 0, d, n, d, 0.0f, err));
     for (int64_t h = 0; h < nh; h++) {
@@ -198,6 +205,11 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
     TRY(icl_op_gelu(be, &G, &G, err));
   }
   HOOK(il, HP_MLP_POST, &G);
+  if (!present(&L->b_down) && !present(&L->post_ffn_norm) && !(hk && icl_hook_wants(hk, il, HP_MLP_OUT))) {
+    TRY(icl_op_matmul_add(be, &L->w_down, &G, &O, &X, err)); /* nothing looks at mlp_out: x += W_down g */
+    HOOK(il, HP_RESID_POST, &X);
+    return ICL_OK;
+  }
   TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
   TRY(add_bias(be, &O, &L->b_down, err));
   if (present(&L->post_ffn_norm)) {

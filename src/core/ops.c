@@ -116,6 +116,18 @@ int icl_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_d
   return be->ops->matmul(be, w, x, y, err);
 }
 
+int icl_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *t, const icl_dt *y,
+                      icl_error *err) {
+  TRY(chk_matmul("matmul_add", w, x, y, err));
+  TRY(chk_f32("matmul_add", "t", t, err)); /* checked on every backend, so a bad call fails the same everywhere */
+  TRY(chk_dim("matmul_add", "t", t, "elements", icl_dt_nelem(t), icl_dt_nelem(y), "as many as y", err));
+  TRY(chk_no_alias("matmul_add", "x", x, "t", t, err));
+  TRY(chk_no_alias("matmul_add", "y", y, "t", t, err));
+  if (be->ops->matmul_add) return be->ops->matmul_add(be, w, x, y, err);
+  TRY(be->ops->matmul(be, w, x, t, err));
+  return be->ops->add(be, y, t, y, err);
+}
+
 int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
                         icl_error *err) {
   if (count < 1 || count > ICL_MATMUL_GROUP_MAX)

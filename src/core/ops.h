@@ -8,6 +8,9 @@
 
 int icl_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int icl_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+/* y += x . w^T: the backend's matmul_add, or matmul into t (scratch shaped like y) then add(y, t) (same bits). */
+int icl_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *t, const icl_dt *y,
+                      icl_error *err);
 /* y[i] = x . w[i]^T for i < count (1..ICL_MATMUL_GROUP_MAX): the backend's matmul_group, or count matmuls. */
 int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
                         icl_error *err);

@@ -1,8 +1,11 @@
 /* The Vulkan backend's work per decoded token and per prefill chunk, counted (icl_model_work_counts): dispatches,
  * barriers, submits, host waits. They are deterministic for a model shape, so they are pinned here for each
  * architecture as a fixed part plus a part per layer (from 2- and 4-layer tiny models): a fusion that silently
- * falls back, or an op that gains a dispatch, changes them and fails this test (issue 37; docs/vulkan.md). */
+ * falls back, or an op that gains a dispatch, changes them and fails this test (issue 37; docs/vulkan.md). Each is
+ * measured with the fused ops and without them (ICL_VK_FUSION=0, the unfused sequence), and the two give the same
+ * logits bit for bit. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,8 +15,11 @@
 
 typedef struct counts { long dispatches, barriers, submits, host_waits; } counts;
 
-/* Work of one decoded token after a 6-token prompt, and of one 12-token prefill, on a tiny model of arch. */
-static int measure(const char *arch, int n_layer, counts *dec, counts *pre) {
+enum { VOCAB_MAX = 512 };
+
+/* Work of one decoded token after a 6-token prompt, and of one 12-token prefill, on a tiny model of arch, with
+ * (fused 1) or without the fused ops; logits[0] and [1] receive the decoded token's and the prefill's last logits. */
+static int measure(const char *arch, int n_layer, int fused, counts *dec, counts *pre, float logits[2][VOCAB_MAX]) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/icl-counts-%d-%s-%d.gguf", (int)getpid(), arch, n_layer);
   icl_tiny_spec sp = {.arch = arch, .wtype = ICL_TYPE_Q8_0, .seed = 3, .n_layer = n_layer};
@@ -21,22 +27,25 @@ static int measure(const char *arch, int n_layer, counts *dec, counts *pre) {
   icl_model *m = NULL;
   icl_load_opts lo = {.backend = "vulkan", .device = -1, .n_ctx = 32, .chunk = 16};
   int rc = icl_write_tiny_model(path, &sp, &e);
+  if (fused) unsetenv("ICL_VK_FUSION");
+  else setenv("ICL_VK_FUSION", "0", 1);
   if (!rc) rc = icl_model_load(path, &lo, &m, &e);
+  unsetenv("ICL_VK_FUSION");
   unlink(path);
   CHECKF(rc == 0, "%s: %s", arch, e.msg);
   if (rc) return rc;
   int32_t toks[12] = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50};
-  float logits[512];
+  CHECKF(rc || icl_model_hparams(m)->n_vocab <= VOCAB_MAX, "%s: vocabulary above %d", arch, VOCAB_MAX);
   icl_session *s = NULL;
   icl_work_counts c[4];
   rc = icl_session_new(m, &s, &e);
-  if (!rc) rc = icl_session_eval(s, toks, 6, logits, 0, &e);
+  if (!rc) rc = icl_session_eval(s, toks, 6, logits[0], 0, &e);
   if (!rc) rc = icl_model_work_counts(m, &c[0], &e);
-  if (!rc) rc = icl_session_eval(s, toks + 6, 1, logits, 0, &e);
+  if (!rc) rc = icl_session_eval(s, toks + 6, 1, logits[0], 0, &e);
   if (!rc) rc = icl_model_work_counts(m, &c[1], &e);
   if (!rc) icl_session_reset(s);
   if (!rc) rc = icl_model_work_counts(m, &c[2], &e);
-  if (!rc) rc = icl_session_eval(s, toks, 12, logits, 0, &e);
+  if (!rc) rc = icl_session_eval(s, toks, 12, logits[1], 0, &e);
   if (!rc) rc = icl_model_work_counts(m, &c[3], &e);
   CHECKF(rc == 0, "%s: %s", arch, e.msg);
   counts *out[2] = {dec, pre};
@@ -51,16 +60,27 @@ static int measure(const char *arch, int n_layer, counts *dec, counts *pre) {
 }
 
 /* Pinned: dispatches and barriers as fixed + per layer, one submit and one host wait (the logits' read-back). */
-typedef struct pin { const char *arch; long dec_fixed, dec_layer, dec_bar_fixed, dec_bar_layer, pre_fixed, pre_layer; } pin;
+typedef struct pin {
+  const char *arch;
+  int fused;
+  long dec_fixed, dec_layer, dec_bar_fixed, dec_bar_layer, pre_fixed, pre_layer;
+} pin;
 
 static void check_arch(const pin *p) {
   counts d2, p2, d4, p4;
-  if (measure(p->arch, 2, &d2, &p2) || measure(p->arch, 4, &d4, &p4)) return;
+  static float lg[2][2][VOCAB_MAX], other[2][2][VOCAB_MAX]; /* [layers 2, 4][decode, prefill] */
+  if (measure(p->arch, 2, p->fused, &d2, &p2, lg[0]) || measure(p->arch, 4, p->fused, &d4, &p4, lg[1])) return;
+  /* the other path on the same models: the same logits, bit for bit */
+  counts ignore[4];
+  if (measure(p->arch, 2, !p->fused, &ignore[0], &ignore[1], other[0]) ||
+      measure(p->arch, 4, !p->fused, &ignore[2], &ignore[3], other[1]))
+    return;
+  CHECKF(memcmp(lg, other, sizeof lg) == 0, "%s: fused and unfused logits differ", p->arch);
   long dl = (d4.dispatches - d2.dispatches) / 2, df = d2.dispatches - 2 * dl;
   long bl = (d4.barriers - d2.barriers) / 2, bf = d2.barriers - 2 * bl;
   long pl = (p4.dispatches - p2.dispatches) / 2, pf = p2.dispatches - 2 * pl;
-  printf("%-7s decoded token: dispatches %ld + %ld per layer, barriers %ld + %ld per layer, submits %ld, host waits "
-         "%ld; 12-token prefill: dispatches %ld + %ld per layer\n", p->arch, df, dl, bf, bl, d2.submits,
+  printf("%-7s %-7s decoded token: dispatches %ld + %ld per layer, barriers %ld + %ld per layer, submits %ld, host waits "
+         "%ld; 12-token prefill: dispatches %ld + %ld per layer\n", p->arch, p->fused ? "fused" : "unfused", df, dl, bf, bl, d2.submits,
          d2.host_waits, pf, pl);
   CHECKF(df == p->dec_fixed && dl == p->dec_layer, "%s: decode dispatches %ld + %ld/layer, pinned %ld + %ld", p->arch,
          df, dl, p->dec_fixed, p->dec_layer);
@@ -77,13 +97,13 @@ int main(void) {
     printf("Vulkan support not built: nothing to count\n");
     return 77;
   }
-  /* today's path (before issue 37's fusions; ICL_PROFILE=1 lists the ops): llama's 15 dispatches a layer are 2
-   * rms_norm, 7 mat-vecs (q, k, v, o, gate, up, down), 2 RoPE, attention, swiglu and 2 residual adds; qwen2 adds
-   * its 3 bias adds, gemma3 its q/k norms and 2 post-norms (geglu for swiglu) */
+  /* unfused (ICL_PROFILE=1 lists the ops): llama's 15 dispatches a layer are 2 rms_norm, 7 mat-vecs (q, k, v, o,
+   * gate, up, down), 2 RoPE, attention, swiglu and 2 residual adds; qwen2 adds its 3 bias adds, gemma3 its q/k
+   * norms and 2 post-norms (geglu for swiglu). Fused: the o and down mat-vecs add into the residual (matmul_add)
+   * where nothing stands between them (gemma3's post-norms do) */
   static const pin PINS[] = {
-      {"llama", 3, 15, 3, 11, 3, 15},
-      {"qwen2", 3, 18, 3, 12, 3, 18},
-      {"gemma3", 4, 19, 4, 14, 4, 19},
+      {"llama", 0, 3, 15, 3, 11, 3, 15},  {"qwen2", 0, 3, 18, 3, 12, 3, 18},  {"gemma3", 0, 4, 19, 4, 14, 4, 19},
+      {"llama", 1, 3, 13, 3, 9, 3, 13},   {"qwen2", 1, 3, 16, 3, 10, 3, 16},  {"gemma3", 1, 4, 19, 4, 14, 4, 19},
   };
   for (size_t i = 0; i < sizeof PINS / sizeof PINS[0]; i++) check_arch(&PINS[i]);
   return t_done();

@@ -74,6 +74,30 @@ static void o_matmul_group(const ot_case *c, double *out[]) {
 static const ot_op OP_MATMUL_GROUP = {"matmul_group", "K,rows0,tokens,rows1,rows2", "", g_matmul_group,
                                       r_matmul_group, o_matmul_group, {OT_NMSE, OT_NMSE, OT_NMSE}, INT64_MAX};
 
+/* ---- matmul_add: n = {K, rows, tokens}: y (input 2, written over) += x . w^T; input 3 is the scratch the wrapper
+ * uses where the backend has no fused op (random: the fused path must not read it) ------------------------------ */
+
+static int g_matmul_add(ot_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  if (!g_matmul(c)) return 0;
+  ot_in_f32(c, 2, R, n, 1, -4.0f, 4.0f);
+  ot_in_f32(c, 3, R, n, 1, -1.0f, 1.0f);
+  ot_out(c, 0, ICL_TYPE_F32, R, n, 1, 2);
+  (void)K;
+  return 1;
+}
+static int r_matmul_add(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_matmul_add(be, in[0], in[1], in[3], out[0], err);
+}
+static void o_matmul_add(const ot_case *c, double *out[]) {
+  int64_t R = c->s->n[1], n = c->s->n[2];
+  o_matmul(c, out);
+  for (int64_t i = 0; i < R * n; i++) out[0][i] += ot_f(c, 2)[i];
+}
+static const ot_op OP_MATMUL_ADD = {"matmul_add", "K,rows,tokens", "", g_matmul_add, r_matmul_add, o_matmul_add,
+                                    {OT_NMSE}, INT64_MAX};
+
 /* ---- get_rows: n = {K, rows, ids}; ids include row 0 and the last row -------------------- */
 
 static int g_get_rows(ot_case *c) {

@@ -34,6 +34,10 @@ static const uint32_t T_Q5_1[] = {ICL_TYPE_Q5_1, ICL_TYPE_COUNT}, T_Q8_0[] = {IC
 static const uint32_t T_F16[] = {ICL_TYPE_F16, ICL_TYPE_COUNT}, T_Q4_K[] = {ICL_TYPE_Q4_K, ICL_TYPE_COUNT};
 static const uint32_t T_Q6_K[] = {ICL_TYPE_Q6_K, ICL_TYPE_COUNT};
 static const uint32_t CONVERT_TYPES[] = {ICL_TYPE_F16, ICL_TYPE_F32, ICL_TYPE_COUNT};
+/* matmul_add differs from matmul only in its store, the same for every weight type: the target models' types
+ * (each type is one more pipeline to compile on every Vulkan family, seconds each on lavapipe) */
+static const uint32_t MATMUL_ADD_TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K,
+                                            ICL_TYPE_COUNT};
 
 /* ---- shapes ----------------------------------------------------------------------------- */
 
@@ -63,6 +67,10 @@ static const ot_shape MM_Q6_K[] = {{"model", {1536, 576, 40}}};
 static const ot_shape MATMUL_GROUP[] = {
     {"tiny", {32, 5, 1, 3, 2}},         {"odd", {256, 33, 1, 7, 70}},    {"odd", {96, 5, 1, 64, 65}},
     {"model", {576, 576, 1, 192, 192}}, {"model", {768, 96, 1, 32, 64}}, {"odd", {256, 40, 5, 8, 9}}};
+
+/* {K, rows, tokens}: the mat-vec (1) and tiled (n > 1) paths, odd and model shapes (o and down of both models) */
+static const ot_shape MATMUL_ADD[] = {{"odd", {256, 33, 1}},    {"odd", {96, 7, 3}},        {"tile", {256, 33, 37}},
+                                      {"model", {576, 576, 1}}, {"model", {1536, 576, 7}}, {"model", {2048, 640, 1}}};
 
 /* {K, rows, ids} */
 static const ot_shape GET_ROWS[] = {{"tiny", {32, 3, 1}},     {"tiny", {256, 3, 1}},     {"odd", {256, 3, 6}},
@@ -238,13 +246,15 @@ static const ot_entry TABLE[] = {
     {&OP_FILL2D, SH(FILL2D), NULL, TOL_BITS},
     /* last: an entry's seed is its index, so a new entry goes at the end and the others keep their cases */
     {&OP_MATMUL_GROUP, SH(MATMUL_GROUP), WEIGHT_TYPES, TOL_MATMUL},
+    {&OP_MATMUL_ADD, SH(MATMUL_ADD), MATMUL_ADD_TYPES, TOL_MATMUL},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
 static void check_every_op_listed(void) {
   static const char *ops[] = {"get_rows", "matmul", "rms_norm", "layer_norm", "rope",    "attention",  "add",
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
-                              "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group"};
+                              "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
+                              "matmul_add"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;
@@ -277,7 +287,7 @@ static int parse_types(const char *list) {
  * them); 0 when none is left. */
 static int filter_entry(const ot_entry *e, ot_entry *out, uint32_t kept[ICL_TYPE_COUNT + 1]) {
   *out = *e;
-  if (!types_filtered || (e->op != &OP_MATMUL && e->op != &OP_MATMUL_GROUP && e->op != &OP_GET_ROWS)) return 1;
+  if (!types_filtered || (e->op != &OP_MATMUL && e->op != &OP_MATMUL_GROUP && e->op != &OP_MATMUL_ADD && e->op != &OP_GET_ROWS)) return 1;
   int n = 0;
   for (const uint32_t *t = e->types; *t != ICL_TYPE_COUNT; t++)
     if (only_types[*t]) kept[n++] = *t;

@@ -43,6 +43,11 @@ static void test_shape_errors(void) {
   expect_error(icl_op_matmul_group(g_be, 2, gw, &x576, gsame, &err), &err, "matmul_group", "y[1]"); /* one output */
   CHECK(strstr(err.msg, "overlaps y[0]"));
   expect_error(icl_op_matmul_group(g_be, 5, gw, &x576, gy, &err), &err, "matmul_group", "count");
+  icl_dt y2 = mk(ICL_TYPE_F32, 64, 2, 1);
+  expect_error(icl_op_matmul_add(g_be, &w, &x, &y2, &y, &err), &err, "matmul_add", "x");
+  expect_error(icl_op_matmul_add(g_be, &w, &x576, &y3, &y, &err), &err, "matmul_add", "t"); /* 192 elements, y 128 */
+  expect_error(icl_op_matmul_add(g_be, &w, &x576, &y, &y, &err), &err, "matmul_add", "t"); /* t is y */
+  CHECK(strstr(err.msg, "overlaps y"));
   expect_error(icl_op_rms_norm(g_be, &x, &y, 1e-5f, &x, &err), &err, "rms_norm", "w");
   expect_error(icl_op_add(g_be, &x576, &y, &x576, &err), &err, "add", "b");
   expect_error(icl_op_rope(g_be, &q, &i32, 7, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "n_rot");
