@@ -619,13 +619,16 @@ function O.copying_evaluator(m, opts)
   return ratio * 2 - 1, ratio
 end
 
--- ov_circuits_model(m, {ids =}): the K_h matrices of ov_circuits for a GGUF model, read through hooks because the
+-- ov_circuits_model(m, {ids =, embed =}): the K_h matrices of ov_circuits for a GGUF model, read through hooks because the
 -- Lua API exposes no weight tensor: W_V^h N_1 from a run whose every layer input (hook_resid_pre) is patched with
 -- the d basis vectors (hook_v: RMSNorm of s e_i is w_1i sqrt(d) e_i), W_O^h from a run whose every hook_z is
 -- patched with the d_head basis vectors (hook_result), and E^T W_U N_f restricted to the ids given (a random
 -- sample of the vocabulary: the Gram matrix over the sample, since the embedding rows of the whole vocabulary
--- need a run over every id), with w_f and, for post-norm models, the post-attention norm's weight read off runs.
--- RMS-norm models only (the 1/rms factors are left out, as in ov_circuits). Returns {[layer + 1][head + 1] = K_h}.
+-- need a run over every id; embed: their embedding rows [#ids, d], default hook_embed, which for a model with
+-- learned positions has them added), with w_f and, for post-norm models, the post-attention norm's weight read off runs.
+-- RMS-norm models without q/k/v/o biases only (the 1/rms factors are left out, as in ov_circuits; a basis
+-- vector's RMSNorm is its weight times sqrt(d), the same positive factor for every channel). Returns
+-- {[layer + 1][head + 1] = K_h}, equal to ov_circuits' K_h times a positive factor.
 function O.ov_circuits_model(m, opts)
   local ids = opts.ids
   local d, dh, NL, NH, NKV = m.d_model, m.d_head, m.n_layers, m.n_heads, m.n_kv_heads
@@ -647,12 +650,11 @@ function O.ov_circuits_model(m, opts)
   if post then oz.capture[2] = "blocks.*.hook_attn_out" end
   local rz = assert(m:run(tz, oz))
   -- E_S [n, d] and w_f; G = E_S^T diag(w_f) E_S... in row form: N_1 E^T W_U N_f = E_S^T (E_S * w_f)
-  local re = assert(m:run(ids, {logits = "none", capture = {"hook_embed"}}))
-  local ES = re.hook_embed
-  local f = tied_unembed(m, ids)
-  if not f then error("olsson.ov_circuits_model: needs tied embeddings with an RMS final norm", 2) end
-  -- f(eye) = diag(w_f) E_S^T [d, n], so G = E_S^T E_S diag(w_f) [d, d] = E^T W_U N_f over the sample (the
-  -- ln1 part N_1 is in the V rows read above)
+  local ES = opts.embed or assert(m:run(ids, {logits = "none", capture = {"hook_embed"}})).hook_embed
+  -- f(eye) [d, n]: row i = the logits of the sample for the residual e_i, (W_U N_f e_i)_S (tied: diag(w_f) E_S^T;
+  -- otherwise through a run whose final resid_post is e_i: RMSNorm of e_i is w_f sqrt(d) e_i), so
+  -- G = E_S^T f(eye)^T [d, d] = E^T W_U N_f over the sample (the ln1 part N_1 is in the V rows read above)
+  local f = tied_unembed(m, ids) or patched_unembed(m, ids)
   local G = ES:transpose():matmul(f(eye):transpose())
   local out = {}
   for L = 1, NL do

@@ -126,4 +126,32 @@ do
                  "token 9 has no unembedding column", "a token without a column is refused")
 end
 
+-- ov_circuits_model (weights read through hooks, the path of the GGUF models) against ov_circuits (the parameters)
+-- on a random RMSNorm icl-attn net without biases (RoPE: hook_embed holds no position), the whole vocabulary as the sample: the same K_h up to one
+-- positive factor, so the same eigenvalue summary
+do
+  local net = icl.nn.attn_only{layers = 2, heads = 2, d_model = 16, d_head = 8, vocab = 16, ctx = 32, norm = "rms",
+                               position = "rope", qkv_bias = false, o_bias = false, seed = 5, init_std = 0.3}
+  local m = net:model()
+  local ids = {}
+  for i = 0, 15 do ids[#ids + 1] = i end
+  local Kp = O.ov_circuits(net:params(), {layers = 2, heads = 2, d_model = 16, d_head = 8})
+  local Km = O.ov_circuits_model(m, {ids = ids})
+  local worst, ratio = 0, nil
+  for l = 1, 2 do
+    for h = 1, 2 do
+      local a, b = O.eigen_copying(Kp[l][h]), O.eigen_copying(Km[l][h])
+      worst = math.max(worst, math.abs(a - b))
+      local c = Km[l][h]:get(1, 1) / Kp[l][h]:get(1, 1)
+      ratio = ratio or c
+      local dev = (Km[l][h] - Kp[l][h] * c):abs():max() / Kp[l][h]:abs():max()
+      check(dev < 1e-4 and math.abs(c / ratio - 1) < 1e-4 and c > 0,
+            ("L%dH%d: hook-read K = %.4f x the parameters' K (deviation %.2g)"):format(l - 1, h - 1, c, dev))
+    end
+  end
+  check(worst < 1e-4, ("eigenvalue summaries agree (worst %.2g)"):format(worst))
+  m:close()
+  net:close()
+end
+
 testlib.done()
