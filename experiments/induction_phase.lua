@@ -176,6 +176,9 @@ local function measure(net, pr, loss, step)
   local p = net:params()
   local un, col = O.params_unembed(p, o.d_model)
   local ev = O.copying_evaluator(m, {seqs = eval_seqs, unembed = un, col = col, post_norm = false})
+  -- the same evaluator on the repeated random-token sequences of the prefix-matching score (a variant: there an
+  -- induction head attends to the token it should copy)
+  local ev_rep = O.copying_evaluator(m, {seqs = score_seqs, unembed = un, col = col, post_norm = false})
   local K = O.ov_circuits(p, {layers = m.n_layers, heads = m.n_heads, d_model = m.d_model, d_head = m.d_head})
   local eig = icl.tensor.zeros(m.n_layers, m.n_heads)
   for l = 1, m.n_layers do for h = 1, m.n_heads do eig:set(O.eigen_copying(K[l][h]), l, h) end end
@@ -183,7 +186,8 @@ local function measure(net, pr, loss, step)
   local pm = ps.prefix_matching
   return {step = step, train_loss = loss, icl_score = pr.icl_score, loss_by_token = pr.curve, test_loss = pr.test_loss,
           max_prefix_matching = pm:max(), prefix_matching = pm, previous_token = ps.previous_token, copying = cp,
-          copying_share = cpx.share, copying_top1 = cpx.top1, copying_olsson = ev, copying_eigen = eig, ptl = pr.ptl}
+          copying_share = cpx.share, copying_top1 = cpx.top1, copying_olsson = ev, copying_olsson_repeated = ev_rep,
+          copying_eigen = eig, ptl = pr.ptl}
 end
 
 -- one model: probes every --probe steps, checkpoints every --every steps and wherever a probe moved (the scheme
@@ -407,7 +411,7 @@ for _, r in ipairs(runs) do
               max_prefix_matching = c.max_prefix_matching, loss_by_token = c.loss_by_token,
               prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying,
               copying_share = c.copying_share, copying_top1 = c.copying_top1, copying_olsson = c.copying_olsson,
-              copying_eigen = c.copying_eigen}
+              copying_olsson_repeated = c.copying_olsson_repeated, copying_eigen = c.copying_eigen}
   end
   out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,

@@ -4,13 +4,17 @@
 -- (the steepest stretch and the 10-90% window of the change), the overlap of the two 10-90% windows, and where the
 -- ICL window sits in steps, in tokens seen and in cumulative learning rate (the sum of the schedule's learning rate
 -- over the steps before it, the quantity a schedule-driven transition would follow). Mean +- SE over the runs of
--- each model and schedule.
+-- each model and schedule. Where the checkpoints carry the papers' copying measures (copying_olsson, copying_eigen),
+-- a second table gives them per head role at step 0, at the last checkpoint before the ICL window and at the end:
+-- induction head (final prefix matching >= --induction), previous-token head (final previous-token score >= 0.3),
+-- other; mean +- SE over the runs of each model.
 --   icl script experiments/induction_windows.lua --dirs out/olsson-seeds[,out/olsson-warmup,...]
 local X, json = icl.experiment, icl.json
 local ex = X{name = "induction_windows", model = "none",
   about = "phase windows of induction_phase runs over seeds and schedules: tables with mean +- SE",
   options = {{"dirs", "out/olsson-seeds", "comma-separated sweep folders (tasks/NNNN/summary.json) or run folders"},
-             {"by", "schedule", "group runs by: schedule (warmup, lr) or none"}}}
+             {"by", "schedule", "group runs by: schedule (warmup, lr) or none"},
+             {"induction", 0.3, "final prefix matching from which a head counts as an induction head", num = {0, 1}}}}
 local o = ex.o
 if o.by ~= "schedule" and o.by ~= "none" then error("--by: schedule or none, not " .. o.by, 0) end
 
@@ -62,6 +66,7 @@ local function overlap(a, b)
 end
 
 local rows, groups, order = {}, {}, {}
+local roles, role_order = {}, {} -- [model .. role .. when .. measure] = list of values
 for _, f in ipairs(files) do
   local s = assert(json.read(f))
   local op = s.options
@@ -80,6 +85,25 @@ for _, f in ipairs(files) do
                  tokens_at_icl = iw and iw.from * op.batch * op.ctx,
                  cum_lr_at_icl = iw and cum_lr(op, iw.from), cum_lr_at_icl_end = iw and cum_lr(op, iw.to)}
     rows[#rows + 1] = row
+    if last.copying_olsson then
+      local before = r.checkpoints[1]
+      for _, c in ipairs(r.checkpoints) do if iw and c.step < iw.from then before = c end end
+      for l = 1, #last.prefix_matching do
+        for h = 1, #last.prefix_matching[l] do
+          local role = last.prefix_matching[l][h] >= o.induction and "induction" or
+                       (last.previous_token[l][h] >= 0.3 and "previous token" or "other")
+          for _, w in ipairs({{"step 0", r.checkpoints[1]}, {"before the ICL window", before}, {"end", last}}) do
+            for _, k in ipairs({"copying_olsson", "copying_olsson_repeated", "copying_eigen", "copying"}) do
+              if not w[2][k] then goto skip end
+              local key = ("%s|%s|%s|%s"):format(r.name, role, w[1], k)
+              if not roles[key] then roles[key] = {}; role_order[#role_order + 1] = key end
+              table.insert(roles[key], w[2][k][l][h])
+              ::skip::
+            end
+          end
+        end
+      end
+    end
     local key = o.by == "schedule" and ("%s warmup %d lr %g"):format(r.name, op.warmup, op.lr) or r.name
     if not groups[key] then groups[key] = {}; order[#order + 1] = key end
     table.insert(groups[key], row)
@@ -122,4 +146,16 @@ for _, g in ipairs(order) do
   stats[g] = st
   lines[#lines + 1] = ("| %s | %d | %s |"):format(g, #groups[g], table.concat(cells, " | "))
 end
-ex:report({dirs = o.dirs, rows = rows, groups = stats, order = order}, lines)
+local role_stats = {}
+if #role_order > 0 then
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "| model | head role | checkpoint | measure | mean ± SE (heads over runs) |"
+  lines[#lines + 1] = "|---|---|---|---|---|"
+  for _, key in ipairs(role_order) do
+    local m, se = icl.metrics.mean_se(roles[key])
+    local a, b, c, d = key:match("([^|]*)|([^|]*)|([^|]*)|([^|]*)")
+    role_stats[#role_stats + 1] = {model = a, role = b, checkpoint = c, measure = d, mean = m, se = se, n = #roles[key]}
+    lines[#lines + 1] = ("| %s | %s | %s | %s | %.3f ± %.3f (%d) |"):format(a, b, c, d, m, se, #roles[key])
+  end
+end
+ex:report({dirs = o.dirs, rows = rows, groups = stats, order = order, roles = role_stats}, lines)

@@ -53,6 +53,31 @@ print("ok")
 LUA
 out=$("$ICL" script "$d/check_phase.lua" "$d/a/summary.json" 2>&1)
 check "phase summary values ($out)" [ "$out" = "ok" ]
+# the window table over runs (experiments/induction_windows.lua) on the quick run: one row per model, overlaps
+# recomputed from the windows, the cumulative learning rate of the schedule (quick: lr 3e-3, warmup 10 of 200)
+"$ICL" script experiments/induction_windows.lua --dirs "$d/a" --out "$d/iw" >"$d/iwlog" 2>&1; rc=$?
+check "induction_windows exits 0 (log: $(tail -3 "$d/iwlog"))" [ "$rc" -eq 0 ]
+cat >"$d/check_windows.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(#s.rows == 4 and #s.order == 4, "one row and one group per model")
+for _, r in ipairs(s.rows) do
+  if r.icl9_from and r.pm9_from then
+    local ov = math.max(0, math.min(r.icl9_to, r.pm9_to) - math.max(r.icl9_from, r.pm9_from))
+    assert(r.overlap_10_90 == ov, "overlap of the 10-90% windows")
+  end
+  if r.icl_from then
+    -- sum of the learning rate over steps 0 .. icl_from - 1: warmup (s + 1) / 10 * lr, then cosine
+    local acc = 0
+    for k = 0, r.icl_from - 1 do
+      acc = acc + (k < 10 and 3e-3 * (k + 1) / 10 or 3e-3 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (k - 10) / 190))))
+    end
+    assert(math.abs(r.cum_lr_at_icl - acc) < 1e-9, "cumulative learning rate " .. r.cum_lr_at_icl .. " vs " .. acc)
+  end
+end
+print("ok")
+LUA
+out=$("$ICL" script "$d/check_windows.lua" "$d/iw/summary.json" 2>&1)
+check "induction_windows values ($out)" [ "$out" = "ok" ]
 # the schedule flags of the confound runs (issue 41): no warmup, 3x the learning rate, one model
 "$ICL" script experiments/induction_phase.lua --quick --models 2L --warmup 0 --lr 0.009 --out "$d/w" >"$d/wlog" 2>&1; rc=$?
 check "phase --warmup 0 --lr 0.009 exits 0 (log: $(tail -3 "$d/wlog"))" [ "$rc" -eq 0 ]
