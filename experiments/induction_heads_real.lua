@@ -84,12 +84,20 @@ local function median(t)
   table.sort(v)
   return (v[(#v + 1) // 2] + v[#v // 2 + 1]) / 2
 end
+-- rank of a head's value among all heads (1 = the highest)
+local function rank_of(t, l, h)
+  local v, r = t:get(l, h), 1
+  for a = 1, NL do for b = 1, NH do if t:get(a, b) > v then r = r + 1 end end end
+  return r
+end
 local function head_scores(e)
   local l, h = e.layer + 1, e.head + 1
   return {layer = e.layer, head = e.head, prefix_matching = e.score, copying = copy:get(l, h),
           copying_share = copy_ex.share:get(l, h), copying_top1 = copy_ex.top1:get(l, h),
           copying_olsson = evaluator:get(l, h), copying_olsson_repeated = evaluator_rep:get(l, h),
-          copying_eigen = eigen:get(l, h), previous_token = ps.previous_token:get(l, h)}
+          copying_eigen = eigen:get(l, h), previous_token = ps.previous_token:get(l, h),
+          rank = {copying = rank_of(copy, l, h), copying_olsson = rank_of(evaluator, l, h),
+                  copying_olsson_repeated = rank_of(evaluator_rep, l, h), copying_eigen = rank_of(eigen, l, h)}}
 end
 local medians = {copying = median(copy), copying_olsson = median(evaluator), copying_olsson_repeated = median(evaluator_rep),
                  copying_eigen = median(eigen)}
@@ -99,9 +107,11 @@ local function paper_lines()
     medians.copying_olsson, medians.copying_olsson_repeated, medians.copying_eigen)}
   for i = 1, math.min(8, #pm_rank) do
     local e = head_scores(pm_rank[i])
-    lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, Olsson's copying evaluator %.3f (repeated %.3f), OV " ..
-      "eigenvalues %.3f, copying %.3f"):format(i, e.layer, e.head, e.prefix_matching, e.copying_olsson,
-      e.copying_olsson_repeated, e.copying_eigen, e.copying)
+    local rk = e.rank
+    lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, Olsson's copying evaluator %.3f (rank %d of %d; repeated " ..
+      "%.3f, rank %d), OV eigenvalues %.3f (rank %d), copying %.3f (rank %d)"):format(i, e.layer, e.head, e.prefix_matching,
+      e.copying_olsson, rk.copying_olsson, NL * NH, e.copying_olsson_repeated, rk.copying_olsson_repeated, e.copying_eigen,
+      rk.copying_eigen, e.copying, rk.copying)
   end
   return lines
 end
