@@ -17,14 +17,19 @@ local ex = X{name = "induction_heads_real",
              {"text_seqs", 8, "text windows", int = {1, 1 << 16}}, {"len", 512, "tokens per window (BOS included)", int = {3, 1 << 20}},
              {"late", 500, "late token index of the ICL score", int = {2, 1 << 20}}, {"early", 50, "early token index", int = {1, 1 << 20}},
              {"band", 10, "banded ICL score: losses averaged over index +- band (used for the ablations)", int = {0, 1 << 20}},
-             {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k", int = {1, 1 << 16}}},
-  quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1}}
+             {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k", int = {1, 1 << 16}},
+             {"eval_seqs", 10, "sequences of n random ids (no BOS) for Olsson's copying evaluator", int = {1, 1 << 16}},
+             {"gram_ids", 1024, "vocabulary ids sampled for the OV eigenvalue summary (E^T W_U over them)", int = {1, 1 << 16}},
+             {"scores_only", false, "head scores only: stop before the text ICL score and the ablations"}},
+  quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1,
+           eval_seqs = 2, gram_ids = 64}}
 local o = ex.o
 -- the options as recorded in summary.json: without --out, so equal runs give equal bytes wherever they write
 local recorded = {}
 for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
 local t0 = os.time()
-local m = ex:load{n_ctx = math.max(o.len, o.n * o.reps + 1) + 8}
+-- the context also holds the runs of the OV circuits: the d_model basis vectors, the sampled ids, the unembedding
+local m = ex:load{n_ctx = math.max(o.len, o.n * o.reps + 1, o.gram_ids, 2048) + 8}
 local NL, NH = m.n_layers, m.n_heads
 
 local function log(fmt, ...) io.stderr:write(("[%4d s] " .. fmt .. "\n"):format(os.time() - t0, ...)) end
@@ -50,6 +55,75 @@ local bar = icl.progress.new{label = "copying"}
 local copy, copy_ex = O.copying_scores(m, {tokens = ctoks, progress = bar})
 bar:done()
 log("copying scores done")
+
+-- 2b. the papers' own copying measures (docs/experiments.md, "Copying: the papers' definitions"): Olsson's copying
+-- evaluator on eval_seqs sequences of n random ids without BOS (as the paper), the same evaluator on the repeated
+-- prefix-matching sequences (a variant: there the induction heads attend to the token they should copy), and the
+-- eigenvalue summary of each head's OV circuit over gram_ids sampled ids
+local eseqs = O.random_tokens(m, {n_seq = o.eval_seqs, n = o.n, reps = 1, seed = o.seed + 1, lo_frac = o.lo_frac,
+                                  hi_frac = o.hi_frac, bos = false})
+local need = {}
+for _, list in ipairs({eseqs, seqs}) do
+  for _, sq in ipairs(list) do for _, t in ipairs(sq) do need[#need + 1] = t end end
+end
+local un, ucol = O.model_unembed(m, need, {sample = 512, seed = o.seed})
+local evaluator = O.copying_evaluator(m, {seqs = eseqs, unembed = un, col = ucol})
+local evaluator_rep = O.copying_evaluator(m, {seqs = seqs, unembed = un, col = ucol})
+local gram = {}
+do
+  local all = O.token_pool(m, {})
+  for _, i in ipairs(icl.rng.new(o.seed + 2):sample(#all, math.min(o.gram_ids, #all))) do gram[#gram + 1] = all[i] end
+end
+local K = O.ov_circuits_model(m, {ids = gram})
+local eigen = icl.tensor.zeros(NL, NH)
+for l = 1, NL do for h = 1, NH do eigen:set(O.eigen_copying(K[l][h]), l, h) end end
+log("copying evaluator and OV eigenvalue summary done")
+local function median(t)
+  local v = {}
+  for l = 1, NL do for h = 1, NH do v[#v + 1] = t:get(l, h) end end
+  table.sort(v)
+  return (v[(#v + 1) // 2] + v[#v // 2 + 1]) / 2
+end
+-- rank of a head's value among all heads (1 = the highest)
+local function rank_of(t, l, h)
+  local v, r = t:get(l, h), 1
+  for a = 1, NL do for b = 1, NH do if t:get(a, b) > v then r = r + 1 end end end
+  return r
+end
+local function head_scores(e)
+  local l, h = e.layer + 1, e.head + 1
+  return {layer = e.layer, head = e.head, prefix_matching = e.score, copying = copy:get(l, h),
+          copying_share = copy_ex.share:get(l, h), copying_top1 = copy_ex.top1:get(l, h),
+          copying_olsson = evaluator:get(l, h), copying_olsson_repeated = evaluator_rep:get(l, h),
+          copying_eigen = eigen:get(l, h), previous_token = ps.previous_token:get(l, h),
+          rank = {copying = rank_of(copy, l, h), copying_olsson = rank_of(evaluator, l, h),
+                  copying_olsson_repeated = rank_of(evaluator_rep, l, h), copying_eigen = rank_of(eigen, l, h)}}
+end
+local medians = {copying = median(copy), copying_olsson = median(evaluator), copying_olsson_repeated = median(evaluator_rep),
+                 copying_eigen = median(eigen)}
+local function paper_lines()
+  local lines = {("%s: %d layers x %d heads; medians over heads: copying %.3f, Olsson's copying evaluator %.3f " ..
+    "(on the repeated sequences %.3f), OV eigenvalue summary %.3f"):format(m.name, NL, NH, medians.copying,
+    medians.copying_olsson, medians.copying_olsson_repeated, medians.copying_eigen)}
+  for i = 1, math.min(8, #pm_rank) do
+    local e = head_scores(pm_rank[i])
+    local rk = e.rank
+    lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, Olsson's copying evaluator %.3f (rank %d of %d; repeated " ..
+      "%.3f, rank %d), OV eigenvalues %.3f (rank %d), copying %.3f (rank %d)"):format(i, e.layer, e.head, e.prefix_matching,
+      e.copying_olsson, rk.copying_olsson, NL * NH, e.copying_olsson_repeated, rk.copying_olsson_repeated, e.copying_eigen,
+      rk.copying_eigen, e.copying, rk.copying)
+  end
+  return lines
+end
+if o.scores_only then
+  local top = {}
+  for i = 1, math.min(16, #pm_rank) do top[i] = head_scores(pm_rank[i]) end
+  ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, prefix_matching = ps.prefix_matching,
+             previous_token = ps.previous_token, copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1,
+             copying_olsson = evaluator, copying_olsson_repeated = evaluator_rep, copying_eigen = eigen, medians = medians,
+             top = top, copy_tokens = ctoks, gram_ids = #gram}, paper_lines())
+  return
+end
 
 -- 3. ICL score on text, with ablations
 local fh = io.open(o.text, "rb")
@@ -166,10 +240,7 @@ ex:figure(plot.line{series = {{x = kx, y = ty, std = tsd, label = "top-k prefix 
 local top_list = {}
 for i = 1, math.min(16, #pm_rank) do
   local e = pm_rank[i]
-  top_list[i] = {layer = e.layer, head = e.head, prefix_matching = e.score,
-                 copying = copy:get(e.layer + 1, e.head + 1), copying_share = copy_ex.share:get(e.layer + 1, e.head + 1),
-                 copying_top1 = copy_ex.top1:get(e.layer + 1, e.head + 1),
-                 previous_token = ps.previous_token:get(e.layer + 1, e.head + 1)}
+  top_list[i] = head_scores(e)
 end
 local lines = {("%s: %d layers x %d heads; ICL score %.4f (losses averaged over index +-%d), %.4f at single tokens " ..
   "(loss %.3f at token %d, %.3f at token %d, %d windows of %d tokens)"):format(m.name, NL, NH, base_score, o.band,
@@ -184,6 +255,7 @@ for i = 1, math.min(8, #top_list) do
   lines[#lines + 1] = ("  top %d: L%dH%d prefix matching %.3f, copying %.3f (share %.3f, top-1 %.3f), previous token %.3f")
     :format(i, e.layer, e.head, e.prefix_matching, e.copying, e.copying_share, e.copying_top1, e.previous_token)
 end
+for _, l in ipairs(paper_lines()) do lines[#lines + 1] = l end
 for _, r in ipairs(abl_rows) do
   lines[#lines + 1] = ("  k=%d: ICL score with top-k zeroed %.4f (change %+.4f, SE %.4f over %d windows), with k random " ..
     "heads %.4f (mean of %d draws, sd %.4f)"):format(r.k, r.top_icl_score, r.top_change, r.top_change_se, #tseqs,
@@ -202,5 +274,6 @@ for _, r in ipairs(abl_rows) do
 end
 ex:report({options = recorded, n_layers = NL, n_heads = NH, pool_size = pool, icl_score = base_score, icl_score_single_tokens = base_raw,
            icl_score_windows = base_per, band_losses = base_bands, loss_by_token = base_curve, prefix_matching = ps.prefix_matching, previous_token = ps.previous_token,
-           copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, top = top_list, prefix_matching_counts = pm_counts,
+           copying = copy, copying_share = copy_ex.share, copying_top1 = copy_ex.top1, copying_olsson = evaluator,
+           copying_olsson_repeated = evaluator_rep, copying_eigen = eigen, medians = medians, top = top_list, prefix_matching_counts = pm_counts,
            repeat_loss = base_rep, first_block_loss = base_first, ablation = abl_rows, copy_tokens = ctoks}, lines)

@@ -33,7 +33,8 @@ local ex = X{name = "induction_phase", model = "none", seed = 1,
              {"seg_max", 8, "longest segment", int = {1, 1 << 16}},
              {"gap_max", 6, "longest gap of fresh tokens before and between copies (0: fixed period)", int = {0, 1 << 16}},
              {"batch", 16, "sequences per step", int = {1, 1 << 16}},
-             {"lr", 3e-3, "AdamW peak learning rate (warmup 5%, cosine to 10%)", num = {0, 10, open = true}},
+             {"lr", 3e-3, "AdamW peak learning rate (cosine to 10% of it by the last step)", num = {0, 10, open = true}},
+             {"warmup", -1, "linear warmup steps (-1: 5% of --steps)", int = {-1, BIG}},
              {"early", 3, "early token index of the ICL score (scaled from 50)", int = {1, 1 << 16}},
              {"late", 30, "late token index of the ICL score (scaled from 500)", int = {1, 1 << 16}},
              {"band", 1, "ICL score: losses averaged over token index +- band", int = {0, 1 << 16}},
@@ -57,6 +58,8 @@ if o.late + o.band >= o.ctx or o.early - o.band < 2 or o.early >= o.late then
   error(("--early %d, --late %d, --band %d, --ctx %d: need 2 <= early - band, early < late, late + band < ctx")
         :format(o.early, o.late, o.band, o.ctx), 0)
 end
+ex:need(o.warmup <= o.steps, "warmup", ("must be at most --steps %d"):format(o.steps))
+if o.warmup < 0 then o.warmup = math.max(1, o.steps // 20) end
 ex:need(o.every % o.probe == 0, "every", ("must be a multiple of --probe %d"):format(o.probe))
 ex:need(o.seg_min <= o.seg_max, "seg_min", ("must be at most --seg-max %d"):format(o.seg_max))
 ex:need(o.d_model % o.heads == 0, "d_model", ("must be a multiple of --heads %d"):format(o.heads))
@@ -115,6 +118,17 @@ for s = 1, o.score_seqs do
   score_seqs[s], score_tg[s] = seq, tg
 end
 local score_batch = {tokens = score_seqs, targets = score_tg}
+-- Olsson's copying evaluator: 10 sequences of 25 distinct random ids (no BOS, as in the paper), fewer where the
+-- vocabulary or the context is smaller
+local eval_seqs = {}
+do
+  local rng, n = icl.rng.new(o.seed + 3000), math.min(25, #pool, o.ctx)
+  for s = 1, 10 do
+    local pick, seq = rng:sample(#pool, n), {}
+    for i = 1, n do seq[i] = pool[pick[i]] end
+    eval_seqs[s] = seq
+  end
+end
 local copy_ids = {}
 for i = 1, math.min(#pool, o.ctx) do copy_ids[i] = pool[i] end
 
@@ -157,11 +171,23 @@ local function measure(net, pr, loss, step)
   local rows = {}
   for i, id in ipairs(copy_ids) do rows[i] = E:slice(1, id + 1, id + 1) end
   local cp, cpx = O.copying_scores(m, {tokens = copy_ids, embed = icl.tensor.cat(rows, 1)})
+  -- the papers' own copying measures (docs/experiments.md): Olsson's copying evaluator and the eigenvalue summary
+  -- of each head's full OV circuit (Elhage et al.), both from the net's parameters
+  local p = net:params()
+  local un, col = O.params_unembed(p, o.d_model)
+  local ev = O.copying_evaluator(m, {seqs = eval_seqs, unembed = un, col = col, post_norm = false})
+  -- the same evaluator on the repeated random-token sequences of the prefix-matching score (a variant: there an
+  -- induction head attends to the token it should copy)
+  local ev_rep = O.copying_evaluator(m, {seqs = score_seqs, unembed = un, col = col, post_norm = false})
+  local K = O.ov_circuits(p, {layers = m.n_layers, heads = m.n_heads, d_model = m.d_model, d_head = m.d_head})
+  local eig = icl.tensor.zeros(m.n_layers, m.n_heads)
+  for l = 1, m.n_layers do for h = 1, m.n_heads do eig:set(O.eigen_copying(K[l][h]), l, h) end end
   m:close()
   local pm = ps.prefix_matching
   return {step = step, train_loss = loss, icl_score = pr.icl_score, loss_by_token = pr.curve, test_loss = pr.test_loss,
           max_prefix_matching = pm:max(), prefix_matching = pm, previous_token = ps.previous_token, copying = cp,
-          copying_share = cpx.share, copying_top1 = cpx.top1, ptl = pr.ptl}
+          copying_share = cpx.share, copying_top1 = cpx.top1, copying_olsson = ev, copying_olsson_repeated = ev_rep,
+          copying_eigen = eig, ptl = pr.ptl}
 end
 
 -- one model: probes every --probe steps, checkpoints every --every steps and wherever a probe moved (the scheme
@@ -194,7 +220,7 @@ local function train_model(name)
   add_probe(0, 0 / 0)
   local bar = icl.progress.new{total = o.steps // o.probe, label = name}
   local r = icl.train{model = net, data = make_data(o.seed), steps = o.steps, batch = o.batch, every = o.probe,
-                      optim = icl.optim.adamw{lr = o.lr, warmup = math.max(1, o.steps // 20), weight_decay = 0.01},
+                      optim = icl.optim.adamw{lr = o.lr, warmup = o.warmup, weight_decay = 0.01},
                       on_eval = function(step, _, _, loss) add_probe(step, loss); bar:update(1) end}
   bar:done()
   if cks[#cks].step ~= r.step then add_probe(r.step, r.loss[#r.loss]) end
@@ -270,6 +296,7 @@ for _, r in ipairs(runs) do
         local e = {layer = l, head = h, icl_score = s, change = s - base, induction = pm >= o.induction,
                    prefix_matching = pm, copying = last.copying:get(l + 1, h + 1),
                    copying_share = last.copying_share:get(l + 1, h + 1), copying_top1 = last.copying_top1:get(l + 1, h + 1),
+                   copying_olsson = last.copying_olsson:get(l + 1, h + 1), copying_eigen = last.copying_eigen:get(l + 1, h + 1),
                    previous_token = last.previous_token:get(l + 1, h + 1)}
         ablation.heads[#ablation.heads + 1] = e
         table.insert(e.induction and ind or other, {layer = l, head = h})
@@ -383,7 +410,8 @@ for _, r in ipairs(runs) do
     cks[j] = {step = c.step, train_loss = c.train_loss, test_loss = c.test_loss, icl_score = c.icl_score,
               max_prefix_matching = c.max_prefix_matching, loss_by_token = c.loss_by_token,
               prefix_matching = c.prefix_matching, previous_token = c.previous_token, copying = c.copying,
-              copying_share = c.copying_share, copying_top1 = c.copying_top1}
+              copying_share = c.copying_share, copying_top1 = c.copying_top1, copying_olsson = c.copying_olsson,
+              copying_olsson_repeated = c.copying_olsson_repeated, copying_eigen = c.copying_eigen}
   end
   out_runs[#out_runs + 1] = {name = r.name, layers = r.layers, smeared = r.smeared,
                              icl_window = r.icl_window or json.null, pm_window = r.pm_window or json.null,
@@ -395,8 +423,9 @@ if ablation then
   lines[#lines + 1] = ("2L final ICL score %.3f; zeroing one head:"):format(ablation.base)
   for _, h in ipairs(ablation.heads) do
     lines[#lines + 1] = ("  L%dH%d%s: ICL score %.3f (change %+.3f); prefix matching %.3f, copying %.3f (share %.3f, " ..
-      "top-1 %.3f), previous token %.3f"):format(h.layer, h.head, h.induction and " (induction)" or "", h.icl_score,
-      h.change, h.prefix_matching, h.copying, h.copying_share, h.copying_top1, h.previous_token)
+      "top-1 %.3f), Olsson's copying evaluator %.3f, OV eigenvalues %.3f, previous token %.3f"):format(h.layer, h.head,
+      h.induction and " (induction)" or "", h.icl_score, h.change, h.prefix_matching, h.copying, h.copying_share,
+      h.copying_top1, h.copying_olsson, h.copying_eigen, h.previous_token)
   end
   for _, g in ipairs(ablation.groups) do
     lines[#lines + 1] = ("  all %d %s zeroed: ICL score %.3f (change %+.3f)"):format(#g.heads, g.name, g.icl_score, g.change)

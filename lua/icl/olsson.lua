@@ -283,6 +283,396 @@ function O.copying_scores(m, opts)
           blocks = blocks}
 end
 
+-- ---------------------------------------------------------------------------------------------------------------
+-- The papers' own copying measures (docs/experiments.md, "Copying: the papers' definitions").
+--
+-- eigvals(A): the eigenvalues of a real square matrix (tensor [n, n]), as two lists re, im (complex pairs
+-- adjacent). Reduction to upper Hessenberg form by Gaussian elimination with partial pivoting, then the Francis
+-- double-shift QR iteration with deflation on small subdiagonal entries (Wilkinson's algorithm, written here from
+-- its textbook description). Errors after 60 iterations on one eigenvalue.
+function O.eigvals(A)
+  local n = A:shape()[1]
+  if A:shape()[2] ~= n then error("olsson.eigvals: matrix is not square", 2) end
+  local a = {}
+  for i = 1, n do
+    a[i] = {}
+    for j = 1, n do a[i][j] = A:get(i, j) end
+  end
+  local abs = math.abs
+  for m = 2, n - 1 do -- Hessenberg reduction
+    local x, piv = 0, m
+    for j = m, n do if abs(a[j][m - 1]) > abs(x) then x, piv = a[j][m - 1], j end end
+    if piv ~= m then
+      for j = m - 1, n do a[piv][j], a[m][j] = a[m][j], a[piv][j] end
+      for j = 1, n do a[j][piv], a[j][m] = a[j][m], a[j][piv] end
+    end
+    if x ~= 0 then
+      for i = m + 1, n do
+        local y = a[i][m - 1]
+        if y ~= 0 then
+          y = y / x
+          a[i][m - 1] = y
+          for j = m, n do a[i][j] = a[i][j] - y * a[m][j] end
+          for j = 1, n do a[j][m] = a[j][m] + y * a[j][i] end
+        end
+      end
+    end
+  end
+  for i = 3, n do for j = 1, i - 2 do a[i][j] = 0 end end
+  local wr, wi = {}, {}
+  local anorm = 0
+  for i = 1, n do for j = math.max(i - 1, 1), n do anorm = anorm + abs(a[i][j]) end end
+  local function sign(x, y) return y >= 0 and abs(x) or -abs(x) end
+  local nn, t = n, 0
+  while nn >= 1 do
+    local its, l = 0, nil
+    repeat
+      l = nn
+      while l >= 2 do
+        local s = abs(a[l - 1][l - 1]) + abs(a[l][l])
+        if s == 0 then s = anorm end
+        if abs(a[l][l - 1]) + s == s then a[l][l - 1] = 0; break end
+        l = l - 1
+      end
+      local x = a[nn][nn]
+      if l == nn then -- one real root
+        wr[nn], wi[nn] = x + t, 0
+        nn = nn - 1
+      else
+        local y, w = a[nn - 1][nn - 1], a[nn][nn - 1] * a[nn - 1][nn]
+        if l == nn - 1 then -- a pair of roots
+          local p = 0.5 * (y - x)
+          local q = p * p + w
+          local z = math.sqrt(abs(q))
+          x = x + t
+          if q >= 0 then
+            z = p + sign(z, p)
+            wr[nn - 1], wr[nn] = x + z, x + z
+            if z ~= 0 then wr[nn] = x - w / z end
+            wi[nn - 1], wi[nn] = 0, 0
+          else
+            wr[nn - 1], wr[nn] = x + p, x + p
+            wi[nn - 1], wi[nn] = -z, z
+          end
+          nn = nn - 2
+        else
+          if its == 60 then error("olsson.eigvals: no convergence after 60 QR iterations", 2) end
+          if its == 10 or its == 20 or its == 40 then -- exceptional shift
+            t = t + x
+            for i = 1, nn do a[i][i] = a[i][i] - x end
+            local s = abs(a[nn][nn - 1]) + abs(a[nn - 1][nn - 2])
+            x, y, w = 0.75 * s, 0.75 * s, -0.4375 * s * s
+          end
+          its = its + 1
+          local m, p, q, r, z = nn - 2, 0, 0, 0, 0
+          while m >= l do
+            z = a[m][m]
+            r = x - z
+            local s = y - z
+            p = (r * s - w) / a[m + 1][m] + a[m][m + 1]
+            q = a[m + 1][m + 1] - z - r - s
+            r = a[m + 2][m + 1]
+            s = abs(p) + abs(q) + abs(r)
+            p, q, r = p / s, q / s, r / s
+            if m == l then break end
+            local u = abs(a[m][m - 1]) * (abs(q) + abs(r))
+            local v = abs(p) * (abs(a[m - 1][m - 1]) + abs(z) + abs(a[m + 1][m + 1]))
+            if u + v == v then break end
+            m = m - 1
+          end
+          for i = m + 2, nn do
+            a[i][i - 2] = 0
+            if i ~= m + 2 then a[i][i - 3] = 0 end
+          end
+          for k = m, nn - 1 do
+            if k ~= m then
+              p, q, r = a[k][k - 1], a[k + 1][k - 1], 0
+              if k ~= nn - 1 then r = a[k + 2][k - 1] end
+              x = abs(p) + abs(q) + abs(r)
+              if x ~= 0 then p, q, r = p / x, q / x, r / x end
+            end
+            local s = sign(math.sqrt(p * p + q * q + r * r), p)
+            if s ~= 0 then
+              if k == m then
+                if l ~= m then a[k][k - 1] = -a[k][k - 1] end
+              else
+                a[k][k - 1] = -s * x
+              end
+              p = p + s
+              x, y, z = p / s, q / s, r / s
+              q, r = q / p, r / p
+              for j = k, nn do
+                p = a[k][j] + q * a[k + 1][j]
+                if k ~= nn - 1 then
+                  p = p + r * a[k + 2][j]
+                  a[k + 2][j] = a[k + 2][j] - p * z
+                end
+                a[k + 1][j] = a[k + 1][j] - p * y
+                a[k][j] = a[k][j] - p * x
+              end
+              for i = l, math.min(nn, k + 3) do
+                p = x * a[i][k] + y * a[i][k + 1]
+                if k ~= nn - 1 then
+                  p = p + z * a[i][k + 2]
+                  a[i][k + 2] = a[i][k + 2] - p * r
+                end
+                a[i][k + 1] = a[i][k + 1] - p * q
+                a[i][k] = a[i][k] - p
+              end
+            end
+          end
+        end
+      end
+    until l >= nn - 1
+  end
+  return wr, wi
+end
+
+-- eigen_copying(M): Elhage et al. (2021)'s summary of an OV circuit, (sum of the eigenvalues) / (sum of their
+-- absolute values): +1 when every eigenvalue is positive real (a copying matrix), -1 when every one is negative
+-- real, cos(theta) for a rotation by theta, 0 for an all-zero matrix. The numerator is real (complex eigenvalues come
+-- in conjugate pairs) and equals the trace.
+function O.eigen_copying(M)
+  local re, im = O.eigvals(M)
+  local s, a = 0, 0
+  for i = 1, #re do s, a = s + re[i], a + math.sqrt(re[i] * re[i] + im[i] * im[i]) end
+  return a > 0 and s / a or 0
+end
+
+-- The linear map of a norm with its per-row 1/scale left out (Elhage et al.'s "up to a rescaling due to
+-- LayerNorm"): centring (LayerNorm only) then the per-channel weight. Applied to the rows of x [r, d].
+local function fold_norm(x, kind, w)
+  if kind == "layer" then x = x - x:mean(2):reshape(x:shape()[1], 1) end
+  if w then x = x * w:reshape(1, -1) end
+  return x
+end
+
+-- The norm kind of an icl-attn parameter table (net:params()): "layer" (weight + bias), "rms" (weight), "none".
+local function params_norm(p)
+  if p["output_norm.bias"] or p["blk.0.attn_norm.bias"] then return "layer" end
+  if p["output_norm.weight"] or p["blk.0.attn_norm.weight"] then return "rms" end
+  return "none"
+end
+
+-- ov_circuits(params, {layers =, heads =, d_model =, d_head =}): the full OV circuit of every head of an icl-attn
+-- model from its parameters (net:params(), or a table of the same names), in Elhage et al.'s form
+-- F_h = W_U N_f W_O^h W_V^h N_1 W_E^T [vocab, vocab] (column t: the logits when the head attends to token t), with
+-- each norm N folded in as its linear part (centring for LayerNorm, then its weight; its 1/scale and bias left
+-- out), learned positions and biases left out; without W_O (no attn_output.weight) the head's z lands in its own
+-- d_head columns. Returned per head as K_h = W_V^h N_1 W_E^T W_U N_f W_O^h [d_head, d_head], whose nonzero
+-- eigenvalues are those of F_h (the eigenvalues of a product do not change when it is cyclically permuted), so
+-- eigen_copying(K_h) is the summary of F_h. Returns {[layer + 1][head + 1] = K_h}.
+function O.ov_circuits(p, cfg)
+  local d, dh, H = cfg.d_model, cfg.d_head, cfg.heads
+  local kind = params_norm(p)
+  local E = p["token_embd.weight"]:reshape(-1, d) -- [V, d]
+  local WU = p["output.weight"] and p["output.weight"]:reshape(-1, d) or E
+  -- G = N_1 E^T W_U N_f as a [d, d] matrix: fold ln_final into the rows of W_U (each row of W_U is read through
+  -- N_f: logits = W_U N_f x, so W_U N_f = fold_norm applied to the rows of W_U with the roles of centring and
+  -- weight transposed), then E^T ... ; built column-wise from the map x -> W_U N_f x.
+  local wf = p["output_norm.weight"]
+  local Ut = WU:transpose() -- [d, V]
+  local WUN = Ut
+  if wf then WUN = WUN * wf:reshape(-1, 1) end -- diag(w_f) applied on the left of W_U^T: (W_U diag(w_f))^T
+  if kind == "layer" then WUN = WUN - WUN:mean(1):reshape(1, -1) end -- (W_U diag(w_f) C)^T = C diag(w_f) W_U^T
+  local out = {}
+  for L = 0, cfg.layers - 1 do
+    local w1 = p[("blk.%d.attn_norm.weight"):format(L)]
+    local EN = fold_norm(E, kind, w1) -- rows: N_1 e_t
+    local G = EN:transpose():matmul(WUN:transpose()) -- [d, d] = N_1 E^T W_U N_f (row-vector form, see below)
+    local WV = p[("blk.%d.attn_v.weight"):format(L)]:reshape(H * dh, d)
+    local WOw = p[("blk.%d.attn_output.weight"):format(L)]
+    local WO = WOw and WOw:reshape(d, H * dh) or nil
+    out[L + 1] = {}
+    for h = 1, H do
+      local V = WV:slice(1, (h - 1) * dh + 1, h * dh) -- [dh, d]
+      local Oh
+      if WO then
+        Oh = WO:slice(2, (h - 1) * dh + 1, h * dh) -- [d, dh]
+      else
+        Oh = icl.tensor.zeros(d, dh)
+        for i = 1, dh do Oh:set(1, (h - 1) * dh + i, i) end
+      end
+      out[L + 1][h] = V:matmul(G):matmul(Oh)
+    end
+  end
+  return out
+end
+
+-- params_unembed(params, d_model): the direct-path unembedding of an icl-attn model from its parameters: rows x [r, d] ->
+-- logits W_U N_f x over the whole vocabulary [r, V] (N_f: ln_final's linear part, as in ov_circuits) and the mean
+-- logit of each row [r]; column t + 1 is token t.
+function O.params_unembed(p, d_model)
+  local kind = params_norm(p)
+  local wf = p["output_norm.weight"]
+  local WUt = (p["output.weight"] or p["token_embd.weight"]):reshape(-1, d_model):transpose() -- [d, V]
+  local col = {}
+  for t = 0, WUt:shape()[2] - 1 do col[t] = t + 1 end
+  return function(x)
+    local lg = fold_norm(x, kind, wf):matmul(WUt)
+    return lg, lg:mean(2)
+  end, col
+end
+
+-- model_unembed(m, ids, {sample = 512, seed = 0}): the direct-path unembedding of a GGUF model over `ids` plus a
+-- uniform random sample of the vocabulary, whose mean logit estimates the mean over the whole vocabulary (the full
+-- vocabulary would need every embedding row, which only a run per row can read). Tied embeddings with an RMS final
+-- norm use (w_f * x) . E^T (the identity is checked against the model's logits, see tied_unembed); otherwise the
+-- final hook_resid_post of a run is patched. Returns the function rows -> logits [r, #cols], mean [r], and col
+-- (token id -> column).
+function O.model_unembed(m, ids, opts)
+  opts = opts or {}
+  local rng = icl.rng.new(opts.seed or 0)
+  local all, col, seen = {}, {}, {}
+  for _, t in ipairs(ids) do if not seen[t] then seen[t] = true; all[#all + 1] = t; col[t] = #all end end
+  local K = math.min(opts.sample or 512, m.n_tokens)
+  local first = #all + 1
+  for _, i in ipairs(rng:sample(m.n_tokens, K)) do all[#all + 1] = i - 1 end
+  local f = tied_unembed(m, all) or patched_unembed(m, all)
+  return function(x)
+    local lg = f(x)
+    return lg, lg:slice(2, first, #all):mean(2)
+  end, col
+end
+
+-- The per-channel weight of the post-attention norm of one layer, read off a run: attn_out = w * s / rms(s) with s
+-- the sum of the heads' hook_result rows, so w_c = attn_out[i, c] * rms(s_i) / s[i, c] at the row where |s[i, c]| is
+-- largest (the eps of the norm is negligible there).
+local function post_weight(res, out)
+  local n, d = out:shape()[1], out:shape()[2]
+  local s = res:sum(2):reshape(n, d)
+  local w = {}
+  for c = 1, d do
+    local best, at = -1, 1
+    for i = 1, n do
+      local v = math.abs(s:get(i, c))
+      if v > best then best, at = v, i end
+    end
+    w[c] = best > 0 and out:get(at, c) * (s[at]:norm() / math.sqrt(d)) / s:get(at, c) or 0
+  end
+  return icl.tensor.new({1, d}, w)
+end
+
+-- copying_evaluator(m, {seqs =, unembed =, col =}): Olsson et al. (2022)'s copying head activation evaluator
+-- ("Model Analysis Table", "Data Collection", "(3) Head activation evaluators"; docs/experiments.md quotes it).
+-- For each sequence (Olsson: 25 random tokens, no BOS, 10 sequences), one run; each head's contribution to the
+-- residual stream at each position (hook_result; through the post-attention norm's weight where the model has one)
+-- is unembedded along the direct path (unembed, from params_unembed or model_unembed); the logits have the mean
+-- logit subtracted and pass a ReLU ("raised" amounts); the raise of the attended tokens (weighted by the head's
+-- attention over the positions) is divided by the summed raise of all distinct tokens of the sequence. That ratio
+-- r is averaged over positions and sequences, and rescaled to 2r - 1 (r = 1: only the attended token is raised;
+-- 0: only tokens not attended to; a head whose output ignores what it attends to sits near 2/n - 1 for n
+-- distinct tokens). Returns tensors [layers, heads]: score (2r - 1) and ratio (r).
+function O.copying_evaluator(m, opts)
+  local seqs, unembed, col = opts.seqs, opts.unembed, opts.col
+  local post = opts.post_norm
+  if post == nil then post = has_post_norm(m) end
+  local NL, NH = m.n_layers, m.n_heads
+  local acc = {}
+  for L = 1, NL do acc[L] = {} ; for h = 1, NH do acc[L][h] = 0 end end
+  for _, seq in ipairs(seqs) do
+    local n = #seq
+    local caps = {"blocks.*.attn.hook_result", "blocks.*.attn.hook_pattern"}
+    if post then caps[3] = "blocks.*.hook_attn_out" end
+    local r, err = m:run(seq, {logits = "none", capture = caps})
+    if not r then error("olsson.copying_evaluator: " .. tostring(err), 2) end
+    local S, seen = {}, {}
+    for _, t in ipairs(seq) do
+      if not col[t] then error(("olsson.copying_evaluator: token %d has no unembedding column"):format(t), 2) end
+      if not seen[t] then seen[t] = true; S[#S + 1] = col[t] end
+    end
+    for L = 1, NL do
+      local res = r[("blocks.%d.attn.hook_result"):format(L - 1)] -- [n, heads, d]
+      local pat = r[("blocks.%d.attn.hook_pattern"):format(L - 1)] -- [heads, q, k]
+      local wpost = post and post_weight(res, r[("blocks.%d.hook_attn_out"):format(L - 1)]) or nil
+      local rows = {}
+      for h = 1, NH do
+        local x = res:slice(2, h, h):reshape(n, -1)
+        rows[h] = wpost and x * wpost or x
+      end
+      local lg, mean = unembed(icl.tensor.cat(rows, 1))
+      for h = 1, NH do
+        local tot = 0
+        for q = 1, n do
+          local row = (h - 1) * n + q
+          local mu = mean:get(row)
+          local den = 0
+          for _, c in ipairs(S) do
+            local v = lg:get(row, c) - mu
+            if v > 0 then den = den + v end
+          end
+          local num = 0
+          for j = 1, q do
+            local a = pat:get(h, q, j)
+            if a > 0 then
+              local v = lg:get(row, col[seq[j]]) - mu
+              if v > 0 then num = num + a * v end
+            end
+          end
+          if den > 0 then tot = tot + num / den end
+        end
+        acc[L][h] = acc[L][h] + tot / n / #seqs
+      end
+    end
+  end
+  local ratio = to_tensor(acc, NL, NH)
+  return ratio * 2 - 1, ratio
+end
+
+-- ov_circuits_model(m, {ids =, embed =}): the K_h matrices of ov_circuits for a GGUF model, read through hooks because the
+-- Lua API exposes no weight tensor: W_V^h N_1 from a run whose every layer input (hook_resid_pre) is patched with
+-- the d basis vectors (hook_v: RMSNorm of s e_i is w_1i sqrt(d) e_i), W_O^h from a run whose every hook_z is
+-- patched with the d_head basis vectors (hook_result), and E^T W_U N_f restricted to the ids given (a random
+-- sample of the vocabulary: the Gram matrix over the sample, since the embedding rows of the whole vocabulary
+-- need a run over every id; embed: their embedding rows [#ids, d], default hook_embed, which for a model with
+-- learned positions has them added), with w_f and, for post-norm models, the post-attention norm's weight read off runs.
+-- RMS-norm models without q/k/v/o biases only (the 1/rms factors are left out, as in ov_circuits; a basis
+-- vector's RMSNorm is its weight times sqrt(d), the same positive factor for every channel). Returns
+-- {[layer + 1][head + 1] = K_h}, equal to ov_circuits' K_h times a positive factor.
+function O.ov_circuits_model(m, opts)
+  local ids = opts.ids
+  local d, dh, NL, NH, NKV = m.d_model, m.d_head, m.n_layers, m.n_heads, m.n_kv_heads
+  local T = icl.tensor
+  local eye = T.zeros(d, d)
+  for i = 1, d do eye:set(1, i, i) end
+  local tok = {}
+  for i = 1, d do tok[i] = ids[(i - 1) % #ids + 1] end
+  local o = {logits = "none", patch = {}, capture = {"blocks.*.attn.hook_v"}}
+  for L = 0, NL - 1 do o.patch[L + 1] = {hook = ("blocks.%d.hook_resid_pre"):format(L), value = eye} end
+  local rv = assert(m:run(tok, o))
+  local ez = T.zeros(dh, NH, dh)
+  for i = 1, dh do for h = 1, NH do ez:set(1, i, h, i) end end
+  local tz = {}
+  for i = 1, dh do tz[i] = ids[(i - 1) % #ids + 1] end
+  local oz = {logits = "none", patch = {}, capture = {"blocks.*.attn.hook_result"}}
+  for L = 0, NL - 1 do oz.patch[L + 1] = {hook = ("blocks.%d.attn.hook_z"):format(L), value = ez} end
+  local post = has_post_norm(m)
+  if post then oz.capture[2] = "blocks.*.hook_attn_out" end
+  local rz = assert(m:run(tz, oz))
+  -- E_S [n, d] and w_f; G = E_S^T diag(w_f) E_S... in row form: N_1 E^T W_U N_f = E_S^T (E_S * w_f)
+  local ES = opts.embed or assert(m:run(ids, {logits = "none", capture = {"hook_embed"}})).hook_embed
+  -- f(eye) [d, n]: row i = the logits of the sample for the residual e_i, (W_U N_f e_i)_S (tied: diag(w_f) E_S^T;
+  -- otherwise through a run whose final resid_post is e_i: RMSNorm of e_i is w_f sqrt(d) e_i), so
+  -- G = E_S^T f(eye)^T [d, d] = E^T W_U N_f over the sample (the ln1 part N_1 is in the V rows read above)
+  local f = tied_unembed(m, ids) or patched_unembed(m, ids)
+  local G = ES:transpose():matmul(f(eye):transpose())
+  local out = {}
+  for L = 1, NL do
+    local v = rv[("blocks.%d.attn.hook_v"):format(L - 1)] -- [d, kv, dh]
+    local res = rz[("blocks.%d.attn.hook_result"):format(L - 1)] -- [dh, heads, d]
+    local wpost = post and post_weight(res, rz[("blocks.%d.hook_attn_out"):format(L - 1)]) or nil
+    out[L] = {}
+    for h = 1, NH do
+      local g = (h - 1) // (NH // NKV) + 1
+      local Vh = v:slice(2, g, g):reshape(d, dh):transpose() -- [dh, d]: column i = W_V N_1 e_i (times sqrt(d))
+      local Oh = res:slice(2, h, h):reshape(dh, d) -- row i = W_O e_i
+      if wpost then Oh = Oh * wpost end
+      out[L][h] = Vh:matmul(G):matmul(Oh:transpose())
+    end
+  end
+  return out
+end
+
 -- token_losses(m, tokens [, run_opts]): the n - 1 losses -log p(tokens[i + 1] | tokens[1..i]), from reduced
 -- logits (the sequence's own ids and the log-sum-exp), so [n, vocab] never reaches the host.
 function O.token_losses(m, tokens, run_opts)

@@ -82,6 +82,9 @@ refused "induction_phase --every 0" "--every 0: expected an integer in 1.." indu
 refused "induction_phase --score-seqs 0" "--score-seqs 0: expected an integer in 1.." induction_phase --score-seqs 0
 refused "induction_phase --every 15 (not a multiple of --probe)" "--every 15: must be a multiple of --probe 10" \
   induction_phase --every 15
+refused "induction_phase --warmup -2" "--warmup -2: expected an integer in -1.." induction_phase --warmup -2
+refused "induction_phase --warmup 7000 (steps 6000)" "--warmup 7000: must be at most --steps 6000" induction_phase --warmup 7000
+refused "induction_phase --lr 0" "--lr 0: expected a number in (0, 10]" induction_phase --lr 0
 refused "meta_learning --eval_n 0" "--eval-n 0: expected an integer in 16.." meta_learning --eval_n 0
 refused "meta_learning --eval_n 40" "--eval-n 40: must be a multiple of 16" meta_learning --eval_n 40
 refused "meta_learning --steps -1" "--steps -1: expected an integer in 1.." meta_learning --steps -1

@@ -36,6 +36,8 @@ for _, r in ipairs(s.runs) do
       for h = 1, 2 do
         local pm, cp, pt = c.prefix_matching[l][h], c.copying[l][h], c.previous_token[l][h]
         assert(pm >= 0 and pm <= 1 and pt >= 0 and pt <= 1 and cp >= -1 and cp <= 1, r.name .. " score ranges")
+        local co, ce = c.copying_olsson[l][h], c.copying_eigen[l][h]
+        assert(co >= -1 and co <= 1 and ce >= -1 and ce <= 1, r.name .. " copying evaluator / eigenvalue summary ranges")
       end
     end
   end
@@ -51,6 +53,65 @@ print("ok")
 LUA
 out=$("$ICL" script "$d/check_phase.lua" "$d/a/summary.json" 2>&1)
 check "phase summary values ($out)" [ "$out" = "ok" ]
+# the window table over runs (experiments/induction_windows.lua) on the quick run: one row per model, overlaps
+# recomputed from the windows, the cumulative learning rate of the schedule (quick: lr 3e-3, warmup 10 of 200)
+"$ICL" script experiments/induction_windows.lua --dirs "$d/a" --out "$d/iw" >"$d/iwlog" 2>&1; rc=$?
+check "induction_windows exits 0 (log: $(tail -3 "$d/iwlog"))" [ "$rc" -eq 0 ]
+cat >"$d/check_windows.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(#s.rows == 4 and #s.order == 4, "one row and one group per model")
+for _, r in ipairs(s.rows) do
+  if r.icl9_from and r.pm9_from then
+    local ov = math.max(0, math.min(r.icl9_to, r.pm9_to) - math.max(r.icl9_from, r.pm9_from))
+    assert(r.overlap_10_90 == ov, "overlap of the 10-90% windows")
+  end
+  if r.icl_from then
+    -- sum of the learning rate over steps 0 .. icl_from - 1: warmup (s + 1) / 10 * lr, then cosine
+    local acc = 0
+    for k = 0, r.icl_from - 1 do
+      acc = acc + (k < 10 and 3e-3 * (k + 1) / 10 or 3e-3 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (k - 10) / 190))))
+    end
+    assert(math.abs(r.cum_lr_at_icl - acc) < 1e-9, "cumulative learning rate " .. r.cum_lr_at_icl .. " vs " .. acc)
+  end
+end
+print("ok")
+LUA
+out=$("$ICL" script "$d/check_windows.lua" "$d/iw/summary.json" 2>&1)
+check "induction_windows values ($out)" [ "$out" = "ok" ]
+# the schedule flags of the confound runs (issue 41): no warmup, 3x the learning rate, one model
+"$ICL" script experiments/induction_phase.lua --quick --models 2L --warmup 0 --lr 0.009 --out "$d/w" >"$d/wlog" 2>&1; rc=$?
+check "phase --warmup 0 --lr 0.009 exits 0 (log: $(tail -3 "$d/wlog"))" [ "$rc" -eq 0 ]
+cat >"$d/check_sched.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(s.options.warmup == 0 and s.options.lr == 0.009, "the schedule is recorded: warmup 0, lr 0.009")
+assert(#s.runs == 1 and s.runs[1].name == "2L", "one model")
+print("ok")
+LUA
+out=$("$ICL" script "$d/check_sched.lua" "$d/w/summary.json" 2>&1)
+check "phase schedule flags recorded ($out)" [ "$out" = "ok" ]
+"$ICL" script experiments/induction_phase.lua --quick --models 2L --out "$d/w5" >/dev/null 2>&1
+echo 'print(assert(icl.json.read(arg[1])).options.warmup)' >"$d/warm.lua"
+out=$("$ICL" script "$d/warm.lua" "$d/w5/summary.json" 2>&1)
+check "phase default warmup is 5% of the steps (quick: 200 -> 10; got $out)" [ "$out" = "10" ]
+# the papers' copying measures on SmolLM2 without the text (--scores-only needs no data/)
+if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ]; then
+  "$ICL" script experiments/induction_heads_real.lua --quick --scores-only --out "$d/s" >"$d/slog" 2>&1; rc=$?
+  check "real --quick --scores-only exits 0 (log: $(tail -3 "$d/slog"))" [ "$rc" -eq 0 ]
+  cat >"$d/check_scores.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(s.n_layers == 30 and s.n_heads == 9 and s.icl_score == nil, "SmolLM2 scores, no text run")
+for _, k in ipairs({"copying_olsson", "copying_olsson_repeated", "copying_eigen"}) do
+  for l = 1, 30 do for h = 1, 9 do assert(s[k][l][h] >= -1 and s[k][l][h] <= 1, k .. " range") end end
+  assert(s.medians[k] >= -1 and s.medians[k] <= 1, k .. " median")
+end
+assert(#s.top == 16 and s.top[1].copying_eigen ~= nil, "top heads carry every score")
+print("ok")
+LUA
+  out=$("$ICL" script "$d/check_scores.lua" "$d/s/summary.json" 2>&1)
+  check "real --scores-only summary ($out)" [ "$out" = "ok" ]
+else
+  echo "SKIP real --scores-only: models/SmolLM2-135M-Instruct-Q4_1.gguf absent"
+fi
 if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ] && [ -f data/shakespeare/shakespeare.txt ]; then
   "$ICL" script experiments/induction_heads_real.lua --quick --out "$d/r" >"$d/rlog" 2>&1; rc=$?
   check "real quick run exits 0 (log: $(tail -3 "$d/rlog"))" [ "$rc" -eq 0 ]
