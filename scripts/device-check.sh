@@ -179,6 +179,12 @@ bench_pair() { # model backend
   run_step "pattern_$1_$2" 180 0 "$ICL" bench hooks -m "$work/$1.gguf" --backend $2 --tokens $TOK --reps 1
 }
 for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m vulkan; done
+# the same without the fused ops (ICL_VK_FUSION=0: the unfused sequence, the path before issue 37), timed on the
+# same machine in the same run, so the table shows old and new side by side (row "vk-nofuse")
+for m in smollm2 gemma3; do
+  [ -f "$work/$m.gguf" ] && ICL_VK_FUSION=0 run_step "bench_${m}_vk-nofuse" 240 0 "$ICL" bench model \
+    -m "$work/$m.gguf" --backend vulkan --tokens $TOK --decode $DEC --reps $REPS
+done
 
 # ---- 6. per-op GPU times: one prefill, one decode ----
 for m in smollm2 gemma3; do
@@ -214,7 +220,7 @@ bench_row() { # model backend
         n = split(line, f, " ")
         if (line ~ /hook_pattern/) {pat = f[2]; ovh = f[n]} else if (line ~ /^plain run/) plain = f[n - 1]
       }
-      printf "%-8s %-7s %9s %9s %9s %9s %9s %9s %9s\n", m, be, p128 ? p128 : "-", p512 ? p512 : "-", pn ? pn : "-",
+      printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n", m, be, p128 ? p128 : "-", p512 ? p512 : "-", pn ? pn : "-",
              dec ? dec : "-", fwd ? fwd : "-", pat ? pat : "-", ovh ? ovh : "-"
     }' "$b" 2>/dev/null
 }
@@ -222,8 +228,8 @@ bench_row() { # model backend
   echo
   echo "== icl device check: ${device:-no Vulkan device} | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $([ $quick = 1 ] && echo quick || echo full)"
   echo "   prefill/decode/forward columns in tokens/s (best of $REPS); N = $TOK tokens; decode = $DEC steps after 8 tokens"
-  printf "%-8s %-7s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
-  for m in smollm2 gemma3; do for be in vulkan cpu; do bench_row $m $be; done; done
+  printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
+  for m in smollm2 gemma3; do for be in vulkan vk-nofuse cpu; do bench_row $m $be; done; done
   echo
   printf "%-26s %-5s %8s %8s  %s\n" step status wall_s cpu_s note
   for s in "${STEPS[@]}"; do

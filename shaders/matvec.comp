@@ -7,11 +7,39 @@
 //   TPR == 1 (CPU devices such as lavapipe): each invocation owns NR rows and walks them whole,
 //     so it reads contiguous blocks, which is what llvmpipe's loads are fast at.
 // Each loaded x chunk is reused for the NR rows.
+// GROUP (variants matvec_group_<type>): up to 3 weights of one type on the same x (q, k, v; gate,
+// up) in one dispatch; each workgroup works on one member's rows (g_end: where each member's
+// workgroups end), with exactly the arithmetic of the lone mat-vec, so each output is the same bits.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 1;  // threads per row group: 1 or the workgroup size
 layout(constant_id = 2) const uint NR = 1;   // rows per row group (at most 8)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
+#ifdef GROUP
+layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
+layout(std430, binding = 1) readonly buffer W1 { uvec4 wq1[]; };
+layout(std430, binding = 2) readonly buffer W2 { uvec4 wq2[]; };
+layout(std430, binding = 3) readonly buffer X { float x[]; };
+layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
+layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
+layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
+
+layout(push_constant) uniform P {
+  uint cols, x_off;                // x_off: word offset of x
+  uint rows0, rows1, rows2;        // each member's rows
+  uint w_off0, w_off1, w_off2;     // byte offsets of each member's first row
+  uint y_off0, y_off1, y_off2;     // word offsets of each member's output
+  uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
+} p;
+
+uint g_m = 0u; // this workgroup's member (uniform across the workgroup)
+uvec4 wload(uint i) {
+  if (g_m == 0u) return wq0[i];
+  if (g_m == 1u) return wq1[i];
+  return wq2[i];
+}
+#define WQ(i) wload(i)
+#else
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) buffer Y { float y[]; };
@@ -23,6 +51,7 @@ layout(push_constant) uniform P {
   uint y_stride;            // elements between columns of y (all rows of the matrix)
   uint pad;
 } p;
+#endif
 
 #include "util.glsl"
 #include "reduce.glsl"
@@ -36,19 +65,40 @@ void load_x(uint base, uint valid, out vec4 xv[8]) {
   }
 }
 
+// Row r of this dispatch's output gets v.
+void store(uint col, uint r, float v) {
+#ifdef GROUP
+  if (g_m == 0u) y0[p.y_off0 + r] = v;
+  else if (g_m == 1u) y1[p.y_off1 + r] = v;
+  else y2[p.y_off2 + r] = v;
+#else
+  uint at = p.y_off + col * p.y_stride + p.row0 + r;
+  y[at] = ACC != 0u ? y[at] + v : v;
+#endif
+}
+
 void main() {
+  uint gi = group_index(), rows, w_off, col, xb;
+#ifdef GROUP
+  g_m = gi < p.g_end0 ? 0u : gi < p.g_end1 ? 1u : 2u;
+  gi -= g_m == 0u ? 0u : g_m == 1u ? p.g_end0 : p.g_end1;
+  rows = g_m == 0u ? p.rows0 : g_m == 1u ? p.rows1 : p.rows2;
+  w_off = g_m == 0u ? p.w_off0 : g_m == 1u ? p.w_off1 : p.w_off2;
+  col = 0u, xb = p.x_off;
+#else
+  rows = p.rows, w_off = p.w_off, col = gl_WorkGroupID.z, xb = p.x_off + col * p.cols;
+#endif
   uint groups = gl_WorkGroupSize.x / TPR, lane = gl_LocalInvocationID.x % TPR;
-  uint first = (group_index() * groups + gl_LocalInvocationID.x / TPR) * NR;
-  uint col = gl_WorkGroupID.z, nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);
-  uint xb = p.x_off + col * p.cols;
+  uint first = (gi * groups + gl_LocalInvocationID.x / TPR) * NR;
+  uint nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);
   float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
   for (uint ch = lane; ch < nch; ch += TPR) {
     uint valid = min(32u, p.cols - 32u * ch);
     vec4 xv[8], wv[8];
     load_x(xb + 32u * ch, valid, xv);
     for (uint r = 0u; r < NR; r++) {
-      if (first + r >= p.rows) break;
-      dq_chunk(p.w_off + (first + r) * rb, ch, valid, wv);
+      if (first + r >= rows) break;
+      dq_chunk(w_off + (first + r) * rb, ch, valid, wv);
       vec4 s = wv[0] * xv[0];
       for (uint i = 1u; i < 8u; i++) s += wv[i] * xv[i];
       acc[r] += s.x + s.y + s.z + s.w;
@@ -56,7 +106,6 @@ void main() {
   }
   for (uint r = 0u; r < NR; r++) {
     float t = TPR > 1u ? wg_sum(acc[r]) : acc[r]; // uniform branch: TPR is a constant
-    uint at = p.y_off + col * p.y_stride + p.row0 + first + r;
-    if (lane == 0u && first + r < p.rows) y[at] = ACC != 0u ? y[at] + t : t;
+    if (lane == 0u && first + r < rows) store(col, first + r, t);
   }
 }

@@ -11,6 +11,33 @@ layout(constant_id = 1) const uint NR = 8;     // rows per invocation (at most 8
 layout(constant_id = 2) const uint XLEN = 16;  // declared vec4s of x (the bound range is x_len)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 
+#ifdef GROUP
+// up to 3 weights of one type on the same x in one dispatch (see matvec.comp): each workgroup works on
+// one member's rows, with the lone kernel's arithmetic
+layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
+layout(std430, binding = 1) readonly buffer W1 { uvec4 wq1[]; };
+layout(std430, binding = 2) readonly buffer W2 { uvec4 wq2[]; };
+layout(std140, binding = 3) uniform X { vec4 xu[XLEN]; };
+layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
+layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
+layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
+
+layout(push_constant) uniform P {
+  uint cols, x_off, x_len;         // x: word offset, vec4s bound
+  uint rows0, rows1, rows2;        // each member's rows
+  uint w_off0, w_off1, w_off2;     // byte offsets of each member's first row
+  uint y_off0, y_off1, y_off2;     // word offsets of each member's output
+  uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
+} p;
+
+uint g_m = 0u; // this workgroup's member
+uvec4 wload(uint i) {
+  if (g_m == 0u) return wq0[i];
+  if (g_m == 1u) return wq1[i];
+  return wq2[i];
+}
+#define WQ(i) wload(i)
+#else
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std140, binding = 1) uniform X { vec4 xu[XLEN]; };
 layout(std430, binding = 2) buffer Y { float y[]; };
@@ -22,6 +49,7 @@ layout(push_constant) uniform P {
   uint x_len;               // vec4s in the bound x range
   uint pad;
 } p;
+#endif
 
 #include "util.glsl"
 #include "quant.glsl"
@@ -31,17 +59,38 @@ layout(push_constant) uniform P {
 // llvmpipe would keep in per-lane scratch memory). Rows past the range re-read the last row.
 #define ROW(r)                                                              \
   if (NR > r) {                                                             \
-    dq_chunk(p.w_off + min(first + r, p.rows - 1u) * rb, ch, valid, wv);    \
+    dq_chunk(w_off + min(first + r, rows - 1u) * rb, ch, valid, wv);        \
     acc##r += dot32(wv, xv);                                                \
   }
-#define STORE(r)                                 \
-  if (NR > r && first + r < p.rows) {            \
-    uint at = p.y_off + p.row0 + first + r;      \
-    y[at] = ACC != 0u ? y[at] + acc##r : acc##r; \
-  }
+#define STORE(r) \
+  if (NR > r && first + r < rows) store(first + r, acc##r);
+
+void store(uint r, float v) {
+#ifdef GROUP
+  if (g_m == 0u) y0[p.y_off0 + r] = v;
+  else if (g_m == 1u) y1[p.y_off1 + r] = v;
+  else y2[p.y_off2 + r] = v;
+#else
+  uint at = p.y_off + p.row0 + r;
+  y[at] = ACC != 0u ? y[at] + v : v;
+#endif
+}
 
 void main() {
-  uint first = global_index() * NR, nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);
+  uint gi = group_index(), rows, w_off;
+#ifdef GROUP
+  g_m = gi < p.g_end0 ? 0u : gi < p.g_end1 ? 1u : 2u;
+  gi -= g_m == 0u ? 0u : g_m == 1u ? p.g_end0 : p.g_end1;
+  rows = g_m == 0u ? p.rows0 : g_m == 1u ? p.rows1 : p.rows2;
+  w_off = g_m == 0u ? p.w_off0 : g_m == 1u ? p.w_off1 : p.w_off2;
+#else
+  rows = p.rows, w_off = p.w_off;
+#endif
+  uint first = (gi * gl_WorkGroupSize.x + gl_LocalInvocationID.x) * NR, nch = (p.cols + 31u) / 32u;
+  uint rb = row_bytes(p.cols);
+#ifdef GROUP
+  if (first >= rows) return; // a member's last workgroup, or an absent member: no row to re-read
+#endif
   float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
   for (uint ch = 0u; ch < nch; ch++) {
     uint valid = min(32u, p.cols - 32u * ch);

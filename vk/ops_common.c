@@ -9,11 +9,11 @@ int vk_cpu_shape(const vk_ctx *c) { return c->cpu_shape; }
 
 const char *vk_typed_shader(const char *base, uint32_t type) {
   /* names are built once per (base, type) and kept: kernels and profiles hold the pointers */
-  static char names[8][ICL_TYPE_COUNT][32];
-  static const char *bases[8];
+  static char names[16][ICL_TYPE_COUNT][32];
+  static const char *bases[16];
   int slot = 0;
-  while (slot < 8 && bases[slot] && strcmp(bases[slot], base) != 0) slot++;
-  if (slot == 8 || type >= ICL_TYPE_COUNT) return base; /* not expected: the pipeline lookup then fails */
+  while (slot < 16 && bases[slot] && strcmp(bases[slot], base) != 0) slot++;
+  if (slot == 16 || type >= ICL_TYPE_COUNT) return base; /* not expected: the pipeline lookup then fails */
   bases[slot] = base;
   char *n = names[slot][type];
   if (!n[0]) {

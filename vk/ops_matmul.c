@@ -52,8 +52,7 @@ int vk_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const ic
   return rc;
 }
 
-/* Launch shape of the matrix-vector kernel: see matvec.comp. */
-static void matvec_shape(const vk_ctx *c, uint32_t *wg, uint32_t *tpr, uint32_t *nr) {
+void vk_matvec_shape(const vk_ctx *c, uint32_t *wg, uint32_t *tpr, uint32_t *nr) {
   if (vk_cpu_shape(c)) {
     *wg = 8, *tpr = 1, *nr = 4; /* one SIMD-wide subgroup of invocations, each walking 4 whole rows */
   } else {
@@ -64,7 +63,7 @@ static void matvec_shape(const vk_ctx *c, uint32_t *wg, uint32_t *tpr, uint32_t 
 static int matvec_range(vk_ctx *c, const icl_dt *w, vk_binding *b, matvec_pc *pc, int64_t nrows, int64_t n,
                         uint32_t acc, icl_error *err) {
   uint32_t wg, tpr, nr, gx, gy;
-  matvec_shape(c, &wg, &tpr, &nr);
+  vk_matvec_shape(c, &wg, &tpr, &nr);
   vk_kernel k = {.shader = vk_typed_shader("matvec", w->type),
                  .n_bindings = 3,
                  .push_size = sizeof *pc,

@@ -3,10 +3,6 @@
  * storage buffers when every invocation of a subgroup reads the same address. */
 #include "vk_ops.h"
 
-/* The x uniform-buffer block is declared with a fixed size (VK_UBO_VEC4S vec4s, 64 KiB) so one
- * pipeline serves every window; bound ranges are smaller and the shaders clamp to x_len. */
-#define VK_UBO_VEC4S 4096u
-
 static uint64_t ubo_max(const vk_ctx *c) {
   uint64_t m = c->info.max_uniform_range;
   return m < VK_UBO_VEC4S * 16 ? m : VK_UBO_VEC4S * 16;

@@ -20,6 +20,15 @@ typedef struct matmul_pc {
 } matmul_pc;
 _Static_assert(sizeof(matmul_pc) <= VK_MAX_PUSH, "push constants");
 
+/* The x uniform-buffer block of the CPU-device kernels is declared with a fixed size (VK_UBO_VEC4S vec4s, 64 KiB)
+ * so one pipeline serves every window; bound ranges are smaller and the shaders clamp to x_len. */
+#define VK_UBO_VEC4S 4096u
+
+/* ops_matmul_group.c: up to 3 weights of one type on one token in one dispatch; otherwise the matmuls in turn */
+int vk_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+/* Launch shape of the GPU-shaped mat-vec (matvec.comp): workgroup size, threads per row group, rows per group. */
+void vk_matvec_shape(const vk_ctx *c, uint32_t *wg, uint32_t *tpr, uint32_t *nr);
+
 /* ops_matmul_cpu.c: CPU-device matmul paths. b[0] = w rows [r0, r1) (w_off: their byte offset in
  * the binding), b[2] = y columns [t0, t1) (y_rem: byte offset of column t0); b[1] is rebound; acc = 1 adds the
  * product to y (matmul_add). */

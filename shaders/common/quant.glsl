@@ -1,5 +1,6 @@
 // Weight decoding for every weight type, from a buffer the including shader declares as
-// `uvec4 wq[]` (binding offsets are 16-byte aligned by the host).
+// `uvec4 wq[]` (binding offsets are 16-byte aligned by the host), read through WQ(i), which a shader
+// reading several weight buffers defines before the include (the grouped mat-vec).
 //
 // Why 16-byte loads: on lavapipe a storage-buffer load costs about the same per instruction
 // whatever its width (each lane is fetched separately), so a block is fetched with as few uvec4
@@ -18,8 +19,12 @@
 #define TYPE_F32 1 // the plain shader name (get_rows, matvec, matmul) is the F32 variant
 #endif
 
+#ifndef WQ
+#define WQ(i) wq[i]
+#endif
+
 // ---- single words (one uvec4 load each; for scattered fields and row tails) ----
-uint ldw(uint b) { return wq[b >> 4][(b >> 2) & 3u]; }                 // b % 4 == 0
+uint ldw(uint b) { return WQ(b >> 4)[(b >> 2) & 3u]; }                 // b % 4 == 0
 uint ld16(uint b) { return (ldw(b & ~3u) >> ((b & 2u) * 8u)) & 0xffffu; } // b % 2 == 0
 float ldh(uint b) { return unpackHalf2x16(ld16(b)).x; }
 
@@ -35,7 +40,7 @@ uint pick4(uint a0, uint a1, uint a2, uint a3, uint ws) {
     uint raw[4u * K + 5u];                                                                      \
     uint base = b >> 4, ws = (b >> 2) & 3u, hs = (b & 2u) * 8u;                                \
     for (uint k = 0u; k < K; k++) {                                                             \
-      uvec4 q = wq[base + k];                                                                   \
+      uvec4 q = WQ(base + k);                                                                   \
       raw[4u * k] = q.x; raw[4u * k + 1u] = q.y; raw[4u * k + 2u] = q.z; raw[4u * k + 3u] = q.w; \
     }                                                                                           \
     for (uint k = 4u * K; k < 4u * K + 5u; k++) raw[k] = 0u;                                    \

@@ -1,0 +1,127 @@
+/* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families
+ * (the GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec:
+ * each output equals its weight's lone matmul) with 3 and 2 members of one type, and the fallbacks (mixed types,
+ * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several.
+ * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "icl/devices.h"
+#include "ops.h"
+#include "ref.h"
+#include "testutil.h"
+
+static icl_backend *be;
+
+static icl_dt tensor(uint32_t type, int64_t n0, int64_t n1, const void *host) {
+  icl_dt t = {.type = type, .ne = {n0, n1, 1, 1}};
+  size_t bytes = icl_type_row_bytes(type, n0) * (size_t)n1;
+  icl_error err;
+  CHECKF(be->ops->buf_alloc(be, bytes, ICL_BUF_WEIGHT, &t.buf, &err) == ICL_OK, "alloc: %s", err.msg);
+  if (host) CHECKF(be->ops->write(be, t.buf, 0, host, bytes, &err) == ICL_OK, "write: %s", err.msg);
+  return t;
+}
+
+static icl_dt weights(uint32_t type, int64_t K, int64_t rows, uint64_t seed) {
+  void *h = malloc(icl_type_row_bytes(type, K) * (size_t)rows);
+  if (type == ICL_TYPE_F32) t_rand_fill(h, K * rows, seed, -1.0f, 1.0f);
+  else icl_ref_random_weights(type, h, K * rows, seed);
+  icl_dt t = tensor(type, K, rows, h);
+  free(h);
+  return t;
+}
+
+static float *download(const icl_dt *t) {
+  size_t bytes = (size_t)icl_dt_nelem(t) * 4;
+  float *h = malloc(bytes);
+  icl_error err;
+  CHECKF(be->ops->read(be, t->buf, 0, h, bytes, &err) == ICL_OK, "read: %s", err.msg);
+  return h;
+}
+
+static int same_bits(const icl_dt *a, const icl_dt *b) {
+  float *x = download(a), *y = download(b);
+  int same = memcmp(x, y, (size_t)icl_dt_nelem(a) * 4) == 0;
+  free(x), free(y);
+  return same;
+}
+
+/* matmul_group of count weights (types ts, rows rs) on n tokens against each weight's lone matmul. */
+static void check_group(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n) {
+  if (K % icl_type_block_elems(ts[0]) || K % icl_type_block_elems(ts[count - 1])) return;
+  float *xh = malloc((size_t)(K * n) * sizeof(float));
+  t_rand_fill(xh, K * n, 5, -2.0f, 2.0f);
+  icl_dt x = tensor(ICL_TYPE_F32, K, n, xh), w[3], y[3], y1[3];
+  for (int i = 0; i < count; i++) {
+    w[i] = weights(ts[i], K, rs[i], 17 + (uint64_t)i);
+    y[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL), y1[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL);
+  }
+  icl_error err;
+  CHECKF(icl_op_matmul_group(be, count, w, &x, y, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  for (int i = 0; i < count; i++) {
+    CHECKF(icl_op_matmul(be, &w[i], &x, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
+    CHECKF(same_bits(&y[i], &y1[i]), "group of %d (%s, %s) K=%lld n=%lld: output %d differs from its lone matmul",
+           count, icl_type_name(ts[0]), icl_type_name(ts[count - 1]), (long long)K, (long long)n, i);
+    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+  }
+  be->ops->buf_free(be, x.buf);
+  free(xh);
+}
+
+/* matmul_add against matmul into t then add(y, t). */
+static void check_add(uint32_t type, int64_t K, int64_t rows, int64_t n) {
+  if (K % icl_type_block_elems(type)) return;
+  float *xh = malloc((size_t)(K * n) * sizeof(float)), *yh = malloc((size_t)(rows * n) * sizeof(float));
+  t_rand_fill(xh, K * n, 9, -2.0f, 2.0f);
+  t_rand_fill(yh, rows * n, 10, -4.0f, 4.0f);
+  icl_dt w = weights(type, K, rows, 21), x = tensor(ICL_TYPE_F32, K, n, xh);
+  icl_dt y = tensor(ICL_TYPE_F32, rows, n, yh), y1 = tensor(ICL_TYPE_F32, rows, n, yh);
+  icl_dt t = tensor(ICL_TYPE_F32, rows, n, NULL);
+  icl_error err;
+  CHECKF(be->ops->matmul_add, "the Vulkan backend has no matmul_add");
+  CHECKF(icl_op_matmul_add(be, &w, &x, &t, &y, &err) == ICL_OK, "matmul_add: %s", err.msg);
+  CHECKF(icl_op_matmul(be, &w, &x, &t, &err) == ICL_OK, "matmul: %s", err.msg);
+  CHECKF(icl_op_add(be, &y1, &t, &y1, &err) == ICL_OK, "add: %s", err.msg);
+  CHECKF(same_bits(&y, &y1), "matmul_add %s K=%lld rows=%lld n=%lld differs from matmul then add",
+         icl_type_name(type), (long long)K, (long long)rows, (long long)n);
+  be->ops->buf_free(be, w.buf), be->ops->buf_free(be, x.buf), be->ops->buf_free(be, y.buf);
+  be->ops->buf_free(be, y1.buf), be->ops->buf_free(be, t.buf);
+  free(xh), free(yh);
+}
+
+static void run_family(void) {
+  /* the fused kernels differ from the lone ones only in row mapping, loads and stores, the same for every type:
+   * a float type, a block type and two k-quants (each is pipelines to compile, seconds each on lavapipe) */
+  static const uint32_t TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
+  /* {K, rows0, rows1, rows2}: SmolLM2's q, k, v; rows that leave partial workgroups */
+  static const int64_t SHAPES[][4] = {{576, 576, 192, 192}, {256, 5, 64, 65}, {96, 33, 7, 1}};
+  for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
+    uint32_t ts[3] = {TYPES[t], TYPES[t], TYPES[t]}, mixed[3] = {TYPES[t], TYPES[t], ICL_TYPE_Q8_0};
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
+      check_group(3, ts, SHAPES[s][0], SHAPES[s] + 1, 1);
+      check_group(2, ts, SHAPES[s][0], SHAPES[s] + 1, 1);
+    }
+    check_group(3, mixed, 256, SHAPES[1] + 1, 1); /* mixed types: the matmuls in turn */
+    check_group(3, ts, 256, SHAPES[1] + 1, 3);    /* several tokens: likewise */
+    check_add(TYPES[t], 576, 576, 1);
+    check_add(TYPES[t], 256, 33, 7);
+  }
+}
+
+int main(void) {
+  if (!t_vulkan_built()) {
+    printf("Vulkan support not built: nothing to fuse\n");
+    return 77;
+  }
+  const char *families[2] = {"gpu", "cpu"};
+  for (int f = 0; f < 2; f++) {
+    setenv("ICL_VK_SHAPE", families[f], 1);
+    icl_error err;
+    CHECKF(icl_vk_backend_new(-1, &be, &err) == ICL_OK, "no Vulkan backend: %s", err.msg);
+    if (!be) return t_done();
+    run_family();
+    printf("%s-shaped kernels: grouped mat-vecs and matmul_add equal the unfused sequence bit for bit\n", families[f]);
+    be->ops->destroy(be);
+  }
+  return t_done();
+}

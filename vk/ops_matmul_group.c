@@ -1,0 +1,86 @@
+/* matmul_group on one token: q, k and v (or gate and up) of one weight type as one dispatch of the grouped mat-vec
+ * (matvec.comp / matvec_cpu.comp built with GROUP), each workgroup on one member's rows with the lone kernel's
+ * arithmetic, so every output is bit-identical to its own matmul. Anything else (several tokens, mixed types,
+ * a weight above one binding, four members) runs the matmuls in turn. */
+#include "vk_ops.h"
+
+enum { GROUP_MAX = 3 };
+
+typedef struct group_pc { /* matvec.comp with GROUP */
+  uint32_t cols, x_off;
+  uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX];
+  uint32_t g_end0, g_end1;
+} group_pc;
+_Static_assert(sizeof(group_pc) <= VK_MAX_PUSH, "push constants");
+
+typedef struct group_cpu_pc { /* matvec_cpu.comp with GROUP */
+  uint32_t cols, x_off, x_len;
+  uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX];
+  uint32_t g_end0, g_end1;
+} group_cpu_pc;
+_Static_assert(sizeof(group_cpu_pc) <= VK_MAX_PUSH, "push constants");
+
+/* One dispatch can take the group: one token, 2..3 weights of one type, each within one binding. */
+static int group_fits(const vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
+  if (count < 2 || count > GROUP_MAX || icl_dt_nrows(x) != 1 || x->offset % 4) return 0;
+  if (vk_cpu_shape(c) && !vk_matvec_cpu_fits(c, w[0].ne[0])) return 0;
+  for (int i = 0; i < count; i++)
+    if (w[i].type != w[0].type || vk_view_bytes(&w[i]) > vk_bind_max(c) || y[i].offset % 4) return 0;
+  return 1;
+}
+
+/* Rows one workgroup covers, so that each workgroup stays within one member. */
+static uint32_t rows_per_group(const vk_ctx *c, uint32_t spec[4]) {
+  if (vk_cpu_shape(c)) {
+    spec[0] = 8, spec[1] = 8, spec[2] = VK_UBO_VEC4S, spec[3] = 0; /* as vk_matvec_cpu */
+    return spec[0] * spec[1];
+  }
+  vk_matvec_shape(c, &spec[0], &spec[1], &spec[2]);
+  spec[3] = 0;
+  return spec[0] / spec[1] * spec[2];
+}
+
+static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  vk_binding b[7];
+  uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX], x_rem, spec[4], groups[GROUP_MAX] = {0};
+  int64_t cols = w[0].ne[0];
+  int cpu = vk_cpu_shape(c), rc = ICL_OK;
+  uint32_t per = rows_per_group(c, spec);
+  for (int i = 0; i < GROUP_MAX && !rc; i++) { /* a group of 2 binds member 1 again as member 2, with no rows */
+    int m = i < count ? i : count - 1;
+    uint32_t r = (uint32_t)icl_dt_nrows(&w[m]);
+    rc = vk_bind(c, w[m].buf, w[m].offset, vk_view_bytes(&w[m]), 0, &b[i], &w_off[i], err);
+    if (!rc) rc = vk_bind(c, y[m].buf, y[m].offset, (size_t)r * 4, 1, &b[4 + i], &y_off[i], err);
+    y_off[i] /= 4;
+    rows[i] = i < count ? r : 0;
+    groups[i] = (rows[i] + per - 1) / per;
+  }
+  if (!rc) rc = cpu ? vk_bind_ubo(c, x->buf, x->offset, (size_t)cols * 4, &b[3], &x_rem, err)
+                    : vk_bind(c, x->buf, x->offset, (size_t)cols * 4, 0, &b[3], &x_rem, err);
+  if (rc) return rc;
+  uint32_t g_end0 = groups[0], g_end1 = groups[0] + groups[1], total = g_end1 + groups[2], gx, gy;
+  vk_grid(c, total, &gx, &gy);
+  vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
+                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .n_spec = 4,
+                 .spec = {spec[0], spec[1], spec[2], spec[3]}};
+  if (cpu) {
+    group_cpu_pc pc = {(uint32_t)cols, x_rem / 4, (uint32_t)(b[3].range / 16), {0}, {0}, {0}, g_end0, g_end1};
+    for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
+    k.push_size = sizeof pc;
+    return vk_dispatch(c, &k, b, 7, &pc, sizeof pc, gx, gy, 1, err);
+  }
+  group_pc pc = {(uint32_t)cols, x_rem / 4, {0}, {0}, {0}, g_end0, g_end1};
+  for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
+  k.push_size = sizeof pc;
+  return vk_dispatch(c, &k, b, 7, &pc, sizeof pc, gx, gy, 1, err);
+}
+
+int vk_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  if (group_fits(c, count, w, x, y)) return group_dispatch(c, count, w, x, y, err);
+  for (int i = 0; i < count; i++) {
+    int rc = vk_op_matmul(be, &w[i], x, &y[i], err);
+    if (rc) return rc;
+  }
+  return ICL_OK;
+}
