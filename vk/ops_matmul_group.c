@@ -46,13 +46,13 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
   int64_t cols = w[0].ne[0];
   int cpu = vk_cpu_shape(c), rc = ICL_OK;
   uint32_t per = rows_per_group(c, spec);
-  for (int i = 0; i < GROUP_MAX && !rc; i++) { /* a group of 2 binds member 1 again as member 2, with no rows */
+  for (int i = 0; i < GROUP_MAX && !rc; i++) {
+    /* a group of 2 binds 16 bytes of member 1 as member 2, which has no rows (nothing read, nothing counted) */
     int m = i < count ? i : count - 1;
-    uint32_t r = (uint32_t)icl_dt_nrows(&w[m]);
-    rc = vk_bind(c, w[m].buf, w[m].offset, vk_view_bytes(&w[m]), 0, &b[i], &w_off[i], err);
-    if (!rc) rc = vk_bind(c, y[m].buf, y[m].offset, (size_t)r * 4, 1, &b[4 + i], &y_off[i], err);
+    rows[i] = i < count ? (uint32_t)icl_dt_nrows(&w[m]) : 0;
+    rc = vk_bind(c, w[m].buf, w[m].offset, i < count ? vk_view_bytes(&w[m]) : 16, 0, &b[i], &w_off[i], err);
+    if (!rc) rc = vk_bind(c, y[m].buf, y[m].offset, i < count ? (size_t)rows[i] * 4 : 4, 1, &b[4 + i], &y_off[i], err);
     y_off[i] /= 4;
-    rows[i] = i < count ? r : 0;
     groups[i] = (rows[i] + per - 1) / per;
   }
   if (!rc) rc = cpu ? vk_bind_ubo(c, x->buf, x->offset, (size_t)cols * 4, &b[3], &x_rem, err)
