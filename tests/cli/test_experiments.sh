@@ -227,6 +227,55 @@ EOF
   fi
 fi
 
+# ---- head_ablation: zero, mean and resample ablation with the capability check (issue 40) ----
+# 2 walks (mean and resample take the other walk's activations), k = 8 only; the capability check's text is a
+# file written here, so the test does not need data/.
+for i in $(seq 1 300); do
+  echo "Line $i: the walkers crossed the river at dawn, counted $((i * 7 % 13)) boats and wrote the number down."
+  echo "Nobody in the village believed that the bridge would hold, yet it stood for $((i % 40 + 3)) more years."
+done >"$TMP/text.txt"
+if run head_ablation --scores "$TMP/hs1.json" --walks 2 --ks 8 --ablation zero,mean,resample --text "$TMP/text.txt"; then
+  figures "$TMP/head_ablation" accuracy_induction_mean late_accuracy_resample pca_induction_resample
+  check "head_ablation --ablation zero,mean,resample: the modes, SEs, ns and capability losses" "$ICL" script - <<EOF
+local j = assert(icl.json.read("$TMP/head_ablation/summary.json"))
+local function num(v) return type(v) == "number" and v == v end
+local function fail(why) io.stderr:write("FAIL: " .. why .. "\n"); os.exit(1) end
+if #j.ablation ~= 3 or j.ablation[2] ~= "mean" or j.ablated_point ~= "hook_z (zero, all positions)" then fail("modes") end
+if icl.json.encode(j.table) ~= icl.json.encode(j.by_mode.zero.table) then fail("top-level table = zero's") end
+for _, mode in ipairs({"zero", "mean", "resample"}) do
+  local bm = j.by_mode[mode]
+  if not bm then fail("by_mode." .. mode) end
+  for _, row in ipairs(bm.table) do
+    if not (num(row.late_accuracy) and num(row.se) and row.se >= 0 and row.n == 2) then
+      fail(mode .. ": row " .. row.condition .. " k " .. row.k .. " lacks accuracy, SE or n = 2")
+    end
+    for _, set in ipairs({"text", "repeated_tokens"}) do
+      local c = row.loss[set]
+      if not (c and num(c.mean) and c.mean > 0 and num(c.se) and c.n == 2) then
+        fail(mode .. ": row " .. row.condition .. " k " .. row.k .. " lacks the " .. set .. " loss")
+      end
+    end
+  end
+  -- the 8 best induction heads removed: the loss on the repeated copy rises by more than a nat, and by more than
+  -- a nat beyond the random control's change
+  local ind, rnd = bm.capability.induction[1].repeated_tokens, bm.capability.random[1].repeated_tokens
+  if not (ind.delta > 1 and ind.delta > rnd.delta + 1) then
+    fail(("%s: repeated-token loss change %.2f (induction) vs %.2f (random)"):format(mode, ind.delta, rnd.delta))
+  end
+end
+if j.capability_sets[1].name ~= "text" or j.capability_sets[2].name ~= "repeated_tokens" then fail("capability sets") end
+EOF
+fi
+check "head_ablation: an unknown --ablation is refused, naming the flag" \
+  bash -c "! '$ICL' script experiments/head_ablation.lua --quick --ablation median --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
+           grep -q \"ablation 'median': expected zero, mean or resample\" '$TMP/err'"
+check "head_ablation: --ablation mean with one walk is refused before any run" \
+  bash -c "! '$ICL' script experiments/head_ablation.lua --quick --ablation mean --walks 1 --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
+           grep -q 'needs --walks >= 2' '$TMP/err'"
+check "head_ablation: a missing --text file is refused, naming it" \
+  bash -c "! '$ICL' script experiments/head_ablation.lua --quick --text '$TMP/none.txt' --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
+           grep -q 'cannot open $TMP/none.txt' '$TMP/err'"
+
 # ---- bigram_pca ----
 if run bigram_pca; then
   summary bigram_pca
