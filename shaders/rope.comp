@@ -4,30 +4,52 @@
 // invocation per rotated pair: (2i, 2i+1) in normal mode, (i, i + n_rot/2) in neox mode.
 // The angle is reduced to [-pi, pi) in turns before sin/cos, whose precision Vulkan only
 // bounds on that interval.
+// PAIR (variant rope_pair): queries and keys of the same positions in one dispatch, heads 0..nh-1 of x and
+// then nh2 heads of x2, each element computed as the lone dispatch computes it.
 layout(local_size_x_id = 0) in;
 
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Pos { int pos[]; };
+#ifdef PAIR
+layout(std430, binding = 2) buffer X2 { float x2[]; };
+#endif
 
 layout(push_constant) uniform P {
   uint hd, nh, n, n_rot;
   float log2_base;
   uint neox, x_off, pos_off;
+#ifdef PAIR
+  uint nh2, x2_off;
+#endif
 } p;
 
 #include "util.glsl"
 
 void main() {
   uint half_rot = p.n_rot / 2u, g = global_index();
-  if (g >= half_rot * p.nh * p.n) return;
-  uint i = g % half_rot, h = (g / half_rot) % p.nh, t = g / (half_rot * p.nh);
+#ifdef PAIR
+  uint heads = p.nh + p.nh2;
+#else
+  uint heads = p.nh;
+#endif
+  if (g >= half_rot * heads * p.n) return;
+  uint i = g % half_rot, h = (g / half_rot) % heads, t = g / (half_rot * heads);
   float inv_freq = exp2(-2.0 * float(i) / float(p.n_rot) * p.log2_base);
   float turns = float(pos[p.pos_off + t]) * (inv_freq * 0.15915494309189535);
   float theta = (turns - round(turns)) * 6.283185307179586;
   float c = cos(theta), s = sin(theta);
+  uint ia = p.neox != 0u ? i : 2u * i, ib = p.neox != 0u ? i + half_rot : 2u * i + 1u;
+#ifdef PAIR
+  if (h >= p.nh) {
+    uint base2 = p.x2_off + (t * p.nh2 + h - p.nh) * p.hd;
+    float y0 = x2[base2 + ia], y1 = x2[base2 + ib];
+    x2[base2 + ia] = y0 * c - y1 * s;
+    x2[base2 + ib] = y0 * s + y1 * c;
+    return;
+  }
+#endif
   uint base = p.x_off + (t * p.nh + h) * p.hd;
-  uint a = base + (p.neox != 0u ? i : 2u * i), b = base + (p.neox != 0u ? i + half_rot : 2u * i + 1u);
-  float x0 = x[a], x1 = x[b];
-  x[a] = x0 * c - x1 * s;
-  x[b] = x0 * s + x1 * c;
+  float x0 = x[base + ia], x1 = x[base + ib];
+  x[base + ia] = x0 * c - x1 * s;
+  x[base + ib] = x0 * s + x1 * c;
 }

@@ -128,6 +128,10 @@ typedef struct icl_backend_ops {
   /* y += x . w^T (the residual add fused into the matmul), each element bit-identical to matmul into a temporary
    * t then add(y, t); optional (NULL: the wrapper does exactly that, in a scratch view the caller gives) */
   int (*matmul_add)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+  /* rope of q [hd, nh, n] and of k [hd, nh_k, n] at the same positions, each bit-identical to its own rope;
+   * optional (NULL: the wrapper runs rope twice) */
+  int (*rope_pair)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
+                   int mode, icl_error *err);
   /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
   void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;

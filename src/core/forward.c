@@ -104,8 +104,7 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   if (!m->feat.smeared_key) HOOK(il, HP_K, &K);
   HOOK(il, HP_V, &V);
   if (m->feat.pos == ICL_POS_ROPE) {
-    TRY(icl_op_rope(be, &Q, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
-    TRY(icl_op_rope(be, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
+    TRY(icl_op_rope_pair(be, &Q, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
   }
   if (m->feat.smeared_key) { /* hook_k is the smeared key (after RoPE when both are on) */
     TRY(smear_keys(s, il, n, err));

@@ -172,17 +172,34 @@ int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const i
   return be->ops->layer_norm(be, x, w, b, eps, y, err);
 }
 
-int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
-  TRY(chk_f32("rope", "x", x, err));
-  TRY(chk_type("rope", "pos", pos, ICL_TYPE_I32, err));
-  TRY(chk_dim("rope", "pos", pos, "size", icl_dt_nelem(pos), x->ne[2] * x->ne[3], "x's tokens, ne[2]", err));
+static int chk_rope(const char *op, const char *xn, const icl_dt *x, const icl_dt *pos, int n_rot, float base,
+                    int mode, icl_error *err) {
+  TRY(chk_f32(op, xn, x, err));
+  TRY(chk_type(op, "pos", pos, ICL_TYPE_I32, err));
+  TRY(chk_dim(op, "pos", pos, "size", icl_dt_nelem(pos), x->ne[2] * x->ne[3], "x's tokens, ne[2]", err));
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > x->ne[0])
-    return icl_error_set(err, ICL_EINVAL, "rope: n_rot must be even and in 2..%" PRId64 " (head_dim), got %d",
+    return icl_error_set(err, ICL_EINVAL, "%s: n_rot must be even and in 2..%" PRId64 " (head_dim), got %d", op,
                          x->ne[0], n_rot);
   if (mode != ICL_ROPE_NORMAL && mode != ICL_ROPE_NEOX)
-    return icl_error_set(err, ICL_EINVAL, "rope: unknown mode %d (expected NORMAL 0 or NEOX 1)", mode);
-  if (!(base > 0.0f) || !isfinite(base)) return icl_error_set(err, ICL_EINVAL, "rope: base must be > 0, got %g", base);
+    return icl_error_set(err, ICL_EINVAL, "%s: unknown mode %d (expected NORMAL 0 or NEOX 1)", op, mode);
+  if (!(base > 0.0f) || !isfinite(base)) return icl_error_set(err, ICL_EINVAL, "%s: base must be > 0, got %g", op, base);
+  return ICL_OK;
+}
+
+int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  TRY(chk_rope("rope", "x", x, pos, n_rot, base, mode, err));
   return be->ops->rope(be, x, pos, n_rot, base, mode, err);
+}
+
+int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
+                     int mode, icl_error *err) {
+  TRY(chk_rope("rope_pair", "q", q, pos, n_rot, base, mode, err));
+  TRY(chk_rope("rope_pair", "k", k, pos, n_rot, base, mode, err));
+  TRY(chk_dim("rope_pair", "k", k, "ne[0]", k->ne[0], q->ne[0], "q's head_dim", err));
+  TRY(chk_no_alias("rope_pair", "q", q, "k", k, err));
+  if (be->ops->rope_pair) return be->ops->rope_pair(be, q, k, pos, n_rot, base, mode, err);
+  TRY(be->ops->rope(be, q, pos, n_rot, base, mode, err));
+  return be->ops->rope(be, k, pos, n_rot, base, mode, err);
 }
 
 /* Mask or pattern: f32 [n_kv, n_q, n_head]. */

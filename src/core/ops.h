@@ -18,6 +18,9 @@ int icl_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps
 int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
                       icl_error *err);
 int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+/* rope of q and of k at the same positions: the backend's rope_pair, or rope twice (same bits). */
+int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
+                     int mode, icl_error *err);
 int icl_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                      const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int icl_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);

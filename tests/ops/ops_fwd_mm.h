@@ -201,6 +201,41 @@ static void o_rope(const ot_case *c, double *out[]) {
 }
 static const ot_op OP_ROPE = {"rope", "hd,heads,tokens,n_rot,pos0,-,base", "neox", g_rope, r_rope, o_rope, {OT_NMSE}, 0};
 
+/* ---- rope_pair: n = {head_dim, heads, tokens, n_rot, pos0, k_heads}, f = base; flag neox: q is input 0, k input 2,
+ * each rotated in place (outputs 0 and 1) as rope rotates it ------------------------------------------------------ */
+
+static int g_rope_pair(ot_case *c) {
+  const int64_t *n = c->s->n;
+  g_rope(c);
+  ot_in_f32(c, 2, n[0], n[5], n[2], -1.0f, 1.0f);
+  ot_out(c, 1, ICL_TYPE_F32, n[0], n[5], n[2], 2);
+  return 1;
+}
+static int r_rope_pair(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  return icl_op_rope_pair(be, out[0], out[1], in[1], (int)c->s->n[3], (float)c->s->f, c->s->flags & 1, err);
+}
+/* The rotation of rope's oracle on input xi with `heads` heads into out. */
+static void o_rope_into(const ot_case *c, int xi, int64_t heads, double *out) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], half = n[3] / 2, neox = c->s->flags & 1;
+  const float *x = ot_f(c, xi);
+  for (int64_t i = 0; i < hd * heads * n[2]; i++) out[i] = x[i];
+  for (int64_t t = 0; t < n[2]; t++)
+    for (int64_t h = 0; h < heads; h++)
+      for (int64_t i = 0; i < half; i++) {
+        double th = (double)ot_i(c, 1)[t] * pow((double)(float)c->s->f, -2.0 * (double)i / (double)n[3]);
+        int64_t a = (t * heads + h) * hd + (neox ? i : 2 * i), b = a + (neox ? half : 1);
+        double x0 = x[a], x1 = x[b];
+        out[a] = x0 * cos(th) - x1 * sin(th), out[b] = x0 * sin(th) + x1 * cos(th);
+      }
+}
+static void o_rope_pair(const ot_case *c, double *out[]) {
+  o_rope_into(c, 0, c->s->n[1], out[0]);
+  o_rope_into(c, 2, c->s->n[5], out[1]);
+}
+static const ot_op OP_ROPE_PAIR = {"rope_pair", "hd,heads,tokens,n_rot,pos0,k_heads,base", "neox", g_rope_pair,
+                                   r_rope_pair, o_rope_pair, {OT_NMSE, OT_NMSE}, 0};
+
 /* ---- attention: n = {hd, heads, kv_heads, queries, n_past, window}, f = softcap; flags mask
  * (random additive, every 7th -inf), masked_row (one query row of head 1 all -inf), pattern, scale4 */
 

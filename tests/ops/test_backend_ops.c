@@ -88,6 +88,10 @@ static const ot_shape NORM[] = {
     {"big", {49152, 2}, 0, NORM_W},  {"big", {49152, 2}, 0, NORM_IN_PLACE}};
 
 /* {head_dim, heads, tokens, n_rot, pos0}, f = base; flag 1 = NEOX */
+/* {hd, heads, tokens, n_rot, pos0, k_heads}, base; flag neox: SmolLM2's 9 and 3 heads, Gemma 3's 4 and 1 */
+static const ot_shape ROPE_PAIR[] = {{"tiny", {64, 9, 1, 64, 0, 3}, 1e4},       {"odd", {64, 3, 7, 32, 5, 2}, 1e5},
+                                     {"model", {64, 9, 7, 64, 1393, 3}, 1e5},  {"model", {256, 4, 1, 256, 1393, 1}, 1e6, 1},
+                                     {"model", {256, 4, 5, 256, 0, 1}, 1e4, 1}, {"odd", {64, 2, 3, 32, 17, 1}, 1e4, 1}};
 static const ot_shape ROPE[] = {
     {"tiny", {64, 9, 1, 64, 0}, 1e4},        {"odd", {64, 3, 7, 64, 5}, 1e5},       {"odd", {64, 9, 7, 64, 0}, 1e4},
     {"model", {64, 3, 7, 64, 1393}, 1e5},    {"model", {256, 4, 7, 256, 0}, 1e6, 1}, {"model", {256, 4, 7, 256, 1393}, 1e6, 1},
@@ -247,6 +251,7 @@ static const ot_entry TABLE[] = {
     /* last: an entry's seed is its index, so a new entry goes at the end and the others keep their cases */
     {&OP_MATMUL_GROUP, SH(MATMUL_GROUP), WEIGHT_TYPES, TOL_MATMUL},
     {&OP_MATMUL_ADD, SH(MATMUL_ADD), MATMUL_ADD_TYPES, TOL_MATMUL},
+    {&OP_ROPE_PAIR, SH(ROPE_PAIR), NULL, TOL_ROPE},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
@@ -254,7 +259,7 @@ static void check_every_op_listed(void) {
   static const char *ops[] = {"get_rows", "matmul", "rms_norm", "layer_norm", "rope",    "attention",  "add",
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
                               "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
-                              "matmul_add"};
+                              "matmul_add", "rope_pair"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;

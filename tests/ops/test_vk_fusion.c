@@ -1,7 +1,8 @@
 /* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families
  * (the GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec:
  * each output equals its weight's lone matmul) with 3 and 2 members of one type, and the fallbacks (mixed types,
- * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several.
+ * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
+ * rope_pair against rope of q then of k.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,34 @@ static void check_add(uint32_t type, int64_t K, int64_t rows, int64_t n) {
   free(xh), free(yh);
 }
 
+/* rope_pair against rope of q then rope of k (SmolLM2's 9 and 3 heads, Gemma 3's 4 and 1, partial rotation). */
+static void check_rope_pair(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n_rot, int mode, int32_t pos0) {
+  float *qh = malloc((size_t)(hd * nh * n) * 4), *kh = malloc((size_t)(hd * nk * n) * 4);
+  int32_t *ph = malloc((size_t)n * 4);
+  t_rand_fill(qh, hd * nh * n, 3, -1.0f, 1.0f);
+  t_rand_fill(kh, hd * nk * n, 4, -1.0f, 1.0f);
+  for (int64_t i = 0; i < n; i++) ph[i] = pos0 + (int32_t)i;
+  icl_dt q = tensor(ICL_TYPE_F32, hd, nh * n, qh), k = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt q1 = tensor(ICL_TYPE_F32, hd, nh * n, qh), k1 = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt pos = tensor(ICL_TYPE_I32, n, 1, ph);
+  q.ne[1] = q1.ne[1] = nh, q.ne[2] = q1.ne[2] = n, k.ne[1] = k1.ne[1] = nk, k.ne[2] = k1.ne[2] = n;
+  icl_error err;
+  CHECKF(be->ops->rope_pair, "the Vulkan backend has no rope_pair");
+  CHECKF(icl_op_rope_pair(be, &q, &k, &pos, n_rot, 1e4f, mode, &err) == ICL_OK, "rope_pair: %s", err.msg);
+  CHECKF(icl_op_rope(be, &q1, &pos, n_rot, 1e4f, mode, &err) == ICL_OK, "rope: %s", err.msg);
+  CHECKF(icl_op_rope(be, &k1, &pos, n_rot, 1e4f, mode, &err) == ICL_OK, "rope: %s", err.msg);
+  CHECKF(same_bits(&q, &q1) && same_bits(&k, &k1), "rope_pair hd=%lld heads %lld+%lld n=%lld n_rot=%d mode %d "
+         "differs from two ropes", (long long)hd, (long long)nh, (long long)nk, (long long)n, n_rot, mode);
+  be->ops->buf_free(be, q.buf), be->ops->buf_free(be, k.buf), be->ops->buf_free(be, q1.buf);
+  be->ops->buf_free(be, k1.buf), be->ops->buf_free(be, pos.buf);
+  free(qh), free(kh), free(ph);
+}
+
 static void run_family(void) {
+  check_rope_pair(64, 9, 3, 1, 64, ICL_ROPE_NORMAL, 1393);
+  check_rope_pair(64, 9, 3, 7, 64, ICL_ROPE_NEOX, 0);
+  check_rope_pair(256, 4, 1, 5, 256, ICL_ROPE_NEOX, 17);
+  check_rope_pair(64, 2, 1, 3, 32, ICL_ROPE_NORMAL, 5);
   /* the fused kernels differ from the lone ones only in row mapping, loads and stores, the same for every type:
    * a float type, a block type and two k-quants (each is pipelines to compile, seconds each on lavapipe) */
   static const uint32_t TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -120,7 +148,8 @@ int main(void) {
     CHECKF(icl_vk_backend_new(-1, &be, &err) == ICL_OK, "no Vulkan backend: %s", err.msg);
     if (!be) return t_done();
     run_family();
-    printf("%s-shaped kernels: grouped mat-vecs and matmul_add equal the unfused sequence bit for bit\n", families[f]);
+    printf("%s-shaped kernels: grouped mat-vecs, matmul_add and rope_pair equal the unfused sequence bit for bit\n",
+           families[f]);
     be->ops->destroy(be);
   }
   return t_done();
