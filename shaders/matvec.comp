@@ -14,6 +14,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 1;  // threads per row group: 1 or the workgroup size
 layout(constant_id = 2) const uint NR = 1;   // rows per row group (at most 8)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
+layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
 
 #ifdef GROUP
 layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
@@ -56,6 +57,7 @@ layout(push_constant) uniform P {
 #include "util.glsl"
 #include "reduce.glsl"
 #include "quant.glsl"
+#include "act.glsl"
 
 void load_x(uint base, uint valid, out vec4 xv[8]) {
   for (uint i = 0u; i < 8u; i++) {
@@ -92,20 +94,40 @@ void main() {
   uint first = (gi * groups + gl_LocalInvocationID.x / TPR) * NR;
   uint nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);
   float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+  float acc2[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0); // GLU: the up rows
   for (uint ch = lane; ch < nch; ch += TPR) {
     uint valid = min(32u, p.cols - 32u * ch);
     vec4 xv[8], wv[8];
     load_x(xb + 32u * ch, valid, xv);
     for (uint r = 0u; r < NR; r++) {
       if (first + r >= rows) break;
+#ifdef GROUP
+      if (GLU != 0u) g_m = 0u;
+#endif
       dq_chunk(w_off + (first + r) * rb, ch, valid, wv);
       vec4 s = wv[0] * xv[0];
       for (uint i = 1u; i < 8u; i++) s += wv[i] * xv[i];
       acc[r] += s.x + s.y + s.z + s.w;
+#ifdef GROUP
+      if (GLU != 0u) { // the same row of the up weight, computed as its lone mat-vec would
+        g_m = 1u;
+        dq_chunk(p.w_off1 + (first + r) * rb, ch, valid, wv);
+        vec4 s2 = wv[0] * xv[0];
+        for (uint i = 1u; i < 8u; i++) s2 += wv[i] * xv[i];
+        acc2[r] += s2.x + s2.y + s2.z + s2.w;
+      }
+#endif
     }
   }
+#ifdef GROUP
+  if (GLU != 0u) g_m = 0u;
+#endif
   for (uint r = 0u; r < NR; r++) {
     float t = TPR > 1u ? wg_sum(acc[r]) : acc[r]; // uniform branch: TPR is a constant
+    if (GLU != 0u) {                              // likewise: GLU is a constant
+      float u = TPR > 1u ? wg_sum(acc2[r]) : acc2[r];
+      t = (GLU == 1u ? silu(t) : gelu_tanh(t)) * u;
+    }
     if (lane == 0u && first + r < rows) store(col, first + r, t);
   }
 }

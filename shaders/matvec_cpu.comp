@@ -10,6 +10,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NR = 8;     // rows per invocation (at most 8)
 layout(constant_id = 2) const uint XLEN = 16;  // declared vec4s of x (the bound range is x_len)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
+layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
 
 #ifdef GROUP
 // up to 3 weights of one type on the same x in one dispatch (see matvec.comp): each workgroup works on
@@ -54,16 +55,32 @@ layout(push_constant) uniform P {
 #include "util.glsl"
 #include "quant.glsl"
 #include "ubo_x.glsl"
+#include "act.glsl"
 
 // One row's contribution, written out per row (no dynamically indexed accumulator array, which
 // llvmpipe would keep in per-lane scratch memory). Rows past the range re-read the last row.
+#ifdef GROUP
+// GLU: the same row of the up weight (member 1) beside the gate row, as its lone mat-vec computes it
+#define ROW_UP(r)                                                           \
+  if (GLU != 0u) {                                                          \
+    g_m = 1u;                                                               \
+    dq_chunk(p.w_off1 + min(first + r, rows - 1u) * rb, ch, valid, wv);     \
+    up##r += dot32(wv, xv);                                                 \
+    g_m = 0u;                                                               \
+  }
+#else
+#define ROW_UP(r)
+#endif
 #define ROW(r)                                                              \
   if (NR > r) {                                                             \
     dq_chunk(w_off + min(first + r, rows - 1u) * rb, ch, valid, wv);        \
     acc##r += dot32(wv, xv);                                                \
+    ROW_UP(r)                                                               \
   }
 #define STORE(r) \
-  if (NR > r && first + r < rows) store(first + r, acc##r);
+  if (NR > r && first + r < rows) store(first + r, GLU == 0u ? acc##r : glu(acc##r, up##r));
+
+float glu(float g, float u) { return (GLU == 1u ? silu(g) : gelu_tanh(g)) * u; }
 
 void store(uint r, float v) {
 #ifdef GROUP
@@ -92,6 +109,7 @@ void main() {
   if (first >= rows) return; // a member's last workgroup, or an absent member: no row to re-read
 #endif
   float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
+  float up0 = 0.0, up1 = 0.0, up2 = 0.0, up3 = 0.0, up4 = 0.0, up5 = 0.0, up6 = 0.0, up7 = 0.0; // GLU
   for (uint ch = 0u; ch < nch; ch++) {
     uint valid = min(32u, p.cols - 32u * ch);
     vec4 xv[8], wv[8];

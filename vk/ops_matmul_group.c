@@ -22,6 +22,7 @@ _Static_assert(sizeof(group_cpu_pc) <= VK_MAX_PUSH, "push constants");
 
 /* One dispatch can take the group: one token, 2..3 weights of one type, each within one binding. */
 static int group_fits(const vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
+  if (count < 2) return 0;
   if (count < 2 || count > GROUP_MAX || icl_dt_nrows(x) != 1 || x->offset % 4) return 0;
   if (vk_cpu_shape(c) && !vk_matvec_cpu_fits(c, w[0].ne[0])) return 0;
   for (int i = 0; i < count; i++)
@@ -40,7 +41,10 @@ static uint32_t rows_per_group(const vk_ctx *c, uint32_t spec[4]) {
   return spec[0] / spec[1] * spec[2];
 }
 
-static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
+/* glu 0: each member's product into its y; 1 (silu) or 2 (gelu): y[0] = act(w[0] . x) * (w[1] . x), one workgroup
+ * per row group of member 0 computing both members' rows */
+static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, uint32_t glu,
+                          icl_error *err) {
   vk_binding b[7];
   uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX], x_rem, spec[4], groups[GROUP_MAX] = {0};
   int64_t cols = w[0].ne[0];
@@ -53,7 +57,7 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
     rc = vk_bind(c, w[m].buf, w[m].offset, i < count ? vk_view_bytes(&w[m]) : 16, 0, &b[i], &w_off[i], err);
     if (!rc) rc = vk_bind(c, y[m].buf, y[m].offset, i < count ? (size_t)rows[i] * 4 : 4, 1, &b[4 + i], &y_off[i], err);
     y_off[i] /= 4;
-    groups[i] = (rows[i] + per - 1) / per;
+    groups[i] = glu && i > 0 ? 0 : (rows[i] + per - 1) / per;
   }
   if (!rc) rc = cpu ? vk_bind_ubo(c, x->buf, x->offset, (size_t)cols * 4, &b[3], &x_rem, err)
                     : vk_bind(c, x->buf, x->offset, (size_t)cols * 4, 0, &b[3], &x_rem, err);
@@ -61,8 +65,8 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
   uint32_t g_end0 = groups[0], g_end1 = groups[0] + groups[1], total = g_end1 + groups[2], gx, gy;
   vk_grid(c, total, &gx, &gy);
   vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
-                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .n_spec = 4,
-                 .spec = {spec[0], spec[1], spec[2], spec[3]}};
+                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .n_spec = 5,
+                 .spec = {spec[0], spec[1], spec[2], spec[3], glu}};
   if (cpu) {
     group_cpu_pc pc = {(uint32_t)cols, x_rem / 4, (uint32_t)(b[3].range / 16), {0}, {0}, {0}, g_end0, g_end1};
     for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
@@ -77,10 +81,21 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
 
 int vk_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   vk_ctx *c = vk_of(be);
-  if (group_fits(c, count, w, x, y)) return group_dispatch(c, count, w, x, y, err);
+  if (group_fits(c, count, w, x, y)) return group_dispatch(c, count, w, x, y, 0, err);
   for (int i = 0; i < count; i++) {
     int rc = vk_op_matmul(be, &w[i], x, &y[i], err);
     if (rc) return rc;
   }
   return ICL_OK;
+}
+
+int vk_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
+                     const icl_dt *u, int act, icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  icl_dt w[2] = {*w_gate, *w_up}, ys[2] = {*y, *u};
+  if (group_fits(c, 2, w, x, ys) && icl_dt_nrows(w_gate) == icl_dt_nrows(w_up))
+    return group_dispatch(c, 2, w, x, (icl_dt[2]){*y, *y}, act == ICL_GLU_GELU ? 2 : 1, err);
+  int rc = vk_op_matmul_group(be, 2, w, x, ys, err);
+  if (rc) return rc;
+  return act == ICL_GLU_GELU ? vk_op_geglu(be, y, u, y, err) : vk_op_swiglu(be, y, u, y, err);
 }

@@ -10,6 +10,9 @@
 int vk_op_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_dt *out, icl_error *err);
 int vk_op_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
 int vk_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);
+/* ops_matmul_group.c: the gated FFN's gate, up and activation in one dispatch on one token */
+int vk_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
+                     const icl_dt *u, int act, icl_error *err);
 /* ops_attn.c: RoPE of queries and keys in one dispatch */
 int vk_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                     int mode, icl_error *err);

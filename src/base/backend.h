@@ -41,6 +41,8 @@ typedef struct icl_dt {
 } icl_dt;
 
 enum { ICL_ROPE_NORMAL = 0, ICL_ROPE_NEOX = 1 };
+/* The gated FFN's activation (matmul_glu): swiglu or geglu. */
+enum { ICL_GLU_SILU = 0, ICL_GLU_GELU = 1 };
 
 /* The most weights one matmul_group applies to one input (q, k and v: 3). */
 enum { ICL_MATMUL_GROUP_MAX = 4 };
@@ -132,6 +134,10 @@ typedef struct icl_backend_ops {
    * optional (NULL: the wrapper runs rope twice) */
   int (*rope_pair)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                    int mode, icl_error *err);
+  /* y = act(x . w_gate^T) * (x . w_up^T), act ICL_GLU_SILU or ICL_GLU_GELU: bit-identical to matmul_group into
+   * (y, u) then swiglu / geglu (y, u, y); u is scratch the backend may use; optional (NULL: the wrapper does that) */
+  int (*matmul_glu)(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
+                    const icl_dt *u, int act, icl_error *err);
   /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
   void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;

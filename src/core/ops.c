@@ -128,6 +128,19 @@ int icl_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
   return be->ops->add(be, y, t, y, err);
 }
 
+int icl_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
+                      const icl_dt *u, int act, icl_error *err) {
+  if (act != ICL_GLU_SILU && act != ICL_GLU_GELU)
+    return icl_error_set(err, ICL_EINVAL, "matmul_glu: unknown activation %d (expected SILU 0 or GELU 1)", act);
+  TRY(chk_matmul("matmul_glu", w_gate, x, y, err));
+  TRY(chk_matmul("matmul_glu", w_up, x, u, err));
+  TRY(chk_no_alias("matmul_glu", "y", y, "u", u, err));
+  if (be->ops->matmul_glu) return be->ops->matmul_glu(be, w_gate, w_up, x, y, u, act, err);
+  icl_dt w[2] = {*w_gate, *w_up}, ys[2] = {*y, *u};
+  TRY(icl_op_matmul_group(be, 2, w, x, ys, err));
+  return act == ICL_GLU_GELU ? be->ops->geglu(be, y, u, y, err) : be->ops->swiglu(be, y, u, y, err);
+}
+
 int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
                         icl_error *err) {
   if (count < 1 || count > ICL_MATMUL_GROUP_MAX)

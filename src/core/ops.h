@@ -18,6 +18,10 @@ int icl_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps
 int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
                       icl_error *err);
 int icl_op_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+/* y = act(x . w_gate^T) * (x . w_up^T) (act ICL_GLU_SILU / GELU): the backend's matmul_glu, or matmul_group into
+ * (y, u) then swiglu / geglu (same bits); u is scratch shaped like y. */
+int icl_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
+                      const icl_dt *u, int act, icl_error *err);
 /* rope of q and of k at the same positions: the backend's rope_pair, or rope twice (same bits). */
 int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                      int mode, icl_error *err);

@@ -98,6 +98,41 @@ static void o_matmul_add(const ot_case *c, double *out[]) {
 static const ot_op OP_MATMUL_ADD = {"matmul_add", "K,rows,tokens", "", g_matmul_add, r_matmul_add, o_matmul_add,
                                     {OT_NMSE}, INT64_MAX};
 
+/* ---- matmul_glu: n = {K, rows, tokens}; flag gelu: y = act(x . w_gate^T) * (x . w_up^T), the gate and up
+ * weights inputs 0 and 1, x input 2, input 3 the scratch for up (random: a fused path must not read it) --------- */
+
+static int g_matmul_glu(ot_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  if (K % icl_type_block_elems(c->type)) return 0;
+  ot_in_weights(c, 0, c->type, K, R);
+  ot_in_weights(c, 1, c->type, K, R);
+  ot_in_f32(c, 2, K, n, 1, -1.0f, 1.0f);
+  ot_in_f32(c, 3, R, n, 1, -1.0f, 1.0f);
+  ot_out(c, 0, ICL_TYPE_F32, R, n, 1, -1);
+  c->fast_rows = n;
+  return 1;
+}
+static int r_matmul_glu(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  return icl_op_matmul_glu(be, in[0], in[1], in[2], out[0], in[3], c->s->flags & 1 ? ICL_GLU_GELU : ICL_GLU_SILU,
+                           err);
+}
+static void o_matmul_glu(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  double *wg = ot_weights_f64(c, 0), *wu = ot_weights_f64(c, 1);
+  const float *x = ot_f(c, 2);
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t r = 0; r < R; r++) {
+      double g = 0.0, u = 0.0;
+      for (int64_t k = 0; k < K; k++) g += wg[r * K + k] * x[t * K + k], u += wu[r * K + k] * x[t * K + k];
+      double a = c->s->flags & 1 ? 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+                                 : g / (1.0 + exp(-g));
+      out[0][t * R + r] = a * u;
+    }
+  free(wg), free(wu);
+}
+static const ot_op OP_MATMUL_GLU = {"matmul_glu", "K,rows,tokens", "gelu", g_matmul_glu, r_matmul_glu, o_matmul_glu,
+                                    {OT_NMSE}, INT64_MAX};
+
 /* ---- get_rows: n = {K, rows, ids}; ids include row 0 and the last row -------------------- */
 
 static int g_get_rows(ot_case *c) {

@@ -72,6 +72,10 @@ static const ot_shape MATMUL_GROUP[] = {
 static const ot_shape MATMUL_ADD[] = {{"odd", {256, 33, 1}},    {"odd", {96, 7, 3}},        {"tile", {256, 33, 37}},
                                       {"model", {576, 576, 1}}, {"model", {1536, 576, 7}}, {"model", {2048, 640, 1}}};
 
+/* {K, rows, tokens}; flag gelu: the fused path (one token) and the fallback (several) */
+static const ot_shape MATMUL_GLU[] = {{"odd", {256, 33, 1}},           {"model", {576, 1536, 1}}, {"odd", {256, 65, 1}, 0, 1},
+                                      {"odd", {96, 7, 3}, 0, 1}};
+
 /* {K, rows, ids} */
 static const ot_shape GET_ROWS[] = {{"tiny", {32, 3, 1}},     {"tiny", {256, 3, 1}},     {"odd", {256, 3, 6}},
                                     {"odd", {576, 50, 7}},    {"odd", {512, 50, 7}},     {"model", {1536, 576, 6}},
@@ -252,6 +256,7 @@ static const ot_entry TABLE[] = {
     {&OP_MATMUL_GROUP, SH(MATMUL_GROUP), WEIGHT_TYPES, TOL_MATMUL},
     {&OP_MATMUL_ADD, SH(MATMUL_ADD), MATMUL_ADD_TYPES, TOL_MATMUL},
     {&OP_ROPE_PAIR, SH(ROPE_PAIR), NULL, TOL_ROPE},
+    {&OP_MATMUL_GLU, SH(MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
@@ -259,7 +264,7 @@ static void check_every_op_listed(void) {
   static const char *ops[] = {"get_rows", "matmul", "rms_norm", "layer_norm", "rope",    "attention",  "add",
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
                               "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
-                              "matmul_add", "rope_pair"};
+                              "matmul_add", "rope_pair", "matmul_glu"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;
@@ -292,7 +297,8 @@ static int parse_types(const char *list) {
  * them); 0 when none is left. */
 static int filter_entry(const ot_entry *e, ot_entry *out, uint32_t kept[ICL_TYPE_COUNT + 1]) {
   *out = *e;
-  if (!types_filtered || (e->op != &OP_MATMUL && e->op != &OP_MATMUL_GROUP && e->op != &OP_MATMUL_ADD && e->op != &OP_GET_ROWS)) return 1;
+  if (!types_filtered || (e->op != &OP_MATMUL && e->op != &OP_MATMUL_GROUP && e->op != &OP_MATMUL_ADD && e->op != &OP_MATMUL_GLU &&
+                            e->op != &OP_GET_ROWS)) return 1;
   int n = 0;
   for (const uint32_t *t = e->types; *t != ICL_TYPE_COUNT; t++)
     if (only_types[*t]) kept[n++] = *t;

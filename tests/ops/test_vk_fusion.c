@@ -2,7 +2,8 @@
  * (the GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec:
  * each output equals its weight's lone matmul) with 3 and 2 members of one type, and the fallbacks (mixed types,
  * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
- * rope_pair against rope of q then of k.
+ * rope_pair against rope of q then of k; matmul_glu (gate, up and the activation) against matmul_group then
+ * swiglu / geglu.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +114,36 @@ static void check_rope_pair(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n
   free(qh), free(kh), free(ph);
 }
 
+/* matmul_glu against matmul_group into (y, u) then swiglu / geglu, on one token (fused) and several (fallback). */
+static void check_glu(uint32_t type, int64_t K, int64_t rows, int64_t n, int act) {
+  if (K % icl_type_block_elems(type)) return;
+  float *xh = malloc((size_t)(K * n) * sizeof(float));
+  t_rand_fill(xh, K * n, 12, -2.0f, 2.0f);
+  icl_dt w[2] = {weights(type, K, rows, 31), weights(type, K, rows, 32)}, x = tensor(ICL_TYPE_F32, K, n, xh);
+  icl_dt y = tensor(ICL_TYPE_F32, rows, n, NULL), u = tensor(ICL_TYPE_F32, rows, n, NULL);
+  icl_dt y1[2] = {tensor(ICL_TYPE_F32, rows, n, NULL), tensor(ICL_TYPE_F32, rows, n, NULL)};
+  icl_error err;
+  CHECKF(be->ops->matmul_glu, "the Vulkan backend has no matmul_glu");
+  CHECKF(icl_op_matmul_glu(be, &w[0], &w[1], &x, &y, &u, act, &err) == ICL_OK, "matmul_glu: %s", err.msg);
+  CHECKF(icl_op_matmul_group(be, 2, w, &x, y1, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  CHECKF((act == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK, "glu: %s",
+         err.msg);
+  CHECKF(same_bits(&y, &y1[0]), "matmul_glu %s K=%lld rows=%lld n=%lld act %d differs from matmul_group then glu",
+         icl_type_name(type), (long long)K, (long long)rows, (long long)n, act);
+  for (int i = 0; i < 2; i++) be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y1[i].buf);
+  be->ops->buf_free(be, x.buf), be->ops->buf_free(be, y.buf), be->ops->buf_free(be, u.buf);
+  free(xh);
+}
+
 static void run_family(void) {
   check_rope_pair(64, 9, 3, 1, 64, ICL_ROPE_NORMAL, 1393);
   check_rope_pair(64, 9, 3, 7, 64, ICL_ROPE_NEOX, 0);
   check_rope_pair(256, 4, 1, 5, 256, ICL_ROPE_NEOX, 17);
   check_rope_pair(64, 2, 1, 3, 32, ICL_ROPE_NORMAL, 5);
+  /* the GLU epilogue is one more pipeline per type and activation: SmolLM2's type with silu, Gemma's with gelu */
+  check_glu(ICL_TYPE_Q4_1, 576, 1536, 1, ICL_GLU_SILU);
+  check_glu(ICL_TYPE_Q4_K, 256, 65, 1, ICL_GLU_GELU);
+  check_glu(ICL_TYPE_Q4_1, 256, 33, 3, ICL_GLU_SILU); /* several tokens: matmul_group then swiglu */
   /* the fused kernels differ from the lone ones only in row mapping, loads and stores, the same for every type:
    * a float type, a block type and two k-quants (each is pipelines to compile, seconds each on lavapipe) */
   static const uint32_t TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -148,7 +174,7 @@ int main(void) {
     CHECKF(icl_vk_backend_new(-1, &be, &err) == ICL_OK, "no Vulkan backend: %s", err.msg);
     if (!be) return t_done();
     run_family();
-    printf("%s-shaped kernels: grouped mat-vecs, matmul_add and rope_pair equal the unfused sequence bit for bit\n",
+    printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair and matmul_glu equal the unfused sequence bit for bit\n",
            families[f]);
     be->ops->destroy(be);
   }
