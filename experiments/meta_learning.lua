@@ -30,6 +30,8 @@ local ex = icl.experiment{name = "meta_learning", model = "none", seed = 1,
              {"reduced", false, "the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the " ..
                                 "protocol; lr 0.01 needs ~10x the steps for the same stages (docs/results.md)"},
              {"sweep", false, "also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads"},
+             {"theory", false, "only the label-set theory (SCC formula and Bayes accuracy, K = 8, 16, 32 and --K, " ..
+                               "T = 2, 3) on --eval_n held-out sequences; no training"},
              {"sweep_steps", 0, "steps of each sweep run (0 = --steps)", int = {0, BIG}},
              {"sweep_dir", "", "where the sweep runs go (OUT/sweep)"},
              {"variants", "", "only these sweep runs (1-based, e.g. \"1,2,3\"); a run whose summary.json exists with " ..
@@ -123,6 +125,41 @@ local function data_check(ev, info, c)
   end
   return {query_in_context = inside / #cls, target_is_query_label = right / #cls,
           expected_query_in_context = c.p_in_context + (1 - c.p_in_context) * c.N / c.K}
+end
+
+-- The best accuracy of a reader of the context's label set that knows every class's labels (in its weights)
+-- and the query's class but not which example each label belongs to: the posterior of each task t given the
+-- labels is proportional to P(t) * prod_l n_t(l)(n_t(l)-1)..(n_t(l)-m_l+1), n_t(l) the number of classes with
+-- label l under t and m_l the label's count in the context (context classes are distinct and uniform; the
+-- query is drawn independently), and the reader answers the query class's label under the most probable
+-- task (ties: the expected accuracy of a uniform choice among them). On the held-out set, the shuffled set
+-- (same label sets) and the random-label set (uniform labels: 1/T).
+local function label_set_bayes(batch, info, c)
+  local labels, T = info.labels:totable(), c.T
+  local count = {}
+  for t = 1, T do
+    count[t] = {}
+    for _, l in ipairs(labels[t]) do count[t][l] = (count[t][l] or 0) + 1 end
+  end
+  local tok, tg, cls = batch.tokens:totable(), batch.targets:totable(), batch.classes:totable()
+  local hit = 0
+  for b, row in ipairs(tok) do
+    local m = {}
+    for i = 1, c.N do local l = row[2 * i]; m[l] = (m[l] or 0) + 1 end
+    local best, ties = -1, {}
+    for t = 1, T do
+      local w = 1 / T -- uniform tasks (alpha = 0)
+      for l, k in pairs(m) do
+        local nl = count[t][l] or 0
+        for j = 0, k - 1 do w = w * math.max(nl - j, 0) end
+      end
+      if w > best then best, ties = w, {t} elseif w == best then ties[#ties + 1] = t end
+    end
+    local q, target, ok = cls[b][c.N + 1], tg[b][2 * c.N + 1], 0
+    for _, t in ipairs(ties) do if labels[t][q + 1] == target then ok = ok + 1 end end
+    hit = hit + ok / #ties
+  end
+  return hit / #tok
 end
 
 local function make_data(c)
@@ -587,6 +624,39 @@ local function same_config(a, b)
     if ("%.6g"):format(a[k] or CONFIG_ABSENT[k] or -1) ~= ("%.6g"):format(b[k] or -1) then return false end
   end
   return true
+end
+
+-- The paper's SCC formula p = 1 - C(K-2,4)/C(K-1,4) (= 4/(K-1)) beside the label-set Bayes accuracy of this
+-- generator, for K = 8, 16, 32 and --K and T = 2, 3, on --eval_n held-out sequences of each configuration.
+local function theory(dir)
+  local function choose(a, b) local r = 1; for i = 1, b do r = r * (a - b + i) / i end; return r end
+  local rows, Ks = {}, {8, 16, 32}
+  if o.K ~= 8 and o.K ~= 16 and o.K ~= 32 then Ks[#Ks + 1] = o.K end
+  print("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  query in ctx")
+  for _, K in ipairs(Ks) do
+    for _, T in ipairs({2, 3}) do
+      local c = {K = K, T = T, N = o.N, L = o.L, eps = o.eps, alpha = 0, seed = o.seed, p_in_context = o.p_in_context}
+      local data, info = make_data(c)
+      local ev = data(0, o.eval_n, {stream = 1})
+      local rl = data(0, o.eval_n, {stream = 2, random_labels = true})
+      local p = o.N == 4 and 1 - choose(K - 2, 4) / choose(K - 1, 4) or nil
+      local r = {K = K, T = T, p_formula = p, bayes_label_set_acc = label_set_bayes(ev, info, c),
+                 bayes_shuffled_acc = label_set_bayes(shuffled_labels(ev, c), info, c),
+                 bayes_random_label_acc = label_set_bayes(rl, info, c), data_check = data_check(ev, info, c)}
+      rows[#rows + 1] = r
+      print(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
+        p and ("%.4f"):format((1 + p) / 2) or "-", r.bayes_label_set_acc, r.bayes_shuffled_acc,
+        r.bayes_random_label_acc, r.data_check.query_in_context))
+    end
+  end
+  make_dir(dir)
+  assert(json.write(dir .. "/theory.json", {eval_n = o.eval_n, N = o.N, L = o.L, seed = o.seed, rows = rows}))
+  print(("wrote %s/theory.json"):format(dir))
+end
+
+if o.theory then
+  theory(o.out)
+  return
 end
 
 local main = config_of()
