@@ -357,8 +357,8 @@ end
 local STAGE = {init = 0, NCC = 1, SCC = 2, FCC = 3}
 
 -- The third phase's attention signature by the paper's metric definitions (Bigram A[q,q], Label Attention
--- sum_k A[q,y_k], Chunk Example mean_k A[y_k,x_k]; Minegishi et al. Sec. 4, and the authors' causal-mask code
--- `chunk_example,label_attention` for the full-context circuit): Chunk Example in layer 1 and Label Attention
+-- sum_k A[q,y_k], Chunk Example mean_k A[y_k,x_k], as the authors' slides define them, and the authors'
+-- causal-mask code `chunk_example,label_attention` for the full-context circuit; docs/results.md cites both): Chunk Example in layer 1 and Label Attention
 -- in layer 2, each beside its value under uniform causal attention (a label at 0-based position 2i+1 sees
 -- 2i+2 positions, the query all n). `present` = both above uniform: the attention prefers the example in
 -- layer 1 and the labels in layer 2. The stage names (name_phase) stay causal; this is reported beside them.
