@@ -626,13 +626,44 @@ local function same_config(a, b)
   return true
 end
 
+-- The label-set reader in the setting the formula p = 1 - C(K-2,4)/C(K-1,4) describes (as reconstructed in
+-- docs/results.md): K classes whose labels are a permutation of K labels, task t shifts them by t (mod K), the
+-- N context classes distinct and never the query's (drawn from the other K - 1). Simulated on n sequences:
+-- the posterior of t is proportional to prod_l of the falling factorial of the classes other than the query
+-- with label l under t, and the answer is the query's label under the most probable task (ties shared).
+local function ideal_label_set_bayes(K, T, N, n, seed)
+  local rng = icl.rng.new(seed)
+  local base = rng:shuffle((function() local t = {} for k = 1, K do t[k] = k - 1 end return t end)())
+  local hit = 0
+  for _ = 1, n do
+    local t0, q = rng:int(1, T), rng:int(1, K)
+    local others = {}
+    for k = 1, K do if k ~= q then others[#others + 1] = k end end
+    rng:shuffle(others)
+    local m = {}
+    for i = 1, N do local l = (base[others[i]] + t0 - 1) % K; m[l] = (m[l] or 0) + 1 end
+    local best, ties = -1, {}
+    for t = 1, T do
+      local w = 1
+      for l, k in pairs(m) do -- one class per label; the query's class cannot be in the context
+        local nl = ((base[q] + t - 1) % K == l) and 0 or 1
+        for j = 0, k - 1 do w = w * math.max(nl - j, 0) end
+      end
+      if w > best then best, ties = w, {t} elseif w == best then ties[#ties + 1] = t end
+    end
+    for _, t in ipairs(ties) do if t == t0 then hit = hit + 1 / #ties end end
+  end
+  return hit / n
+end
+
 -- The paper's SCC formula p = 1 - C(K-2,4)/C(K-1,4) (= 4/(K-1)) beside the label-set Bayes accuracy of this
 -- generator, for K = 8, 16, 32 and --K and T = 2, 3, on --eval_n held-out sequences of each configuration.
 local function theory(dir)
   local function choose(a, b) local r = 1; for i = 1, b do r = r * (a - b + i) / i end; return r end
   local rows, Ks = {}, {8, 16, 32}
   if o.K ~= 8 and o.K ~= 16 and o.K ~= 32 then Ks[#Ks + 1] = o.K end
-  print("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  query in ctx")
+  print("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  " ..
+        "query in ctx  permutation labels, query never in ctx")
   for _, K in ipairs(Ks) do
     for _, T in ipairs({2, 3}) do
       local c = {K = K, T = T, N = o.N, L = o.L, eps = o.eps, alpha = 0, seed = o.seed, p_in_context = o.p_in_context}
@@ -642,11 +673,12 @@ local function theory(dir)
       local p = o.N == 4 and 1 - choose(K - 2, 4) / choose(K - 1, 4) or nil
       local r = {K = K, T = T, p_formula = p, bayes_label_set_acc = label_set_bayes(ev, info, c),
                  bayes_shuffled_acc = label_set_bayes(shuffled_labels(ev, c), info, c),
-                 bayes_random_label_acc = label_set_bayes(rl, info, c), data_check = data_check(ev, info, c)}
+                 bayes_random_label_acc = label_set_bayes(rl, info, c), data_check = data_check(ev, info, c),
+                 ideal_bayes_acc = ideal_label_set_bayes(K, T, o.N, o.eval_n, o.seed * 31 + K * 7 + T)}
       rows[#rows + 1] = r
-      print(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
+      print(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f  %.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
         p and ("%.4f"):format((1 + p) / 2) or "-", r.bayes_label_set_acc, r.bayes_shuffled_acc,
-        r.bayes_random_label_acc, r.data_check.query_in_context))
+        r.bayes_random_label_acc, r.data_check.query_in_context, r.ideal_bayes_acc))
     end
   end
   make_dir(dir)

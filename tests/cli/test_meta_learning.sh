@@ -69,7 +69,7 @@ check "p_in_context 1: queries in context ($out)" [ "$out" = "ok" ]
 check "p_in_context 1.5 refused, naming the flag" [ "$rc" -ne 0 ] && grep -q "p-in-context 1.5" "$d/bad.log"
 check "refused before training" [ ! -e "$d/bad/summary.json" ]
 # --theory: the SCC formula p = 1 - C(K-2,4)/C(K-1,4) = 4/(K-1) and the label-set Bayes accuracy, no training
-"$ICL" script experiments/meta_learning.lua --theory --eval_n 64 --out "$d/th" >"$d/th.log" 2>&1; rc=$?
+"$ICL" script experiments/meta_learning.lua --theory --eval_n 512 --out "$d/th" >"$d/th.log" 2>&1; rc=$?
 check "theory exits 0 (log: $(tail -3 "$d/th.log"))" [ "$rc" -eq 0 ]
 cat >"$d/thcheck.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
@@ -78,7 +78,9 @@ for _, r in ipairs(s.rows) do
   assert(math.abs(r.p_formula - 4 / (r.K - 1)) < 1e-12, "p at K = " .. r.K)
   assert(r.bayes_label_set_acc == r.bayes_shuffled_acc, "shuffling keeps the label set")
   assert(r.bayes_label_set_acc > r.bayes_random_label_acc, "labels carry the task")
-  assert(math.abs(r.bayes_random_label_acc - 1 / r.T) < 0.2, "uniform labels: about 1/T")
+  assert(math.abs(r.bayes_random_label_acc - 1 / r.T) < 0.1, "uniform labels: about 1/T")
+  -- the formula's setting (permuted labels, query never in context), T = 2: the reader's accuracy is (1 + p)/2
+  if r.T == 2 then assert(math.abs(r.ideal_bayes_acc - (1 + r.p_formula) / 2) < 0.07, "ideal at K = " .. r.K) end
 end
 print("ok")
 LUA
