@@ -37,9 +37,11 @@ for _, c in ipairs(s.checkpoints) do
   assert(g.l1_chunk_example == c.layers[1].chunk_example and g.l2_label_attention == c.layers[2].label_attention)
   assert(math.abs(g.uniform_chunk_example - (1/2 + 1/4 + 1/6 + 1/8) / 4) < 1e-12 and
          math.abs(g.uniform_label_attention - 4 / 9) < 1e-12, "uniform baselines for N = 4")
-  assert(g.present == (g.l1_ce_over_uniform > 0 and g.l2_la_over_uniform > 0), "present = both above uniform")
+  assert(g.present == (g.l1_ce_over_uniform > s.signature_margin and g.l2_la_over_uniform > s.signature_margin),
+         "present = both above uniform by the margin")
 end
-assert(type(s.signature_first_step) == "table", "signature_first_step written")
+assert(type(s.signature_first_step) == "table" and s.signature_margin == 0.05, "signature_first_step written")
+assert(s.signature_first_step.l1_chunk_example == nil, "random weights: Chunk Example within the margin of uniform")
 -- the held-out set: query class in the context only by chance (N/K = 1/4 here), targets its label
 assert(s.data_check.expected_query_in_context == 0.25 and s.data_check.query_in_context < 0.5 and
        s.data_check.target_is_query_label == 1, "data_check " .. icl.json.encode(s.data_check))
