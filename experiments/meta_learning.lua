@@ -15,6 +15,8 @@ local ex = icl.experiment{name = "meta_learning", model = "none", seed = 1,
              {"N", 4, "context pairs", int = {1, 1 << 12}}, {"L", 32, "labels", int = {2, 1 << 16}},
              {"eps", 0.1, "item noise", num = {0, 1e6}}, {"alpha", 0, "Zipf exponent of task frequencies", num = {0, 100}},
              {"heads", 1, "attention heads (d_head = 128 / H)", int = {1, 128}},
+             {"p_in_context", 0, "probability p_B that the query's class is one of the context classes (1 with " ..
+                                 "--T 1: the induction case)", num = {0, 1}},
              {"steps", 20000, "SGD steps", int = {1, BIG}}, {"batch", 128, "batch", int = {1, 1 << 16}},
              {"lr", 0.01, "learning rate", num = {0, 1e3, open = true}},
              {"init_std", 0.0884, "std of every initial weight (1/sqrt(128), docs/results.md)", num = {0, 1e3, open = true}},
@@ -28,6 +30,8 @@ local ex = icl.experiment{name = "meta_learning", model = "none", seed = 1,
              {"reduced", false, "the time-compressed run: lr 0.1, 9000 steps (sweep 2500), eval_n 256, else the " ..
                                 "protocol; lr 0.01 needs ~10x the steps for the same stages (docs/results.md)"},
              {"sweep", false, "also train T in {1,2}, K in {16,256}, eps 0.5 and 4 heads"},
+             {"theory", false, "only the label-set theory (SCC formula and Bayes accuracy, K = 8, 16, 32 and --K, " ..
+                               "T = 2, 3) on --eval_n held-out sequences; no training"},
              {"sweep_steps", 0, "steps of each sweep run (0 = --steps)", int = {0, BIG}},
              {"sweep_dir", "", "where the sweep runs go (OUT/sweep)"},
              {"variants", "", "only these sweep runs (1-based, e.g. \"1,2,3\"); a run whose summary.json exists with " ..
@@ -49,8 +53,134 @@ local D_MODEL = 128
 
 -- ---- the model and its data ------------------------------------------------------------------------
 
+local D_ITEM = 63 -- item features before the pair one-hot (icl.data.meta_learning's D)
+
+-- Items of each class in a batch: by_class[k] = list of {sequence, pair} (1-based; pair N + 1 is the query).
+local function items_by_class(batch, by_class)
+  for b, row in ipairs(batch.classes:totable()) do
+    for i, k in ipairs(row) do
+      local l = by_class[k] or {}
+      l[#l + 1] = {batch = batch, b = b, pair = i}
+      by_class[k] = l
+    end
+  end
+  return by_class
+end
+
+-- The query moved into the context with probability c.p_in_context (the paper's p_B; the generator draws it
+-- from all K classes, so otherwise it is there only by chance, N/K): in such a sequence one context pair j is
+-- drawn, the query becomes a fresh item of pair j's class (another item of that class, taken from an
+-- auxiliary batch of the same generator, so its noise is drawn independently, as the code's non-bursty
+-- branch `query_class = np.random.choice(classes, 1)` + `add_noise`) and its target that class's label under
+-- the sequence's task. The query keeps its own pair one-hot. Deterministic in (seed, stream, step).
+local function with_query_in_context(base, info, c)
+  if c.p_in_context <= 0 then return base end
+  local N, n = c.N, 2 * c.N + 1
+  local labels = info.labels:totable() -- [T][K] label ids
+  return function(step, B, opts)
+    local batch = base(step, B, opts)
+    B = batch.tokens:shape()[1]
+    local stream = opts and opts.stream or 0
+    local rng = icl.rng.new(((c.seed * 1000003 + stream) * 1000003 + step) & ((1 << 53) - 1))
+    local moves = {}
+    for b = 1, B do
+      if rng:uniform() < c.p_in_context then moves[#moves + 1] = {b = b, j = rng:int(1, N)} end
+    end
+    if #moves == 0 then return batch end
+    local cls, tasks = batch.classes:totable(), batch.tasks:totable()
+    local by_class, tries = {}, 0
+    local function item_of(k) -- an item of class k from an auxiliary batch (drawn until one holds k)
+      while not by_class[k] or #by_class[k] == 0 do
+        tries = tries + 1
+        if tries > 64 then error(("meta_learning: no item of class %d in 64 auxiliary batches"):format(k - 1), 0) end
+        items_by_class(base(step, B, {stream = 1000 + 64 * stream + tries}), by_class)
+      end
+      return table.remove(by_class[k])
+    end
+    local X = batch.inputs:reshape(B * n, -1)
+    local tg, cl = batch.targets:clone(), batch.classes:clone()
+    for _, m in ipairs(moves) do
+      local k = cls[m.b][m.j] -- 0-based class id
+      local it = item_of(k)
+      local src = it.batch.inputs[it.b][2 * it.pair - 1]
+      local q = (m.b - 1) * n + n
+      X[q] = tensor.cat({src:slice(1, 1, D_ITEM), X[q]:slice(1, D_ITEM + 1)})
+      tg:set(labels[tasks[m.b] + 1][k + 1], m.b, n)
+      cl:set(k, m.b, N + 1)
+    end
+    batch.inputs, batch.targets, batch.classes = X:reshape(B, n, -1), tg, cl
+    return batch
+  end
+end
+
+-- What the held-out set holds: the fraction of sequences whose query class is one of its context classes
+-- (p_B + (1 - p_B) N/K expected) and whose target is that class's label under the sequence's task (1).
+local function data_check(ev, info, c)
+  local cls, tg, tasks, labels = ev.classes:totable(), ev.targets:totable(), ev.tasks:totable(), info.labels:totable()
+  local inside, right = 0, 0
+  for b, row in ipairs(cls) do
+    local q = row[c.N + 1]
+    for i = 1, c.N do if row[i] == q then inside = inside + 1; break end end
+    if tg[b][2 * c.N + 1] == labels[tasks[b] + 1][q + 1] then right = right + 1 end
+  end
+  return {query_in_context = inside / #cls, target_is_query_label = right / #cls,
+          expected_query_in_context = c.p_in_context + (1 - c.p_in_context) * c.N / c.K}
+end
+
+-- The best accuracy of a reader of the context's label set that knows every class's labels (in its weights)
+-- and the query's class but not which example each label belongs to: the posterior of each task t given the
+-- labels is proportional to P(t) * prod_l n_t(l)(n_t(l)-1)..(n_t(l)-m_l+1), n_t(l) the number of classes with
+-- label l under t and m_l the label's count in the context (context classes are distinct and uniform; the
+-- query is drawn independently), and the reader answers the query class's label under the most probable
+-- task (ties: the expected accuracy of a uniform choice among them). On the held-out set, the shuffled set
+-- (same label sets) and the random-label set (uniform labels: 1/T).
+local function label_set_bayes(batch, info, c)
+  local labels, T = info.labels:totable(), c.T
+  local count = {}
+  for t = 1, T do
+    count[t] = {}
+    for _, l in ipairs(labels[t]) do count[t][l] = (count[t][l] or 0) + 1 end
+  end
+  local tok, tg, cls = batch.tokens:totable(), batch.targets:totable(), batch.classes:totable()
+  local hit = 0
+  for b, row in ipairs(tok) do
+    local m = {}
+    for i = 1, c.N do local l = row[2 * i]; m[l] = (m[l] or 0) + 1 end
+    local best, ties = -1, {}
+    for t = 1, T do
+      local w = 1 / T -- uniform tasks (alpha = 0)
+      for l, k in pairs(m) do
+        local nl = count[t][l] or 0
+        for j = 0, k - 1 do w = w * math.max(nl - j, 0) end
+      end
+      if w > best then best, ties = w, {t} elseif w == best then ties[#ties + 1] = t end
+    end
+    local q, target, ok = cls[b][c.N + 1], tg[b][2 * c.N + 1], 0
+    for _, t in ipairs(ties) do if labels[t][q + 1] == target then ok = ok + 1 end end
+    hit = hit + ok / #ties
+  end
+  return hit / #tok
+end
+
 local function make_data(c)
-  return icl.data.meta_learning{K = c.K, T = c.T, N = c.N, L = c.L, eps = c.eps, alpha = c.alpha, seed = c.seed}
+  local data, info = icl.data.meta_learning{K = c.K, T = c.T, N = c.N, L = c.L, eps = c.eps, alpha = c.alpha,
+                                            seed = c.seed}
+  return with_query_in_context(data, info, c), info
+end
+
+-- The held-out set with each context label moved to another example of the same sequence (a cyclic shift of
+-- the N labels by r in 1..N-1, r drawn per sequence): the set of labels, hence the task they signal, is kept,
+-- and every label is bound to a wrong example. A model that reads the labels without binding them (SCC)
+-- answers as on the held-out set; one that binds them (FCC) loses. Targets unchanged.
+local function shuffled_labels(ev, c)
+  local N, tok = c.N, ev.tokens:totable()
+  local rng = icl.rng.new(c.seed * 7919 + 3)
+  for _, row in ipairs(tok) do
+    local r, old = rng:int(1, N - 1), {}
+    for i = 1, N do old[i] = row[2 * i] end
+    for i = 1, N do row[2 * i] = old[(i - 1 + r) % N + 1] end
+  end
+  return {tokens = tensor.from(tok), inputs = ev.inputs, targets = ev.targets, classes = ev.classes, tasks = ev.tasks}
 end
 
 local function make_net(c, n)
@@ -151,13 +281,14 @@ local function layer_metrics(Psum, n, B, N)
 end
 
 -- All measurements at one checkpoint.
-local function measure(net, c, ev, rl, M)
+local function measure(net, c, ev, rl, M, sl)
   local B, pat = ev.tokens:shape()[1], {}
   local lg = run_queries(net, ev, nil, pat)
   local r = {interventions = {}, layers = {}}
   r.check = (lg - query_logits(net, ev)):abs():max() -- the inference forward vs the trainer's own
   r.acc = accuracy(lg, ev)
   r.random_label_acc = accuracy(query_logits(net, rl), rl)
+  r.shuffled_label_acc = sl and accuracy(query_logits(net, sl), sl) or nil
   for l = 0, 1 do r.layers[l + 1] = layer_metrics(pat[l], M.n, B, c.N) end
   for i = 2, #M.iv do r.interventions[M.iv[i].name] = accuracy(run_queries(net, ev, M.masks[i]), ev) end
   return r
@@ -166,7 +297,8 @@ end
 local function prepare(c, data, n)
   local M = {n = n, iv = interventions(n), masks = {}}
   for i, iv in ipairs(M.iv) do M.masks[i] = masks_of(iv, n) end
-  return M, data(0, c.eval_n, {stream = 1}), data(0, c.eval_n, {stream = 2, random_labels = true})
+  local ev = data(0, c.eval_n, {stream = 1})
+  return M, ev, data(0, c.eval_n, {stream = 2, random_labels = true}), c.N > 1 and shuffled_labels(ev, c) or nil
 end
 
 -- The interventions through the inference side as any model sees them: icl.load of the checkpoint, each
@@ -223,6 +355,26 @@ local function name_phase(r, c)
 end
 
 local STAGE = {init = 0, NCC = 1, SCC = 2, FCC = 3}
+
+-- The third phase's attention signature by the paper's metric definitions (Bigram A[q,q], Label Attention
+-- sum_k A[q,y_k], Chunk Example mean_k A[y_k,x_k], as the authors' slides define them, and the authors'
+-- causal-mask code `chunk_example,label_attention` for the full-context circuit; docs/results.md cites both): Chunk Example in layer 1 and Label Attention
+-- in layer 2, each beside its value under uniform causal attention (a label at 0-based position 2i+1 sees
+-- 2i+2 positions, the query all n). `present` = both more than SIGNATURE_MARGIN above uniform: the attention
+-- prefers the example in layer 1 and the labels in layer 2 (random initial weights give Chunk Example 0.264
+-- against 0.260, so a zero margin would call that present). The stage names (name_phase) stay causal; this
+-- is reported beside them.
+local SIGNATURE_MARGIN = 0.05
+local function signature(layers, N)
+  local n, u_ce = 2 * N + 1, 0
+  for i = 0, N - 1 do u_ce = u_ce + 1 / (2 * i + 2) end
+  u_ce = u_ce / N
+  local ce, la = layers[1].chunk_example, layers[2].label_attention
+  return {l1_chunk_example = ce, l2_label_attention = la, uniform_chunk_example = u_ce,
+          uniform_label_attention = N / n, l1_ce_over_uniform = ce - u_ce, l2_la_over_uniform = la - N / n,
+          l2_la_over_bigram = la - layers[2].bigram,
+          present = ce > u_ce + SIGNATURE_MARGIN and la > N / n + SIGNATURE_MARGIN}
+end
 
 -- The stages a run passes through: the names of its checkpoints with repeats collapsed.
 local function stages(records, c)
@@ -334,16 +486,16 @@ end
 
 local function run_one(c, dir)
   make_dir(dir)
-  local data = make_data(c)
+  local data, info = make_data(c)
   local n = 2 * c.N + 1
-  local M, ev, rl = prepare(c, data, n)
+  local M, ev, rl, sl = prepare(c, data, n)
   local net = make_net(c, n)
-  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0}
+  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0, data_check = data_check(ev, info, c)}
   local function eval(step)
     res.acc_steps[#res.acc_steps + 1] = step
     res.accs[#res.accs + 1] = accuracy(query_logits(net, ev), ev)
     if step % c.metric_every == 0 or step == c.steps then
-      local r = measure(net, c, ev, rl, M)
+      local r = measure(net, c, ev, rl, M, sl)
       r.step = step
       res.records[#res.records + 1] = r
       res.max_check = math.max(res.max_check, r.check)
@@ -368,9 +520,9 @@ end
 -- Measures checkpoints DIR/step-*.gguf (any trainer's, same model and data options).
 local function analyze(c, dir, outdir)
   make_dir(outdir)
-  local data = make_data(c)
+  local data, info = make_data(c)
   local n = 2 * c.N + 1
-  local M, ev, rl = prepare(c, data, n)
+  local M, ev, rl, sl = prepare(c, data, n)
   local files = {}
   local names, err = icl.fs.list(dir)
   if not names then error(("--analyze %s"):format(err), 0) end
@@ -381,11 +533,12 @@ local function analyze(c, dir, outdir)
   end
   table.sort(files)
   if #files == 0 then error(("--analyze %s: no step-*.gguf there"):format(dir), 0) end
-  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0, analyzed = dir}
+  local res = {config = c, acc_steps = {}, accs = {}, records = {}, max_check = 0, analyzed = dir,
+               data_check = data_check(ev, info, c)}
   local bar = icl.progress.new{total = #files, label = "checkpoints"}
   for _, f in ipairs(files) do
     local net = assert(icl.nn.load(dir .. "/" .. f, c.threads))
-    local r = measure(net, c, ev, rl, M)
+    local r = measure(net, c, ev, rl, M, sl)
     r.step = net:step()
     res.records[#res.records + 1] = r
     res.acc_steps[#res.acc_steps + 1], res.accs[#res.accs + 1] = r.step, r.acc
@@ -404,7 +557,7 @@ local function write_run(res, dir, title)
   fig_maps(res, dir, 2 * res.config.N + 1)
   local slim = {config = res.config, transitions = res.transitions, plateaus = res.plateaus, steps = res.steps_done,
                 stages = stages(res.records, res.config), max_logit_check = res.max_check,
-                icl_load_check = res.icl_load_check, analyzed = res.analyzed,
+                icl_load_check = res.icl_load_check, analyzed = res.analyzed, data_check = res.data_check,
                 accuracy = {steps = res.acc_steps, values = res.accs}, checkpoints = {}}
   for _, r in ipairs(res.records) do
     local layers = {}
@@ -413,9 +566,20 @@ local function write_run(res, dir, title)
                    chunk_example = r.layers[l].chunk_example}
     end
     slim.checkpoints[#slim.checkpoints + 1] = {step = r.step, acc = r.acc, random_label_acc = r.random_label_acc,
+                                                shuffled_label_acc = r.shuffled_label_acc,
                                                 stage = name_phase(r, res.config), layers = layers,
+                                                signature = signature(layers, res.config.N),
                                                 interventions = r.interventions}
   end
+  -- the first checkpoint at which each half of the signature, and both, are above uniform by the margin (nil: never)
+  local first = {}
+  for _, cp in ipairs(slim.checkpoints) do
+    local g = cp.signature
+    if not first.l1_chunk_example and g.l1_ce_over_uniform > SIGNATURE_MARGIN then first.l1_chunk_example = cp.step end
+    if not first.l2_label_attention and g.l2_la_over_uniform > SIGNATURE_MARGIN then first.l2_label_attention = cp.step end
+    if not first.both and g.present then first.both = cp.step end
+  end
+  slim.signature_first_step, slim.signature_margin = first, SIGNATURE_MARGIN
   assert(json.write(dir .. "/summary.json", slim)) -- no timings: the same options give the same bytes
   return slim
 end
@@ -436,29 +600,104 @@ local function report(res, title)
     end
     print("           interventions: " .. table.concat(iv, ", "))
   end
+  print("  step    acc   rand  shuf | FCC signature: L1 chunk ex (uniform) L2 label att (uniform) present | stage")
+  for _, r in ipairs(res.records) do
+    local g = signature(r.layers, res.config.N)
+    print(("  %6d %.3f %.3f %s |   %.3f (%.3f)   %.3f (%.3f)   %-5s | %s"):format(r.step, r.acc, r.random_label_acc,
+      r.shuffled_label_acc and ("%.3f"):format(r.shuffled_label_acc) or "  -  ", g.l1_chunk_example,
+      g.uniform_chunk_example, g.l2_label_attention, g.uniform_label_attention, tostring(g.present),
+      name_phase(r, res.config)))
+  end
 end
 
 local function config_of(over)
   local c = {}
-  for _, k in ipairs({"K", "T", "N", "L", "eps", "alpha", "heads", "steps", "batch", "lr", "init_std", "cls_hidden",
-                      "acc_every", "metric_every", "eval_n", "seed", "threads"}) do c[k] = o[k] end
+  for _, k in ipairs({"K", "T", "N", "L", "eps", "alpha", "heads", "p_in_context", "steps", "batch", "lr", "init_std",
+                      "cls_hidden", "acc_every", "metric_every", "eval_n", "seed", "threads"}) do c[k] = o[k] end
   for k, v in pairs(over or {}) do c[k] = v end
   return c
 end
 
-local CONFIG_KEYS = {"K", "T", "N", "L", "eps", "alpha", "heads", "steps", "batch", "lr", "init_std", "cls_hidden",
-                     "acc_every", "metric_every", "eval_n", "seed"}
+local CONFIG_KEYS = {"K", "T", "N", "L", "eps", "alpha", "heads", "p_in_context", "steps", "batch", "lr", "init_std",
+                     "cls_hidden", "acc_every", "metric_every", "eval_n", "seed"}
+local CONFIG_ABSENT = {p_in_context = 0} -- keys older summaries lack, read as their default
 
 -- Whether a summary's configuration is the one asked (threads aside: results do not depend on them).
 local function same_config(a, b)
   for _, k in ipairs(CONFIG_KEYS) do
-    if ("%.6g"):format(a[k] or -1) ~= ("%.6g"):format(b[k] or -1) then return false end
+    if ("%.6g"):format(a[k] or CONFIG_ABSENT[k] or -1) ~= ("%.6g"):format(b[k] or -1) then return false end
   end
   return true
 end
 
+-- The label-set reader in the setting the formula p = 1 - C(K-2,4)/C(K-1,4) describes (as reconstructed in
+-- docs/results.md): K classes whose labels are a permutation of K labels, task t shifts them by t (mod K), the
+-- N context classes distinct and never the query's (drawn from the other K - 1). Simulated on n sequences:
+-- the posterior of t is proportional to prod_l of the falling factorial of the classes other than the query
+-- with label l under t, and the answer is the query's label under the most probable task (ties shared).
+local function ideal_label_set_bayes(K, T, N, n, seed)
+  local rng = icl.rng.new(seed)
+  local base = rng:shuffle((function() local t = {} for k = 1, K do t[k] = k - 1 end return t end)())
+  local hit = 0
+  for _ = 1, n do
+    local t0, q = rng:int(1, T), rng:int(1, K)
+    local others = {}
+    for k = 1, K do if k ~= q then others[#others + 1] = k end end
+    rng:shuffle(others)
+    local m = {}
+    for i = 1, N do local l = (base[others[i]] + t0 - 1) % K; m[l] = (m[l] or 0) + 1 end
+    local best, ties = -1, {}
+    for t = 1, T do
+      local w = 1
+      for l, k in pairs(m) do -- one class per label; the query's class cannot be in the context
+        local nl = ((base[q] + t - 1) % K == l) and 0 or 1
+        for j = 0, k - 1 do w = w * math.max(nl - j, 0) end
+      end
+      if w > best then best, ties = w, {t} elseif w == best then ties[#ties + 1] = t end
+    end
+    for _, t in ipairs(ties) do if t == t0 then hit = hit + 1 / #ties end end
+  end
+  return hit / n
+end
+
+-- The paper's SCC formula p = 1 - C(K-2,4)/C(K-1,4) (= 4/(K-1)) beside the label-set Bayes accuracy of this
+-- generator, for K = 8, 16, 32 and --K and T = 2, 3, on --eval_n held-out sequences of each configuration.
+local function theory(dir)
+  local function choose(a, b) local r = 1; for i = 1, b do r = r * (a - b + i) / i end; return r end
+  local rows, Ks = {}, {8, 16, 32}
+  if o.K ~= 8 and o.K ~= 16 and o.K ~= 32 then Ks[#Ks + 1] = o.K end
+  print("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  " ..
+        "query in ctx  permutation labels, query never in ctx")
+  for _, K in ipairs(Ks) do
+    for _, T in ipairs({2, 3}) do
+      local c = {K = K, T = T, N = o.N, L = o.L, eps = o.eps, alpha = 0, seed = o.seed, p_in_context = o.p_in_context}
+      local data, info = make_data(c)
+      local ev = data(0, o.eval_n, {stream = 1})
+      local rl = data(0, o.eval_n, {stream = 2, random_labels = true})
+      local p = o.N == 4 and 1 - choose(K - 2, 4) / choose(K - 1, 4) or nil
+      local r = {K = K, T = T, p_formula = p, bayes_label_set_acc = label_set_bayes(ev, info, c),
+                 bayes_shuffled_acc = label_set_bayes(shuffled_labels(ev, c), info, c),
+                 bayes_random_label_acc = label_set_bayes(rl, info, c), data_check = data_check(ev, info, c),
+                 ideal_bayes_acc = ideal_label_set_bayes(K, T, o.N, o.eval_n, o.seed * 31 + K * 7 + T)}
+      rows[#rows + 1] = r
+      print(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f  %.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
+        p and ("%.4f"):format((1 + p) / 2) or "-", r.bayes_label_set_acc, r.bayes_shuffled_acc,
+        r.bayes_random_label_acc, r.data_check.query_in_context, r.ideal_bayes_acc))
+    end
+  end
+  make_dir(dir)
+  assert(json.write(dir .. "/theory.json", {eval_n = o.eval_n, N = o.N, L = o.L, seed = o.seed, rows = rows}))
+  print(("wrote %s/theory.json"):format(dir))
+end
+
+if o.theory then
+  theory(o.out)
+  return
+end
+
 local main = config_of()
-local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, main.heads)
+local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, main.heads) ..
+              (main.p_in_context > 0 and (" p_B=%g"):format(main.p_in_context) or "")
 -- With --sweep, a main run already measured (same configuration, same checkpoints) is read back, so a sweep
 -- split over processes by --variants can be put together at the end without measuring again.
 local summary = o.sweep and json.read(o.out .. "/summary.json")

@@ -32,7 +32,19 @@ for _, c in ipairs(s.checkpoints) do
   assert(iv.query_to_self and iv.query_to_labels and iv.query_to_labels_or_self and iv.query_to_labels_all_layers
          and iv.label_to_own_example and iv.label_cut_from_example, "every intervention measured")
   assert(({init = 1, NCC = 1, SCC = 1, FCC = 1})[c.stage], "stage named: " .. tostring(c.stage))
+  assert(c.shuffled_label_acc >= 0 and c.shuffled_label_acc <= 1, "shuffled-label accuracy measured")
+  local g = c.signature -- the FCC attention signature: layer-1 Chunk Example, layer-2 Label Attention
+  assert(g.l1_chunk_example == c.layers[1].chunk_example and g.l2_label_attention == c.layers[2].label_attention)
+  assert(math.abs(g.uniform_chunk_example - (1/2 + 1/4 + 1/6 + 1/8) / 4) < 1e-12 and
+         math.abs(g.uniform_label_attention - 4 / 9) < 1e-12, "uniform baselines for N = 4")
+  assert(g.present == (g.l1_ce_over_uniform > s.signature_margin and g.l2_la_over_uniform > s.signature_margin),
+         "present = both above uniform by the margin")
 end
+assert(type(s.signature_first_step) == "table" and s.signature_margin == 0.05, "signature_first_step written")
+assert(s.signature_first_step.l1_chunk_example == nil, "random weights: Chunk Example within the margin of uniform")
+-- the held-out set: query class in the context only by chance (N/K = 1/4 here), targets its label
+assert(s.data_check.expected_query_in_context == 0.25 and s.data_check.query_in_context < 0.5 and
+       s.data_check.target_is_query_label == 1, "data_check " .. icl.json.encode(s.data_check))
 assert(#s.stages >= 1 and s.stages[1] == s.checkpoints[1].stage, "stages start at the first checkpoint's")
 -- the knockouts of every intervention, in its layers, through icl.load + m:run match the measuring forward
 assert(s.icl_load_check < 1e-3, "icl.load knockouts vs measuring forward: " .. s.icl_load_check)
@@ -42,4 +54,38 @@ print("ok")
 LUA
 out=$("$ICL" script "$d/check.lua" "$d/a/summary.json" 2>&1)
 check "summary values ($out)" [ "$out" = "ok" ]
+# --p_in_context (the paper's p_B): with 1 and T = 1 every query's class is in its context (the induction case)
+"$ICL" script experiments/meta_learning.lua --quick --T 1 --p_in_context 1 --out "$d/pb" >"$d/pb.log" 2>&1; rc=$?
+check "p_in_context 1 quick run exits 0 (log: $(tail -3 "$d/pb.log"))" [ "$rc" -eq 0 ]
+cat >"$d/pbcheck.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+local d = s.data_check
+assert(d.query_in_context == 1 and d.target_is_query_label == 1 and d.expected_query_in_context == 1,
+       "every query in its context: " .. icl.json.encode(d))
+assert(s.config.p_in_context == 1 and s.config.T == 1)
+print("ok")
+LUA
+out=$("$ICL" script "$d/pbcheck.lua" "$d/pb/summary.json" 2>&1)
+check "p_in_context 1: queries in context ($out)" [ "$out" = "ok" ]
+"$ICL" script experiments/meta_learning.lua --quick --p_in_context 1.5 --out "$d/bad" >"$d/bad.log" 2>&1; rc=$?
+check "p_in_context 1.5 refused, naming the flag" [ "$rc" -ne 0 ] && grep -q "p-in-context 1.5" "$d/bad.log"
+check "refused before training" [ ! -e "$d/bad/summary.json" ]
+# --theory: the SCC formula p = 1 - C(K-2,4)/C(K-1,4) = 4/(K-1) and the label-set Bayes accuracy, no training
+"$ICL" script experiments/meta_learning.lua --theory --eval_n 512 --out "$d/th" >"$d/th.log" 2>&1; rc=$?
+check "theory exits 0 (log: $(tail -3 "$d/th.log"))" [ "$rc" -eq 0 ]
+cat >"$d/thcheck.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(#s.rows == 8, "K = 8, 16, 32, 64 x T = 2, 3: " .. #s.rows)
+for _, r in ipairs(s.rows) do
+  assert(math.abs(r.p_formula - 4 / (r.K - 1)) < 1e-12, "p at K = " .. r.K)
+  assert(r.bayes_label_set_acc == r.bayes_shuffled_acc, "shuffling keeps the label set")
+  assert(r.bayes_label_set_acc > r.bayes_random_label_acc, "labels carry the task")
+  assert(math.abs(r.bayes_random_label_acc - 1 / r.T) < 0.1, "uniform labels: about 1/T")
+  -- the formula's setting (permuted labels, query never in context), T = 2: the reader's accuracy is (1 + p)/2
+  if r.T == 2 then assert(math.abs(r.ideal_bayes_acc - (1 + r.p_formula) / 2) < 0.07, "ideal at K = " .. r.K) end
+end
+print("ok")
+LUA
+out=$("$ICL" script "$d/thcheck.lua" "$d/th/theory.json" 2>&1)
+check "theory values ($out)" [ "$out" = "ok" ]
 finish
