@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --ablation) ablation=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
