@@ -4,7 +4,9 @@
 # and hook suites on Vulkan against the reference; random models in the exact shapes of SmolLM2-135M Q4_1 and
 # Gemma 3 270M Q4_K_M benchmarked on the Vulkan and CPU backends (prefill, decode, a forward with all logits,
 # a run capturing one layer's attention pattern); ICL_PROFILE=1 per-op GPU times of one prefill and one decode;
-# icl bench ops (kernels against this device's bandwidth and FMA ceilings). Every step has a timeout, the
+# icl bench ops (kernels against this device's bandwidth and FMA ceilings); where the kit carries llama.cpp's
+# llama-bench (scripts/build-peer-vulkan.sh), llama.cpp's Vulkan backend on the same GGUF files and the same
+# device, beside icl's (pp128, pp512, tg128; --quick pp32, tg8). Every step has a timeout, the
 # whole run a deadline; one table on stdout, logs under $OUT (or --out DIR).
 # Usage: device-check.sh [--quick] [--cold-cache] [--out DIR] [--budget SECONDS] [--timeout-scale K] [--cpu-threads N] [--only RE]
 #                        [--install-glvnd] [--ablation WALKS]
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --timeout-scale) tscale=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --ablation) ablation=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -152,6 +154,7 @@ fi
 # the device's name for the report, also when --only leaves the devices step out
 [ -f "$work/devices.log" ] || timeout 60 "$ICL" devices > "$work/devices.log" 2>&1 || true
 device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1)
+devidx=$(sed -n 's/^vulkan device: \[\([0-9]*\)\] .*/\1/p' "$work/devices.log" | head -1) # the same index for ggml
 
 # ---- 2. Vulkan op tests, validation on ----
 for t in device big; do
@@ -184,6 +187,30 @@ for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m vulkan; done
 for m in smollm2 gemma3; do
   [ -f "$work/$m.gguf" ] && ICL_VK_FUSION=0 run_step "bench_${m}_vk-nofuse" 240 0 "$ICL" bench model \
     -m "$work/$m.gguf" --backend vulkan --tokens $TOK --decode $DEC --reps $REPS
+done
+
+# ---- 5b. the peer: llama.cpp's Vulkan backend (llama-bench) on the same files and the same device ----
+# ggml-vulkan leaves CPU devices (lavapipe) out unless GGML_VK_VISIBLE_DEVICES names them, so it is given the
+# index icl chose (both enumerate through the same loader); the step fails unless llama-bench's table says it
+# ran on Vulkan with every layer offloaded (-ngl 99). llama-bench reports the mean of -r runs.
+PEER=$KIT/bin/llama-bench
+if [ $quick = 1 ]; then PEER_P=$TOK PEER_N=$DEC; else PEER_P=128,512 PEER_N=128; fi
+peer_bench() { # model: llama-bench's markdown table on stdout, its log (device, load errors) too
+  local o=$work/peer_$1.out rc
+  GGML_VK_VISIBLE_DEVICES=${devidx:-${GGML_VK_VISIBLE_DEVICES:-}} "$PEER" -m "$work/$1.gguf" -ngl 99 \
+    -p "$PEER_P" -n "$PEER_N" -r "$REPS" -o md > "$o" 2>&1
+  rc=$?
+  cat "$o"
+  [ $rc = 0 ] || return $rc
+  grep -q '^|.*Vulkan' "$o" || { echo "error: llama-bench's table names no Vulkan backend"; return 3; }
+}
+export -f peer_bench
+export PEER PEER_P PEER_N REPS work devidx
+for m in smollm2 gemma3; do
+  [ -f "$work/$m.gguf" ] || continue
+  if [ -x "$PEER" ]; then run_step "peer_${m}_vulkan" 240 0 bash -c 'peer_bench "$1"' peer_bench $m
+  else STEPS+=("peer_${m}_vulkan|OFF|0|0|no llama-bench in the kit (scripts/build-peer-vulkan.sh, then device-kit.sh)")
+  fi
 done
 
 # ---- 6. per-op GPU times: one prefill, one decode ----
@@ -224,12 +251,33 @@ bench_row() { # model backend
              dec ? dec : "-", fwd ? fwd : "-", pat ? pat : "-", ovh ? ovh : "-"
     }' "$b" 2>/dev/null
 }
+peer_rows() { # model: one row per llama-bench test (ppN, tgN), icl's rate for the same size beside it
+  local pl=$work/peer_$1_vulkan.log il=$work/bench_$1_vulkan.log
+  [ -f "$pl" ] || return 0
+  awk -v m="$1" -v il="$il" '
+    BEGIN { while ((getline line < il) > 0) { n = split(line, f, " ")
+              if (f[1] == "prefill") icl["pp" f[2]] = f[n]; else if (f[1] == "decode") icl["tg" f[2]] = f[n] } }
+    /^\|/ { n = split($0, f, "|"); t = f[n - 2]; r = f[n - 1]; gsub(/ /, "", t); split(r, rr, " ")
+            if (t !~ /^(pp|tg)[0-9]+$/) next
+            i = (t in icl) ? icl[t] : "-"
+            printf "%-8s %-6s %12s %12s %14s\n", m, t, rr[1], i, (i != "-" && rr[1] > 0) ? sprintf("%.2f", i / rr[1]) : "-"
+            seen = 1 }
+    END { if (!seen) printf "%-8s %-6s %12s %12s %14s\n", m, "-", "failed", "-", "-" }' "$pl"
+}
 {
   echo
   echo "== icl device check: ${device:-no Vulkan device} | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $([ $quick = 1 ] && echo quick || echo full)"
   echo "   prefill/decode/forward columns in tokens/s (best of $REPS); N = $TOK tokens; decode = $DEC steps after 8 tokens"
   printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
   for m in smollm2 gemma3; do for be in vulkan vk-nofuse cpu; do bench_row $m $be; done; done
+  if ls "$work"/peer_*_vulkan.log >/dev/null 2>&1; then
+    echo
+    echo "== llama.cpp Vulkan beside icl Vulkan: the same GGUF files, the same device; tokens/s"
+    echo "   llama.cpp: $(sed -n '1s/^sdist: //p' "$KIT/PEER-VERSION" 2>/dev/null), llama-bench -ngl 99 -p $PEER_P -n $PEER_N -r $REPS (mean of $REPS);"
+    echo "   icl: icl bench model (best of $REPS; tg = decode steps after an 8-token prompt, llama.cpp's from an empty cache)"
+    printf "%-8s %-6s %12s %12s %14s\n" model test llama.cpp icl icl/llama.cpp
+    for m in smollm2 gemma3; do peer_rows $m; done
+  fi
   echo
   printf "%-26s %-5s %8s %8s  %s\n" step status wall_s cpu_s note
   for s in "${STEPS[@]}"; do

@@ -11,6 +11,9 @@
 #   kit/debs/       Debian's glvnd and Vulkan loader packages, for device-check.sh --install-glvnd
 #   kit/device-check.sh  the runner (scripts/device-check.sh); kit/README.md (docs/gpu.md);
 #   kit/bench-head-ablation.lua (device-check.sh --ablation)
+#   kit/bin/llama-bench, kit/PEER-VERSION  the peer, llama.cpp's Vulkan backend (issue 37), when
+#                   scripts/build-peer-vulkan.sh has built it into $ICL_KIT_PEER (default build-peer/); without
+#                   it the kit is built all the same and device-check.sh skips the peer's step
 # and kit.tar.gz, the same compressed (what travels to a lent GPU machine). No models: the check writes its own.
 # Usage: scripts/device-kit.sh [--no-build] [KIT_DIR]   (default kit; build tree: $ICL_KIT_BUILD or build)
 set -euo pipefail
@@ -19,6 +22,7 @@ build_first=1
 [ "${1:-}" = "--no-build" ] && { build_first=0; shift; }
 kit=${1:-kit}
 build=${ICL_KIT_BUILD:-build}
+peer=${ICL_KIT_PEER:-build-peer}
 multiarch=/usr/lib/x86_64-linux-gnu
 BINS=(icl test_vk_device test_backend_ops test_vk_matmul test_vk_big test_forward_tiny)
 # glibc's own libraries: the target's must be used, never a copy
@@ -40,6 +44,18 @@ for b in "${BINS[@]}"; do
   strip --strip-unneeded -o "$kit/bin/$b" "$build/$b"
   patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$kit/bin/$b"
 done
+# The peer: one static binary (ggml and llama linked in, the SPIR-V of its shaders inside); it loads only the
+# Vulkan loader, libstdc++ and libgcc_s beside glibc, which copy_deps below collects like the others'.
+if [ -x "$peer/bin/llama-bench" ]; then
+  strip --strip-unneeded -o "$kit/bin/llama-bench" "$peer/bin/llama-bench"
+  patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$kit/bin/llama-bench"
+  cp "$peer/VERSION" "$kit/PEER-VERSION"
+  BINS+=(llama-bench)
+  echo "device-kit: with the peer $peer/bin/llama-bench ($(head -1 "$peer/VERSION"))"
+else
+  echo "device-kit: no peer ($peer/bin/llama-bench is missing; scripts/build-peer-vulkan.sh builds it): the kit" \
+       "is built without llama.cpp, and device-check.sh skips its step"
+fi
 
 # Reference BLAS/LAPACK first, so ldd resolves libblas/liblapack to them and not to OpenBLAS.
 cp -L "$multiarch/blas/libblas.so.3" "$multiarch/lapack/liblapack.so.3" "$kit/lib/"
@@ -93,8 +109,10 @@ chmod +x "$kit/device-check.sh"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release; echo "$PRETTY_NAME"), $(ldd --version | head -1)"
   echo "vulkan loader: $(readlink -f $multiarch/libvulkan.so.1 | sed 's#.*/##')"
   echo "validation layer: $(dpkg-query -W -f='${Version}' vulkan-validationlayers 2>/dev/null || echo unknown)"
+  echo "peer: $([ -f "$kit/PEER-VERSION" ] && head -1 "$kit/PEER-VERSION" | sed 's/^sdist: //' || echo none)"
 } > "$kit/VERSION"
 
 tar -C "$(dirname "$kit")" -cf - "$(basename "$kit")" | gzip > kit.tar.gz
-echo "device-kit: $kit/ $(du -sb "$kit" | awk '{printf "%.1f MiB", $1 / 1048576}') ($(ls "$kit/lib" | wc -l) libraries)," \
+echo "device-kit: $kit/ $(du -sb "$kit" | awk '{printf "%.1f MiB", $1 / 1048576}') ($(ls "$kit/lib" | wc -l) libraries$(
+       [ -f "$kit/bin/llama-bench" ] && stat -c %s "$kit/bin/llama-bench" | awk '{printf "; llama-bench %.1f MiB", $1 / 1048576}'))," \
      "kit.tar.gz $(stat -c %s kit.tar.gz | awk '{printf "%.1f MiB", $1 / 1048576}')"
