@@ -157,7 +157,9 @@ device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1
 devidx=$(sed -n 's/^vulkan device: \[\([0-9]*\)\] .*/\1/p' "$work/devices.log" | head -1) # the same index for ggml
 
 # ---- 2. Vulkan op tests, validation on ----
-for t in device big; do
+# fusion: the fused ops against the unfused sequence bit for bit on this driver's compiler (docs/vulkan.md, Fusions);
+# fusion_hooks: hooks under the fusions; counts: the pinned dispatch counts on this device
+for t in device big fusion fusion_hooks counts; do
   ICL_VALIDATION=1 ICL_TEST=1 run_step "op_$t" 150 1 "$KIT/bin/test_vk_$t"
 done
 # the op table (tests/ops/test_backend_ops.c) on both Vulkan kernel families, judged against ref; it covers
