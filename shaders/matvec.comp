@@ -26,7 +26,7 @@ layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
 
 layout(push_constant) uniform P {
-  uint cols, x_off;                // x_off: word offset of x
+  uint cols, x_off, x_len;         // x_off: word offset of x; x_len: unused here (the layout matvec_cpu's)
   uint rows0, rows1, rows2;        // each member's rows
   uint w_off0, w_off1, w_off2;     // byte offsets of each member's first row
   uint y_off0, y_off1, y_off2;     // word offsets of each member's output

@@ -6,19 +6,12 @@
 
 enum { GROUP_MAX = 3 };
 
-typedef struct group_pc { /* matvec.comp with GROUP */
-  uint32_t cols, x_off;
+typedef struct group_pc { /* matvec.comp and matvec_cpu.comp with GROUP (x_len: the uniform x's vec4s, CPU only) */
+  uint32_t cols, x_off, x_len;
   uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX];
   uint32_t g_end0, g_end1;
 } group_pc;
 _Static_assert(sizeof(group_pc) <= VK_MAX_PUSH, "push constants");
-
-typedef struct group_cpu_pc { /* matvec_cpu.comp with GROUP */
-  uint32_t cols, x_off, x_len;
-  uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX];
-  uint32_t g_end0, g_end1;
-} group_cpu_pc;
-_Static_assert(sizeof(group_cpu_pc) <= VK_MAX_PUSH, "push constants");
 
 /* One dispatch can take the group: one token, 2..3 weights of one type, each within one binding. */
 static int group_fits(const vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
@@ -64,18 +57,11 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
   if (rc) return rc;
   uint32_t g_end0 = groups[0], g_end1 = groups[0] + groups[1], total = g_end1 + groups[2], gx, gy;
   vk_grid(c, total, &gx, &gy);
-  vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
-                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .n_spec = 5,
-                 .spec = {spec[0], spec[1], spec[2], spec[3], glu}};
-  if (cpu) {
-    group_cpu_pc pc = {(uint32_t)cols, x_rem / 4, (uint32_t)(b[3].range / 16), {0}, {0}, {0}, g_end0, g_end1};
-    for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
-    k.push_size = sizeof pc;
-    return vk_dispatch(c, &k, b, 7, &pc, sizeof pc, gx, gy, 1, err);
-  }
-  group_pc pc = {(uint32_t)cols, x_rem / 4, {0}, {0}, {0}, g_end0, g_end1};
+  group_pc pc = {(uint32_t)cols, x_rem / 4, cpu ? (uint32_t)(b[3].range / 16) : 0, {0}, {0}, {0}, g_end0, g_end1};
   for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
-  k.push_size = sizeof pc;
+  vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
+                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .push_size = sizeof pc, .n_spec = 5,
+                 .spec = {spec[0], spec[1], spec[2], spec[3], glu}};
   return vk_dispatch(c, &k, b, 7, &pc, sizeof pc, gx, gy, 1, err);
 }
 

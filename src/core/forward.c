@@ -189,17 +189,14 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
 
   TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
   HOOK(il, HP_LN2, &H);
-  int act = m->arch->act == ICL_ACT_GELU ? ICL_GLU_GELU : ICL_GLU_SILU;
+  int glu = m->arch->act == ICL_ACT_GELU ? ICL_GLU_GELU : ICL_GLU_SILU;
   if (m->feat.gated_ffn && !(hk && (icl_hook_wants(hk, il, HP_MLP_PRE) || icl_hook_wants(hk, il, HP_MLP_POST)))) {
-    TRY(icl_op_matmul_glu(be, &L->w_gate, &L->w_up, &H, &G, &U, act, err)); /* nothing looks at pre or post */
+    TRY(icl_op_matmul_glu(be, &L->w_gate, &L->w_up, &H, &G, &U, glu, err)); /* nothing looks at pre or post */
   } else if (m->feat.gated_ffn) {
     icl_dt Wgu[2] = {L->w_gate, L->w_up}, Ygu[2] = {G, U};
     TRY(icl_op_matmul_group(be, 2, Wgu, &H, Ygu, err));
     HOOK(il, HP_MLP_PRE, &G);
-    if (m->arch->act == ICL_ACT_GELU)
-      TRY(icl_op_geglu(be, &G, &U, &G, err));
-    else
-      TRY(icl_op_swiglu(be, &G, &U, &G, err));
+    TRY((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &G, &U, &G, err));
   } else {
     TRY(icl_op_matmul(be, &L->w_up, &H, &G, err));
     TRY(add_bias(be, &G, &L->b_up, err));
