@@ -2,6 +2,7 @@
 -- and random demonstration labels, a per-layer nearest-class-mean probe of the input's class at x (its last
 -- token), forerunner-token and induction head counts per layer with the paper's thresholds, and attention
 -- knockouts of the circuit's edges over quarter-depth layer ranges beside random-edge controls.
+--   icl script experiments/icl_circuit.lua --help   lists the options and their defaults
 --   icl script experiments/icl_circuit.lua [--model M] [--task sentiment|domain] [--n N] [--n-knockout N]
 --                                          [--k K] [--seed S] [--out DIR] [--skip probe,heads]
 --                                          [--edges s->y,y->sq] [--quick]
@@ -12,60 +13,48 @@
 -- the last demonstration's label would get with true and with random labels (small models copy it, and in a
 -- sample of ~100 prompts that agreement is far enough from 1/2 to decide which of the two scores is higher).
 -- Per-prompt outcomes go to summary.json, and paired differences (true - random labels, knockout - none,
--- knockout - random-edge control) come with their standard errors over prompts.
+-- knockout - random-edge control) come with their standard errors over prompts. Outputs (icl.experiment):
+-- summary.json, probe/heads/knockout figures, patterns.html (the top induction and forerunner heads attending over
+-- the first prompt) and index.html linking them.
 -- Cost: 2 runs per prompt (true and random labels) + 1 short zero-shot run + 1 + 2 x kinds x ranges runs per
 -- knockout prompt; --skip probe,heads drops the captures (not the runs), --edges the knockout kinds not named.
-local args = require("icl.args")
 local prompt, knockout = require("icl.prompt"), require("icl.knockout")
 local plot, json = icl.plot, icl.json
 
-local USAGE = [[usage: icl script experiments/icl_circuit.lua [options]
-  --model PATH       GGUF model (default models/SmolLM2-135M-Instruct-Q4_1.gguf)
-  --task T           sentiment (movie-review snippets, negative/positive; default) or domain (4 sources:
-                     movie, product, news, tweet)
-  --data DIR         the Hutto-Gilbert 2014 files (default data/hutto2014; scripts/fetch-data.sh sentiment)
-  --threshold R      sentiment: |mean rating| >= R labels a sentence (default 1.0; ratings are in [-4, 4])
-  --max-tokens T     sentences of at most T tokens (default 24)
-  --k K              demonstrations per prompt (default 4)
-  --n N              prompts (default 128); sentences are drawn without replacement over all prompts
-  --n-knockout N     prompts of the knockout table, N from --knockout-from on (default 24)
-  --knockout-from F  the first knockout prompt (default 1); shards of one table split the prompts with it,
-                     as the random edges of prompt i depend on (seed, i) only
-  --parts P          layer ranges of the knockouts (default 4, quarters of the depth)
-  --edges LIST       knockout edge kinds, comma-separated (default all: x->s,xq->sq,s->y,y->sq,s->s); a
-                     subset draws the same random edges as the full set
-  --skip LIST        parts left out, comma-separated: probe (the x captures and the probe), heads (the
-                     attention patterns and head counts), accuracy (with probe,heads: no runs but the
-                     knockouts', e.g. for a knockout shard); what is not named is unchanged
-  --times C          head thresholds C / n_t (default 5, the paper's)
-  --folds F          cross-validation folds of the probe (default 5)
-  --seed S           seed of the sampling, random labels and random edges (default 42)
-  --out DIR          output directory (default out/icl_circuit)
-  --recompute        compute every run from its first token (default: a run takes the keys and values of the
-                     positions it shares with the previous run, unchanged by any knockout, from the cache;
-                     the results are the same, bit for bit)
-  --backend B        auto, cpu, vulkan
-  --threads T        CPU backend threads (default 0: the backend's choice)
-  --quick            8 prompts, 1 for knockouts, sentences of at most 16 tokens; options given are kept]]
-
-local o, given = args.parse(arg, {model = "models/SmolLM2-135M-Instruct-Q4_1.gguf", task = "sentiment",
-                                  data = "data/hutto2014", threshold = 1.0, max_tokens = 24, k = 4, n = 128,
-                                  n_knockout = 24, knockout_from = 1, parts = 4, times = 5, folds = 5, seed = 42,
-                                  out = "out/icl_circuit", backend = "auto", threads = 0, quick = false,
-                                  edges = "all", skip = "", recompute = false}, USAGE)
-if o.quick then
-  for key, v in pairs({n = 8, n_knockout = 1, max_tokens = 16}) do if not given[key] then o[key] = v end end
-end
-icl.experiment.check_options(o, {{"max_tokens", int = {1, 1 << 16}}, {"k", int = {1, 1 << 12}},
-  {"n", int = {1, 1 << 24}}, {"n_knockout", int = {0, 1 << 24}}, {"knockout_from", int = {1, 1 << 24}},
-  {"parts", int = {1, 1 << 12}}, {"folds", int = {2, 1 << 16}}, {"seed", int = {0, 0x7fffffff}},
-  {"threads", int = {0, 1024}}, {"threshold", num = {0, 4}}, {"times", num = {0, 1e6, open = true}}})
+local ex = icl.experiment{name = "icl_circuit",
+  about = "The ICL inference circuit of Cho et al. (ICLR 2025) on few-shot sentence classification: accuracy,\n" ..
+          "the input's class probe, forerunner and induction heads, attention knockouts (docs/experiments.md)",
+  options = {
+    {"task", "sentiment", "sentiment (movie-review snippets, negative/positive) or domain (4 sources: movie, " ..
+                          "product, news, tweet)"},
+    {"data", "data/hutto2014", "the Hutto-Gilbert 2014 files (scripts/fetch-data.sh sentiment)"},
+    {"threshold", 1.0, "sentiment: a sentence with |mean rating| >= this is labelled (ratings are in [-4, 4])", num = {0, 4}},
+    {"max_tokens", 24, "longest sentence in tokens (longer ones are passed over)", int = {1, 1 << 16}},
+    {"k", 4, "demonstrations per prompt", int = {1, 1 << 12}},
+    {"n", 128, "prompts; sentences are drawn without replacement over all prompts", int = {1, 1 << 24}},
+    {"n_knockout", 24, "prompts of the knockout table, from --knockout-from on", int = {0, 1 << 24}},
+    {"knockout_from", 1, "the first knockout prompt; shards of one table split the prompts with it, as the " ..
+                         "random edges of prompt i depend on (seed, i) only", int = {1, 1 << 24}},
+    {"parts", 4, "layer ranges of the knockouts (quarters of the depth by default)", int = {1, 1 << 12}},
+    {"edges", "all", "knockout edge kinds, comma-separated (all: x->s,xq->sq,s->y,y->sq,s->s); a subset draws " ..
+                     "the same random edges as the full set"},
+    {"skip", "", "parts left out, comma-separated: probe (the x captures and the probe), heads (the attention " ..
+                 "patterns, head counts and the view), accuracy (with probe,heads: no runs but the knockouts', " ..
+                 "e.g. for a knockout shard)"},
+    {"times", 5, "C of the head thresholds C / n_t (the paper's 5)", num = {0, 1e6, open = true}},
+    {"folds", 5, "cross-validation folds of the probe", int = {2, 1 << 16}},
+    {"recompute", false, "compute every run from its first token (default: a run takes the keys and values of " ..
+                         "the positions it shares with the previous run, unchanged by any knockout, from the " ..
+                         "cache; the results are the same, bit for bit)"},
+    {"threads", 0, "CPU backend threads (0: the backend's choice)", int = {0, 1024}},
+  },
+  quick = {n = 8, n_knockout = 1, max_tokens = 16}}
+local o = ex.o
 local KO_LAST = o.knockout_from + o.n_knockout - 1
-if o.k < 1 or o.n * (o.k + 1) < o.folds or o.n_knockout < 0 or o.knockout_from < 1 or KO_LAST > o.n or
-   o.max_tokens < 1 or o.folds < 2 then
-  error("need --k >= 1, --folds >= 2 and at most (k + 1) n, 0 <= --n-knockout, --knockout-from >= 1, " ..
-        "--knockout-from + --n-knockout - 1 <= --n, --max-tokens >= 1", 0)
-end
+ex:need(KO_LAST <= o.n, "knockout_from", ("needs --knockout-from + --n-knockout - 1 <= --n (%d + %d - 1 > %d)")
+        :format(o.knockout_from, o.n_knockout, o.n))
+ex:need(o.folds <= o.n * (o.k + 1), "folds", ("must be at most the probe's (k + 1) n = %d samples")
+        :format(o.n * (o.k + 1)))
 
 -- comma-separated lists of names from a fixed set
 local function name_set(text, allowed, what)
@@ -73,7 +62,9 @@ local function name_set(text, allowed, what)
   for w in tostring(text):gmatch("[^,%s]+") do
     local ok = false
     for _, a in ipairs(allowed) do ok = ok or a == w end
-    if not ok then error(("--%s: unknown '%s' (use %s)"):format(what, w, table.concat(allowed, ",")), 0) end
+    if not ok then
+      error(("--%s %s: unknown '%s' (use %s)"):format(what, tostring(text), w, table.concat(allowed, ",")), 0)
+    end
     set[w] = true
   end
   return set
@@ -84,11 +75,12 @@ do
   for _, kind in ipairs(knockout.KINDS) do
     if o.edges == "all" or want[kind] then KINDS[#KINDS + 1] = kind end
   end
-  if #KINDS == 0 then error("--edges: name at least one kind", 0) end
+  if #KINDS == 0 then error(("--edges %s: name at least one kind"):format(o.edges), 0) end
 end
 local SKIP = name_set(o.skip, {"probe", "heads", "accuracy"}, "skip")
 if SKIP.accuracy and not (SKIP.probe and SKIP.heads) then
-  error("--skip accuracy needs probe,heads too (they share its runs); e.g. --skip accuracy,probe,heads", 0)
+  error(("--skip %s: accuracy needs probe,heads too (they share its runs); e.g. --skip accuracy,probe,heads")
+        :format(o.skip), 0)
 end
 
 -- ---- data ----------------------------------------------------------------------------------------------------
@@ -106,7 +98,7 @@ local LABELS = task.labels
 local function read_rows(path)
   local f = io.open(path, "rb")
   if not f then
-    error(("%s is missing: run scripts/fetch-data.sh sentiment (docs/data.md)"):format(path), 0)
+    error(("--data %s: %s is missing: run scripts/fetch-data.sh sentiment (docs/data.md)"):format(o.data, path), 0)
   end
   local rows = {}
   for line in f:lines() do
@@ -137,10 +129,7 @@ end
 local pool_sizes = {}
 for c = 1, #LABELS do pool_sizes[c] = #pools[c] end
 
-local t0, wall0 = os.clock(), os.time()
-icl.experiment.check_out(o.out) -- before the data and the model: a bad --out costs no run
-local m = assert(icl.load(o.model, {backend = o.backend, threads = o.threads > 0 and o.threads or nil,
-                                    n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8}))
+local m = ex:load{n_ctx = (o.k + 1) * (o.max_tokens + 8) + 8, threads = o.threads > 0 and o.threads or nil}
 local NL, NH = m.n_layers, m.n_heads
 local tpl = prompt.template(task.template)
 local label_ids = prompt.label_ids(m, tpl, LABELS)
@@ -199,6 +188,11 @@ end
 
 local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
 local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
+-- per head, summed over prompts, for the view only (not in summary.json): the forerunner attention y_i -> s_i
+-- (mean over demonstrations) and the induction attention s_q -> y (sum over demonstrations); head_mass.x[l][h]
+local head_mass = {forerunner = {}, induction = {}}
+for l = 1, NL do head_mass.forerunner[l], head_mass.induction[l] = zeros(NH), zeros(NH) end
+local view_prompt -- {pr =, pats = {[layer] = pattern [head, q, k]}} of the first prompt, for the view
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
 local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS), zero_shot = zeros(#LABELS)}
@@ -217,7 +211,9 @@ local function count_heads(r, pr)
     local fr, ind, cor = 0, 0, 0
     for h = 1, NH do
       for _, d in ipairs(p.demos) do
-        if pat:get(h, d.y[1], d.s) > o.times / d.y[1] then fr = fr + 1 end
+        local a = pat:get(h, d.y[1], d.s)
+        if a > o.times / d.y[1] then fr = fr + 1 end
+        head_mass.forerunner[l + 1][h] = head_mass.forerunner[l + 1][h] + a / #p.demos
       end
       local tot, diff = 0, 0
       for i, d in ipairs(p.demos) do
@@ -225,6 +221,7 @@ local function count_heads(r, pr)
         tot = tot + a
         diff = diff + (pr.items[i].c == pr.items[o.k + 1].c and a or -a)
       end
+      head_mass.induction[l + 1][h] = head_mass.induction[l + 1][h] + tot
       if tot > o.times / sq then ind = ind + 1 end
       if diff > o.times / (sq * #LABELS) then cor = cor + 1 end
     end
@@ -261,7 +258,13 @@ for _, pr in ipairs(SKIP.accuracy and {} or prompts) do
   per.copy_random[pi] = pr.rand[o.k] == truth and 1 or 0
   pred_counts.true_labels[guess] = pred_counts.true_labels[guess] + 1
   if guess == pr.items[o.k].c then follows_last.true_labels = follows_last.true_labels + 1 end
-  if not SKIP.heads then count_heads(r, pr) end
+  if not SKIP.heads then
+    count_heads(r, pr)
+    if pi == 1 then -- the first prompt's patterns, for the view
+      view_prompt = {pr = pr, pats = {}}
+      for l = 0, NL - 1 do view_prompt.pats[l] = r[("blocks.%d.attn.hook_pattern"):format(l)] end
+    end
+  end
   if not SKIP.probe then
     local xs = x_positions(p)
     for l = 0, NL - 1 do
@@ -407,22 +410,65 @@ ko_series[#ko_series + 1] = {x = range_x, y = mean_rand, label = "random edges (
 local none_y = {}
 for ri = 1, #ranges do none_y[ri] = ko_none / NK end
 ko_series[#ko_series + 1] = {x = range_x, y = none_y, label = "no knockout", color = "black"}
-for _, ext in ipairs({"png", "svg"}) do
-  if not SKIP.probe then assert(plot.line{series = {{x = layers, y = probe, label = "NCM probe at x (cross-validated)"},
-                             {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
-                   ylim = {0, 1}, xlabel = "layer", ylabel = "probe accuracy",
-                   title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}
-         :save(("%s/probe.%s"):format(o.out, ext))) end
-  if not SKIP.heads then assert(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
-                             {x = layers, y = heads.induction, label = "induction (s_q -> y)"},
-                             {x = layers, y = heads.correct_induction, label = "correct induction"}},
-                   xlabel = "layer", ylabel = ("heads above %g / n_t (mean per prompt)"):format(o.times),
-                   title = ("Forerunner and induction heads, %s"):format(name)}
-         :save(("%s/heads.%s"):format(o.out, ext))) end
-  assert(plot.line{series = ko_series, ylim = {0, 1.05},
-                   xlabel = "layer range: " .. table.concat(range_names, ", "), ylabel = "accuracy",
-                   title = ("Attention knockouts (%d prompts), %s"):format(o.n_knockout, name)}
-         :save(("%s/knockout.%s"):format(o.out, ext)))
+if not SKIP.probe then
+  ex:figure(plot.line{series = {{x = layers, y = probe, label = "NCM probe at x (cross-validated)"},
+                                {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
+                      ylim = {0, 1}, xlabel = "layer", ylabel = "probe accuracy",
+                      title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}, "probe")
+end
+if not SKIP.heads then
+  ex:figure(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
+                                {x = layers, y = heads.induction, label = "induction (s_q -> y)"},
+                                {x = layers, y = heads.correct_induction, label = "correct induction"}},
+                      xlabel = "layer", ylabel = ("heads above %g / n_t (mean per prompt)"):format(o.times),
+                      title = ("Forerunner and induction heads, %s"):format(name)}, "heads")
+end
+ex:figure(plot.line{series = ko_series, ylim = {0, 1.05},
+                    xlabel = "layer range: " .. table.concat(range_names, ", "), ylabel = "accuracy",
+                    title = ("Attention knockouts (%d prompts), %s"):format(o.n_knockout, name)}, "knockout")
+
+-- interactive view: the two heads with the most induction attention (s_q -> y, summed over demonstrations) and
+-- the two with the most forerunner attention (y_i -> s_i), both as means over the prompts, attending over the
+-- first prompt (true labels); their names go to the printed summary, not to summary.json
+local view_line
+if view_prompt then
+  local function top2(mass)
+    local list = {}
+    for l = 1, NL do
+      for h = 1, NH do list[#list + 1] = {layer = l - 1, head = h - 1, v = mass[l][h] / N} end
+    end
+    table.sort(list, function(a, b)
+      if a.v ~= b.v then return a.v > b.v end
+      return a.layer < b.layer or (a.layer == b.layer and a.head < b.head)
+    end)
+    return {list[1], list[2]}
+  end
+  local per_layer, picked, said = {}, {}, {}
+  for _, kind in ipairs({"induction", "forerunner"}) do
+    local parts = {}
+    for _, e in ipairs(top2(head_mass[kind])) do
+      parts[#parts + 1] = ("L%d.H%d %.3f"):format(e.layer, e.head, e.v)
+      if not picked[e.layer * NH + e.head] then
+        picked[e.layer * NH + e.head] = true
+        per_layer[e.layer] = per_layer[e.layer] or {}
+        table.insert(per_layer[e.layer], e.head)
+      end
+    end
+    said[#said + 1] = ("%s %s"):format(kind, table.concat(parts, ", "))
+  end
+  local p, pats, ids = view_prompt.pr.p, {}, {}
+  for l, hs in pairs(per_layer) do
+    table.sort(hs)
+    local nm, sel = ("blocks.%d.attn.hook_pattern"):format(l), {}
+    for i, h in ipairs(hs) do sel[i] = h + 1 end
+    pats[nm], ids[nm] = view_prompt.pats[l]:index_select(1, sel), hs
+  end
+  local toks = {}
+  for i, id in ipairs(p.tokens) do toks[i] = m:token_text(id) end
+  ex:view("attention", {tokens = toks, patterns = pats, head_ids = ids, window = math.min(#toks, 160),
+                        title = ("Top induction (s_q -> y) and forerunner (y_i -> s_i) heads of %s on prompt 1 "
+                                 .. "(true labels; s_q = token %d)"):format(name, p.query.s)}, "patterns")
+  view_line = "  view heads (mean attention per prompt): " .. table.concat(said, "; ")
 end
 
 local range_list = {}
@@ -450,47 +496,48 @@ local summary = {
   knockout = {ranges = range_list, none = ko_none / NK, kinds = KINDS, accuracy = ko_acc, random = ko_rand,
               mean_edges = ko_edges, differences = ko_diffs, per_prompt = ko_per},
 }
-assert(json.write(o.out .. "/summary.json", summary, {indent = true}))
 
 -- ---- report --------------------------------------------------------------------------------------------------------
+local lines = {}
+local function say(line) lines[#lines + 1] = line end
 local function row(t, fmt) local s = {} for i, v in ipairs(t) do s[i] = (fmt or "%.2f"):format(v) end return table.concat(s, " ") end
-print(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
+say(("icl_circuit: %s, task %s, %d prompts (k = %d, %.1f tokens on average), seed %d"):format(name, o.task, N,
       o.k, lengths / N, o.seed))
 local function pm(d) return ("%+.3f ± %.3f [%+.3f, %+.3f]"):format(d.mean, d.se, d.lo, d.hi) end
 if not SKIP.accuracy then
-  print(("  accuracy %.3f with true labels, %.3f with random labels, %.3f zero-shot (chance %.3f); predicted labels %s / %s / %s"):format(
+  say(("  accuracy %.3f with true labels, %.3f with random labels, %.3f zero-shot (chance %.3f); predicted labels %s / %s / %s"):format(
         right / N, right_rand / N, right_zero / N, 1 / #LABELS, table.concat(pred_counts.true_labels, ":"),
         table.concat(pred_counts.random_labels, ":"), table.concat(pred_counts.zero_shot, ":")))
-  print(("  predictions equal to the last demonstration's label %.3f / %.3f; a pure copy of it would score %.3f / %.3f"):format(
+  say(("  predictions equal to the last demonstration's label %.3f / %.3f; a pure copy of it would score %.3f / %.3f"):format(
         follows_last.true_labels / N, follows_last.random_labels / N, copy_right.true_labels / N,
         copy_right.random_labels / N))
-  print(("  paired differences (± SE, 95%% interval): true - random %s; true - zero-shot %s;"):format(
+  say(("  paired differences (± SE, 95%% interval): true - random %s; true - zero-shot %s;"):format(
         pm(diffs.true_minus_random), pm(diffs.true_minus_zero_shot)))
-  print(("    copy of the last label, true - random %s; true - random beyond the copy's %s"):format(
+  say(("    copy of the last label, true - random %s; true - random beyond the copy's %s"):format(
         pm(diffs.copy_true_minus_copy_random), pm(diffs.true_minus_random_beyond_copy)))
 end
-if not SKIP.probe then print("  probe by layer   " .. row(probe)) end
+if not SKIP.probe then say("  probe by layer   " .. row(probe)) end
 if not SKIP.heads then
-  print("  forerunner heads " .. row(heads.forerunner, "%.1f"))
-  print("  induction heads  " .. row(heads.induction, "%.1f"))
-  print("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
+  say("  forerunner heads " .. row(heads.forerunner, "%.1f"))
+  say("  induction heads  " .. row(heads.induction, "%.1f"))
+  say("  correct induct.  " .. row(heads.correct_induction, "%.1f"))
 end
 if o.n_knockout > 0 then
-  print(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
+  say(("  knockouts on %d prompts (no knockout %.3f); accuracy per range %s, [random-edge control]"):format(
         o.n_knockout, ko_none / NK, table.concat(range_names, " ")))
 end
 for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
-  print(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
+  say(("    %-7s (%5.1f edges) %s   [%s]"):format(kind, ko_edges[kind], row(ko_acc[kind], "%.3f"),
         row(ko_rand[kind], "%.3f")))
 end
-if o.n_knockout > 0 then print("  paired differences per range, mean ± SE: knockout - none | knockout - control") end
+if o.n_knockout > 0 then say("  paired differences per range, mean ± SE: knockout - none | knockout - control") end
 for _, kind in ipairs(o.n_knockout > 0 and KINDS or {}) do
   local a, b = {}, {}
   for ri = 1, #ranges do
     local x, y = ko_diffs.minus_none[kind][ri], ko_diffs.minus_control[kind][ri]
     a[ri], b[ri] = ("%+.3f±%.3f"):format(x.mean, x.se), ("%+.3f±%.3f"):format(y.mean, y.se)
   end
-  print(("    %-7s %s | %s"):format(kind, table.concat(a, " "), table.concat(b, " ")))
+  say(("    %-7s %s | %s"):format(kind, table.concat(a, " "), table.concat(b, " ")))
 end
-print(("  wrote %s/summary.json and figures in %d s (%.0f s of CPU)"):format(o.out,
-      os.time() - wall0, os.clock() - t0))
+if view_line then say(view_line) end
+ex:report(summary, lines) -- summary.json (the keys above, nothing added), the lines, index.html

@@ -115,6 +115,11 @@ local function paper_lines()
   end
   return lines
 end
+-- the interactive view: every head score as a layers x heads map with a sortable list (heads.html)
+ex:view("heads", {scores = {prefix_matching = ps.prefix_matching, previous_token = ps.previous_token, copying = copy,
+                            copying_eigen = eigen},
+                  title = ("Induction-head scores, %s"):format(m.name)}, "heads")
+
 if o.scores_only then
   local top = {}
   for i = 1, math.min(16, #pm_rank) do top[i] = head_scores(pm_rank[i]) end

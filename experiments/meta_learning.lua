@@ -50,6 +50,10 @@ end
 if o.sweep then ex:check_out(o.sweep_dir ~= "" and o.sweep_dir or o.out .. "/sweep", "sweep-dir") end
 local wall0 = os.time()
 local D_MODEL = 128
+-- what the script prints also goes to out/index.html (e:index), with the main run's figures (listed(dir, base))
+local lines = {}
+local function say(line) print(line); lines[#lines + 1] = line end
+local function listed(dir, base) if dir == o.out then ex:add(base .. ".{png,svg}") end end
 
 -- ---- the model and its data ------------------------------------------------------------------------
 
@@ -431,6 +435,7 @@ local function fig_accuracy(res, dir, title)
     assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "held-out accuracy",
                      ylim = {0, 1}}:save(("%s/accuracy.%s"):format(dir, ext)))
   end
+  listed(dir, "accuracy")
 end
 
 local function fig_metrics(res, dir, title)
@@ -446,6 +451,7 @@ local function fig_metrics(res, dir, title)
     assert(plot.line{series = series, title = title, xlabel = "step", ylabel = "attention",
                      ylim = {0, 1}}:save(("%s/metrics.%s"):format(dir, ext)))
   end
+  listed(dir, "metrics")
 end
 
 local POS = {"x1", "y1", "x2", "y2", "x3", "y3", "x4", "y4", "xq"}
@@ -462,6 +468,7 @@ local function fig_maps(res, dir, n)
                             title = ("stage %d (%s), step %d, layer %d"):format(k, st.name, r.step, l),
                             width = 480, height = 400}:save(("%s/attention_phase%d_layer%d.%s"):format(dir, k, l, ext)))
       end
+      listed(dir, ("attention_phase%d_layer%d"):format(k, l))
     end
   end
 end
@@ -586,24 +593,24 @@ end
 
 local function report(res, title)
   local how = res.analyzed and ("checkpoints of " .. res.analyzed) or ("%.0f s of training"):format(res.seconds)
-  print(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions, stages %s"):format(title,
+  say(("%s: %d steps (%s), final acc %.3f (random labels %.3f), %d transitions, stages %s"):format(title,
     res.steps_done or res.final.step, how, res.final.acc, res.final.random_label_acc, #res.transitions,
     table.concat(stages(res.records, res.config), " > ")))
   for k, p in ipairs(res.plateaus) do
     local r = nearest(res.records, (p.from + p.to) // 2)
-    print(("  phase %d %-3s steps %6d-%-6d acc %.3f | L1 bg %.2f la %.2f ce %.2f | L2 bg %.2f la %.2f ce %.2f"):format(
+    say(("  phase %d %-3s steps %6d-%-6d acc %.3f | L1 bg %.2f la %.2f ce %.2f | L2 bg %.2f la %.2f ce %.2f"):format(
       k, p.name, p.from, p.to, r.acc, r.layers[1].bigram, r.layers[1].label_attention, r.layers[1].chunk_example,
       r.layers[2].bigram, r.layers[2].label_attention, r.layers[2].chunk_example))
     local iv = {}
     for _, x in ipairs(interventions(9)) do
       if r.interventions[x.name] then iv[#iv + 1] = ("%s %.3f"):format(x.name, r.interventions[x.name]) end
     end
-    print("           interventions: " .. table.concat(iv, ", "))
+    say("           interventions: " .. table.concat(iv, ", "))
   end
-  print("  step    acc   rand  shuf | FCC signature: L1 chunk ex (uniform) L2 label att (uniform) present | stage")
+  say("  step    acc   rand  shuf | FCC signature: L1 chunk ex (uniform) L2 label att (uniform) present | stage")
   for _, r in ipairs(res.records) do
     local g = signature(r.layers, res.config.N)
-    print(("  %6d %.3f %.3f %s |   %.3f (%.3f)   %.3f (%.3f)   %-5s | %s"):format(r.step, r.acc, r.random_label_acc,
+    say(("  %6d %.3f %.3f %s |   %.3f (%.3f)   %.3f (%.3f)   %-5s | %s"):format(r.step, r.acc, r.random_label_acc,
       r.shuffled_label_acc and ("%.3f"):format(r.shuffled_label_acc) or "  -  ", g.l1_chunk_example,
       g.uniform_chunk_example, g.l2_label_attention, g.uniform_label_attention, tostring(g.present),
       name_phase(r, res.config)))
@@ -666,7 +673,7 @@ local function theory(dir)
   local function choose(a, b) local r = 1; for i = 1, b do r = r * (a - b + i) / i end; return r end
   local rows, Ks = {}, {8, 16, 32}
   if o.K ~= 8 and o.K ~= 16 and o.K ~= 32 then Ks[#Ks + 1] = o.K end
-  print("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  " ..
+  say("   K  T  p=1-C(K-2,4)/C(K-1,4)  (1+p)/2  Bayes label-set acc (held-out / shuffled / random labels)  " ..
         "query in ctx  permutation labels, query never in ctx")
   for _, K in ipairs(Ks) do
     for _, T in ipairs({2, 3}) do
@@ -680,18 +687,20 @@ local function theory(dir)
                  bayes_random_label_acc = label_set_bayes(rl, info, c), data_check = data_check(ev, info, c),
                  ideal_bayes_acc = ideal_label_set_bayes(K, T, o.N, o.eval_n, o.seed * 31 + K * 7 + T)}
       rows[#rows + 1] = r
-      print(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f  %.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
+      say(("%4d %2d  %21s  %7s  %.3f / %.3f / %.3f  %44.3f  %.3f"):format(K, T, p and ("%.4f"):format(p) or "-",
         p and ("%.4f"):format((1 + p) / 2) or "-", r.bayes_label_set_acc, r.bayes_shuffled_acc,
         r.bayes_random_label_acc, r.data_check.query_in_context, r.ideal_bayes_acc))
     end
   end
   make_dir(dir)
   assert(json.write(dir .. "/theory.json", {eval_n = o.eval_n, N = o.N, L = o.L, seed = o.seed, rows = rows}))
-  print(("wrote %s/theory.json"):format(dir))
+  if dir == o.out then ex:add("theory.json") end
+  say(("wrote %s/theory.json"):format(dir))
 end
 
 if o.theory then
   theory(o.out)
+  ex:index(lines)
   return
 end
 
@@ -702,7 +711,11 @@ local title = ("K=%d T=%d eps=%g heads=%d"):format(main.K, main.T, main.eps, mai
 -- split over processes by --variants can be put together at the end without measuring again.
 local summary = o.sweep and json.read(o.out .. "/summary.json")
 if summary and same_config(summary.config, main) and summary.analyzed == (o.analyze ~= "" and o.analyze or nil) then
-  print(("main: read from %s/summary.json (stages %s)"):format(o.out, table.concat(summary.stages, " > ")))
+  say(("main: read from %s/summary.json (stages %s)"):format(o.out, table.concat(summary.stages, " > ")))
+  for _, f in ipairs(icl.fs.list(o.out) or {}) do -- its figures, written with it
+    local base = f:match("^(accuracy)%.png$") or f:match("^(metrics)%.png$") or f:match("^(attention_phase%d+_layer%d+)%.png$")
+    if base then ex:add(base .. ".{png,svg}") end
+  end
 else
   local res
   if o.analyze ~= "" then res = analyze(main, o.analyze, o.out) else res = run_one(main, o.out) end
@@ -722,6 +735,7 @@ local function fig_stages(runs, dir)
     assert(plot.line{series = series, title = "stage by step (0 init, 1 NCC, 2 SCC, 3 FCC; offset to separate)",
                      xlabel = "step", ylabel = "stage", ylim = {-0.3, 3.5}}:save(("%s/sweep_stages.%s"):format(dir, ext)))
   end
+  listed(dir, "sweep_stages")
 end
 
 if o.sweep then
@@ -739,7 +753,7 @@ if o.sweep then
     local old = json.read(dir .. "/summary.json")
     if old and same_config(old.config, c) then
       sweep.runs[name] = old
-      print(("%s: read from %s/summary.json (stages %s)"):format(name, dir, table.concat(old.stages, " > ")))
+      say(("%s: read from %s/summary.json (stages %s)"):format(name, dir, table.concat(old.stages, " > ")))
     elseif o.variants == "" or wanted[i] then
       local r = run_one(c, dir)
       sweep.runs[name] = write_run(r, dir, name)
@@ -761,8 +775,11 @@ if o.sweep then
     assert(plot.line{series = series, title = "sweep: accuracy", xlabel = "step", ylabel = "held-out accuracy",
                      ylim = {0, 1}}:save(("%s/sweep_accuracy.%s"):format(o.out, ext)))
   end
+  listed(o.out, "sweep_accuracy")
   fig_stages(list, o.out)
   assert(json.write(o.out .. "/sweep.json", sweep))
+  ex:add("sweep.json")
 end
-print(("wrote %s/{summary.json,accuracy,metrics,attention_phase*}.{png,svg} in %d s (%.0f s of CPU)"):format(
+ex:index(lines)
+print(("wrote %s/{summary.json,index.html,accuracy,metrics,attention_phase*}.{png,svg} in %d s (%.0f s of CPU)"):format(
   o.out, os.time() - wall0, os.clock()))

@@ -188,8 +188,9 @@ static int m_index(lua_State *L) {
 
 /* ---- tokens ---------------------------------------------------------------------------------------------- */
 
-/* Reads token ids at arg (a table or a 1-D tensor) into an array anchored on the stack; checks their range. */
-static int32_t *check_tokens(lua_State *L, int arg, int32_t lo, int32_t n_vocab, int64_t *n) {
+/* Reads token ids at arg (a table or a 1-D tensor) into an array anchored on the stack: conversion only (integers
+ * that fit 32 bits); their range against the model is the core's to check (icl_session_eval, icl_detokenize). */
+static int32_t *check_tokens(lua_State *L, int arg, int64_t *n) {
   icl_tensor *t = icl_lua_test_tensor(L, arg);
   if (!t) luaL_checktype(L, arg, LUA_TTABLE);
   *n = t ? t->numel : icl_lua_seq_len(L, arg, arg, ICL_LUA_SEQ_MAX, "tokens");
@@ -206,12 +207,11 @@ static int32_t *check_tokens(lua_State *L, int arg, int32_t lo, int32_t n_vocab,
       v = lua_tointegerx(L, -1, &isint);
     }
     if (!isint) /* inf, NaN, 1e30, 2.5: named as they are, never as a wrapped 32-bit id */
-      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %s is not an integer token id (%d..%d)",
-                                            (lua_Integer)i + 1, luaL_tolstring(L, -1, NULL), lo, n_vocab - 1));
+      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %s is not an integer token id", (lua_Integer)i + 1,
+                                            luaL_tolstring(L, -1, NULL)));
     if (!t) lua_pop(L, 1);
-    if (v < lo || v >= n_vocab)
-      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %I out of range %d..%d", (lua_Integer)i + 1, v, lo,
-                                            n_vocab - 1));
+    if (v < INT32_MIN || v > INT32_MAX)
+      luaL_argerror(L, arg, lua_pushfstring(L, "tokens[%I]: %I out of range for a 32-bit token id", (lua_Integer)i + 1, v));
     ids[i] = (int32_t)v;
   }
   return ids;
@@ -268,7 +268,7 @@ static int m_detokenize(lua_State *L) {
   icl_model *m = check_model(L, 1);
   need_tokenizer(L, m);
   int64_t n;
-  int32_t *ids = check_tokens(L, 2, 0, icl_model_hparams(m)->n_vocab, &n);
+  int32_t *ids = check_tokens(L, 2, &n);
   if (lua_istable(L, 3)) check_keys(L, 3, 3, DETOKENIZE_KEYS, "");
   int special = opt_bool_field(L, 3, "special", 0);
   char *s = NULL;
@@ -368,14 +368,15 @@ static const char *str_field(run_spec *s, int idx, const char *what, const char 
   return v;
 }
 
-/* 1-based position (negative from the end) -> 0-based. */
-static int64_t position(run_spec *s, const char *what, lua_Integer p) {
-  int64_t q = p < 0 ? p + s->n : p - 1;
-  if (q < 0 || q >= s->n) field_error(s, what, ": position %I out of range 1..%I", p, (lua_Integer)s->n);
-  return q;
+/* A 1-based Lua position (negative: from the end) in the C API's convention (0-based, negative from the end); the
+ * core checks it against the run. 0 is no position in Lua's numbering: a conversion error. */
+static int64_t c_position(run_spec *s, const char *what, lua_Integer p) {
+  if (p == 0) field_error(s, what, ": position 0 (positions are 1-based; -1 is the last)");
+  return p > 0 ? p - 1 : p;
 }
 
-/* pos = p (one position) or {a, b} (inclusive) -> [*b, *e); absent: every position (0, 0). */
+/* pos = p (one position) or {a, b} (inclusive) -> [*b, *e) in the C convention (end 0: through the last position);
+ * absent: every position (0, 0). */
 static void pos_field(run_spec *s, int idx, const char *what, int64_t *b, int64_t *e) {
   lua_State *L = s->L;
   char w[96];
@@ -383,7 +384,7 @@ static void pos_field(run_spec *s, int idx, const char *what, int64_t *b, int64_
   int t = lua_getfield(L, idx, "pos");
   *b = *e = 0;
   if (t == LUA_TNUMBER) {
-    *b = position(s, w, int_field(s, idx, what, "pos", 0, 1, LUA_MININTEGER, LUA_MAXINTEGER));
+    *b = c_position(s, w, int_field(s, idx, what, "pos", 0, 1, LUA_MININTEGER, LUA_MAXINTEGER));
     *e = *b + 1;
   } else if (t == LUA_TTABLE) {
     lua_Integer ab[2];
@@ -394,9 +395,8 @@ static void pos_field(run_spec *s, int idx, const char *what, int64_t *b, int64_
       if (!isint) field_error(s, w, ": expected {first, last} positions");
       lua_pop(L, 1);
     }
-    *b = position(s, w, ab[0]);
-    *e = position(s, w, ab[1]) + 1;
-    if (*e <= *b) field_error(s, w, ": range {%I, %I} is empty", ab[0], ab[1]);
+    *b = c_position(s, w, ab[0]);
+    *e = c_position(s, w, ab[1]) + 1;
   } else if (t != LUA_TNIL) {
     field_error(s, w, ": expected a position or {first, last}");
   }
@@ -565,8 +565,8 @@ static void parse_add(run_spec *s, int idx, const char *what) {
 static const char *const KNOCKOUT_KEYS[] = {"layer", "heads", "head", "edges", NULL};
 static const char *const MASK_KEYS[] = {"layer", "heads", "head", "allow", NULL};
 
-/* The list of {q, k} pairs at field key of the item at idx into v (1-based, negative from the end; the core checks
- * the range and k <= q). */
+/* The list of {q, k} pairs at field key of the item at idx into v, each position converted by c_position (the core
+ * checks their range and k <= q). */
 static void edges_field(run_spec *s, int idx, const char *what, const char *key, icl_intervention *v) {
   lua_State *L = s->L;
   if (lua_getfield(L, idx, key) != LUA_TTABLE) field_error(s, what, ".%s: expected a list of {q, k} pairs", key);
@@ -583,7 +583,7 @@ static void edges_field(run_spec *s, int idx, const char *what, const char *key,
       lua_geti(L, -1, j + 1);
       lua_Integer p = lua_tointegerx(L, -1, &isint);
       if (!isint) field_error(s, w, ": expected {q, k} positions");
-      e[2 * i + j] = p < 0 ? p + s->n : p - 1;
+      e[2 * i + j] = c_position(s, w, p);
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -782,9 +782,8 @@ static icl_logits_mode select_opt(run_spec *s, icl_run_opts *o) {
     int isint;
     lua_rawgeti(L, -1, (lua_Integer)i + 1);
     lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 0 || v >= s->hp->n_vocab)
-      field_error(s, "logits", ".select[%I]: %s is not a token id in 0..%d", (lua_Integer)i + 1,
-                  luaL_tolstring(L, -1, NULL), s->hp->n_vocab - 1);
+    if (!isint || v < INT32_MIN || v > INT32_MAX) /* conversion; the range is the core's (logits_select.c) */
+      field_error(s, "logits", ".select[%I]: %s is not a token id", (lua_Integer)i + 1, luaL_tolstring(L, -1, NULL));
     ids[i] = (int32_t)v;
     lua_pop(L, 1);
   }
@@ -794,7 +793,6 @@ static icl_logits_mode select_opt(run_spec *s, icl_run_opts *o) {
   if (t != LUA_TNIL && t != LUA_TBOOLEAN) field_error(s, "logits", ".lse: expected a boolean");
   o->logit_lse = lua_toboolean(L, -1);
   lua_pop(L, 1);
-  if (!n && !o->logit_lse) field_error(s, "logits", ": expected select = {ids} and/or lse = true");
   lua_pop(L, 1);
   return ICL_LOGITS_SELECT;
 }
@@ -930,7 +928,7 @@ int icl_lua_model_run(lua_State *L, icl_model *m, int *busy) {
   int64_t n;
   const float *inputs = NULL;
   int32_t *tokens = inputs_form(L, hp, &n, &inputs);
-  if (!tokens) tokens = check_tokens(L, 2, -hp->allow_no_token, hp->n_tokens, &n); /* -1: no token (icl-attn) */
+  if (!tokens) tokens = check_tokens(L, 2, &n); /* -1 is "no token" where the model allows it (icl-attn) */
   luaL_argcheck(L, n > 0, 2, "no tokens");
   check_keys(L, 3, 3, RUN_KEYS, "");
   lua_newtable(L); /* the anchor */

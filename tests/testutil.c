@@ -82,6 +82,19 @@ icl_tensor *t_run_logits(icl_model *m, const int32_t *tokens, int64_t n, const i
   return l;
 }
 
+icl_tensor *t_run_capture(icl_model *m, const int32_t *tokens, int64_t n, icl_capture c, const icl_intervention *iv,
+                          int niv) {
+  icl_run_opts o = {.captures = &c, .n_captures = 1, .interventions = iv, .n_interventions = niv};
+  icl_run_result r;
+  icl_tensor *l = t_run_logits(m, tokens, n, &o, &r, c.pattern);
+  if (!l) return NULL;
+  icl_tensor_free(l);
+  icl_tensor *t = r.captures[0];
+  r.captures[0] = NULL;
+  icl_run_result_free(&r);
+  return t;
+}
+
 const icl_tensor *t_find_capture(const icl_run_result *r, const char *name) {
   for (int i = 0; i < r->n_captures; i++)
     if (!strcmp(r->names[i], name)) return r->captures[i];

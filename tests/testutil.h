@@ -42,6 +42,10 @@ int t_vulkan_built(void);
  * "run <what>: <message>". The rest of the result goes to *keep (free it with icl_run_result_free), or is freed. */
 icl_tensor *t_run_logits(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts,
                          icl_run_result *keep, const char *what);
+/* Runs m on n tokens with one capture c and the interventions; returns the capture (the caller frees it), or NULL
+ * after t_run_logits printed why. */
+icl_tensor *t_run_capture(icl_model *m, const int32_t *tokens, int64_t n, icl_capture c, const icl_intervention *iv,
+                          int niv);
 
 /* A tiny random llama model (Q8_0 weights, src/testmodel.h defaults) with the given seed, loaded on
  * backend with n_ctx 32, the given chunk and one thread; the file is removed again. NULL (a failed check

@@ -7,6 +7,10 @@
 #include "icl/icl.h"
 #include "icl/tensor.h"
 
+/* Positions are 0-based; negative ones count from the end (-1 = the last); a range [begin, end) with end <= 0 runs
+ * to end + n (end 0: through the last position), (0, 0) = all. The core checks them against the run's length; its
+ * messages show positions 1-based (a negative one as given) and name the request's label and field. */
+
 /* SELECT: per position only the logits of opts.logit_ids and (opts.logit_lse) the log-sum-exp over the whole
  * vocabulary, reduced per LM-head sub-chunk so that [n, vocab] never reaches the host. */
 typedef enum icl_logits_mode {
@@ -14,8 +18,8 @@ typedef enum icl_logits_mode {
 } icl_logits_mode;
 
 /* A capture request: every hook point matching pattern ('*' matches one dot-free field, e.g.
- * "blocks.*.hook_resid_post"), optionally restricted to positions [pos_begin, pos_end) (negative values
- * count from the end; 0,0 = all) and to a set of heads (for per-head points). */
+ * "blocks.*.hook_resid_post"), optionally restricted to positions [pos_begin, pos_end) (see above; 0,0 = all)
+ * and to a set of heads (for per-head points). */
 typedef struct icl_capture {
   const char *pattern;
   int64_t pos_begin, pos_end;
@@ -44,7 +48,8 @@ typedef struct icl_intervention {
   const icl_tensor *value;                    /* MEAN/PATCH/ADD: the replacement or addend */
   float coef;                                 /* ADD */
   int layer;                                  /* KNOCKOUT, MASK, and short hook names (-1: not given) */
-  const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos) masked; MASK: the only pairs kept */
+  const int64_t *edges; int64_t n_edges;      /* KNOCKOUT: pairs (q_pos, k_pos), k_pos <= q_pos, masked; MASK: the
+                                                 only pairs kept. Positions as above (negative: from the end) */
   const char *label;                          /* NULL, or the caller's name for it in messages ("patch[1]") */
 } icl_intervention;
 

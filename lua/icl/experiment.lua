@@ -11,7 +11,9 @@
 --   local m = e:load{n_ctx = e.o.length + 16}
 --   local layer = e:layer()                       -- --layer, or 80% of the depth when it is -1
 --   ... e:figure(fig, "accuracy")                -- out/park_grid/accuracy.png and .svg, or an error
---   e:report(summary, {"a line", ...})           -- summary.json (atomic) and the printed summary
+--   e:report(summary, {"a line", ...})           -- summary.json (atomic), the printed summary, index.html
+--   e:view("attention", spec, "patterns")         -- out/park_grid/patterns.html (icl.html), listed in the index
+--   e:add("sweep.json"); e:index(lines)          -- a file the script wrote; index.html without summary.json
 --
 -- Bounds: int = {lo, hi} takes an integer in lo..hi, num = {lo, hi} a finite number in [lo, hi] (open = true:
 -- (lo, hi], lo excluded); a value outside fails before any work with an error naming the flag, the value and
@@ -165,12 +167,12 @@ function Exp:need(cond, name, msg)
   if not cond then error(("%s %s: %s"):format(flag_of(name), tostring(self.o[name]), msg), 0) end
 end
 
--- e:load{n_ctx =, chunk =}: the model of --model on --backend in --precision (an error names the file when it
--- cannot load).
+-- e:load{n_ctx =, chunk =, threads =}: the model of --model on --backend in --precision (an error names the file
+-- when it cannot load); threads: CPU backend threads (nil: the backend's choice).
 function Exp:load(opts)
   opts = opts or {}
   local m, err = icl.load(self.o.model, {backend = self.o.backend, n_ctx = opts.n_ctx, chunk = opts.chunk,
-                                         precision = self.o.precision})
+                                         threads = opts.threads, precision = self.o.precision})
   if not m then error(("--model %s: %s"):format(self.o.model, tostring(err)), 0) end
   self.m = m
   return m
@@ -210,13 +212,24 @@ function Exp:view(kind, spec, base)
   self.files[#self.files + 1] = base .. ".html"
 end
 
+-- e:add(file): lists a file the script wrote itself under the output folder in the index, like e:figure's:
+-- "base.{png,svg}" (a figure in two formats), "name.html" (a view), "name.json" (data).
+function Exp:add(file)
+  if type(file) ~= "string" or file == "" then error("e:add: expected a file name under the output folder", 2) end
+  self.files[#self.files + 1] = file
+end
+
 local function esc(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;")) end
 
--- out/index.html: the experiment's figures (PNG shown, other formats linked), views and summary.json, and the
--- lines it printed; one self-contained page, no network.
+-- out/index.html: the experiment's figures (PNG shown, other formats linked), views, other files listed by e:add
+-- and summary.json (when it exists), and the lines it printed; one self-contained page, no network.
 local function write_index(self, lines)
-  local body = {("<h1>%s</h1>"):format(esc(self.name)), "<pre>" .. esc(table.concat(lines or {}, "\n")) .. "</pre>",
-                '<p><a href="summary.json">summary.json</a></p>'}
+  local body = {("<h1>%s</h1>"):format(esc(self.name)), "<pre>" .. esc(table.concat(lines or {}, "\n")) .. "</pre>"}
+  local summary = io.open(self:path("summary.json"), "rb")
+  if summary then
+    summary:close()
+    body[#body + 1] = '<p><a href="summary.json">summary.json</a></p>'
+  end
   for _, f in ipairs(self.files) do
     local base, fmts = f:match("^(.-)%.{(.*)}$")
     if not base then base, fmts = f:match("^(.*)%.([%w]+)$") end
@@ -224,6 +237,8 @@ local function write_index(self, lines)
     for fmt in (fmts or ""):gmatch("[^,]+") do links[#links + 1] = ('<a href="%s.%s">%s</a>'):format(esc(base), fmt, fmt) end
     if fmts == "html" then
       body[#body + 1] = ('<p>interactive view: <a href="%s.html">%s</a></p>'):format(esc(base), esc(base))
+    elseif fmts == "json" then
+      body[#body + 1] = ('<p><a href="%s">%s</a></p>'):format(esc(f), esc(f))
     elseif (fmts or ""):find("png") then
       body[#body + 1] = ('<figure><img src="%s.png" alt="%s" style="max-width:100%%"><figcaption>%s: %s</figcaption></figure>')
         :format(esc(base), esc(base), esc(base), table.concat(links, " "))
@@ -236,6 +251,13 @@ local function write_index(self, lines)
     .. "</head>\n<body>\n%s\n</body>\n</html>\n"):format(esc(self.name), table.concat(body, "\n"))
   local ok, err = icl.htmlcodec.write(self:path("index.html"), page)
   if not ok then error(("%s: writing %s: %s"):format(self.name, self:path("index.html"), tostring(err)), 0) end
+end
+
+-- e:index(lines): index.html alone, for a script that writes its own summaries (meta_learning: one per run, the
+-- same bytes as before): the lines, summary.json when it exists, and what e:figure, e:view and e:add listed.
+function Exp:index(lines)
+  args.check_stop()
+  write_index(self, lines)
 end
 
 -- e:elapsed(): wall seconds and CPU seconds since the experiment began.

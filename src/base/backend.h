@@ -66,12 +66,22 @@ typedef struct icl_be_counts {
   uint64_t dispatches, barriers, submits, host_waits, bytes_read;
 } icl_be_counts;
 
+/* One optimizer step's constants (optim_update): AdamW (adam 1) w -= lr ((m1/c1) / (sqrt(m2/c2) + eps) + wd w) with
+ * m1 = b1 m1 + (1 - b1) g', m2 = b2 m2 + (1 - b2) g'^2; SGD w -= lr (m1 + wd w) with m1 = mom m1 + g'; g' = gscale g. */
+typedef struct icl_optim_args {
+  float lr, wd, b1, b2, eps, mom, gscale, c1, c2;
+  int adam;
+} icl_optim_args;
+
 typedef struct icl_backend_ops {
   const char *name; /* "vulkan", "cpu" */
 
   /* buffers */
   int (*buf_alloc)(icl_backend *be, size_t size, int usage, icl_buf **out, icl_error *err);
   void (*buf_free)(icl_backend *be, icl_buf *b);
+  /* a buffer over host memory the caller owns and keeps alive while the buffer lives (buf_free then releases
+   * the record only); optional: NULL where buffers live in device memory */
+  int (*buf_wrap)(icl_backend *be, void *host, size_t size, icl_buf **out, icl_error *err);
   int (*write)(icl_backend *be, icl_buf *b, size_t off, const void *src, size_t n, icl_error *err);
   int (*read)(icl_backend *be, icl_buf *b, size_t off, void *dst, size_t n, icl_error *err);
   int (*sync)(icl_backend *be, icl_error *err);
@@ -138,6 +148,50 @@ typedef struct icl_backend_ops {
    * (y, u) then swiglu / geglu (y, u, y); u is scratch the backend may use; optional (NULL: the wrapper does that) */
   int (*matmul_glu)(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
                     const icl_dt *u, int act, icl_error *err);
+  /* ---- training (src/train/): the backward of the forward ops and the forward pieces inference lacks. f32 views
+   * (ids and targets i32); gradient outputs d* ACCUMULATE (+=) unless marked "writes"; a NULL gradient output is
+   * skipped. Optional: NULL where a backend has none (the wrapper fails naming the op). The float64 twins are
+   * src/ref/ref_backward.c; tests/ops/ops_bwd_defs.h compares them. ---- */
+  /* causal attention of B independent sequences: q, k, v, out [hd, nh, T, B], pattern [T, T, nh, B] WRITTEN, each
+   * sequence bit-identical to attention on it alone (no mask, no window, no offset) */
+  int (*attention_seqs)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                        const icl_dt *out, const icl_dt *pattern, icl_error *err);
+  /* for y [R, n] = x [K, n] . w [K, R]^T: dw [K, R] += dy^T x, dx [K, n] += dy . w (dy [R, n]) */
+  int (*matmul_bwd)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
+                    const icl_dt *dx, icl_error *err);
+  /* for y = norm(x [d, n]) * w (+ b), LayerNorm (rms 0) or RMSNorm (rms 1), w NULL = ones: dx, dw, db (LayerNorm
+   * only); stats [2, n] is scratch */
+  int (*norm_bwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
+                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+  /* causal attention backward from its saved pattern P [T, T, nh, B]: q, k, v, dz [hd, nh, T, B]; dq, dk, dv
+   * WRITTEN */
+  int (*attention_bwd)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,
+                       const icl_dt *dz, float scale, const icl_dt *dq, const icl_dt *dk, const icl_dt *dv,
+                       icl_error *err);
+  /* rope's backward (NEOX pairing): x [hd, nh, n] rotated back in place at positions pos [n] */
+  int (*rope_bwd)(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, icl_error *err);
+  /* dx = dy * gelu'(x), and dx = dy * [y > 0] from relu's output y (both WRITE dx; dx may be dy) */
+  int (*gelu_bwd)(icl_backend *be, const icl_dt *x, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+  int (*relu_bwd)(icl_backend *be, const icl_dt *y, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+  /* x [d, n] WRITTEN with rows ids [n] of e [d, rows], a zero row for a negative id (ids < rows: the caller's to
+   * check, as for get_rows) */
+  int (*embed)(icl_backend *be, const icl_dt *e, const icl_dt *ids, const icl_dt *x, icl_error *err);
+  /* de [d, rows] += rows of dx [d, n] scattered by ids [n] (negative ids skipped) */
+  int (*embed_bwd)(icl_backend *be, const icl_dt *ids, const icl_dt *dx, const icl_dt *de, icl_error *err);
+  /* dst [d, T] += the sum over b of src [d, T, B] (position-table and bias gradients) */
+  int (*sum_rows)(icl_backend *be, const icl_dt *src, const icl_dt *dst, icl_error *err);
+  /* smeared key: ks_t = s k_t + (1 - s) k_{t-1} per head, s = sigmoid(alpha [nh]); k, ks [hd, nh, T, B] (ks WRITTEN);
+   * backward: dk WRITTEN, dalpha [nh] accumulated */
+  int (*smear)(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *ks, icl_error *err);
+  int (*smear_bwd)(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *dks, const icl_dt *dk,
+                   const icl_dt *dalpha, icl_error *err);
+  /* the weighted mean softmax cross-entropy of logits [nv, n] at targets [n] (-1: none) with weights [n] (NULL: ones) into
+   * *loss; probs [nv*n + n] scratch; dlogits [nv, n] WRITTEN (NULL: the loss only) */
+  int (*xent)(icl_backend *be, const icl_dt *logits, const icl_dt *targets, const icl_dt *weights,
+              const icl_dt *probs, const icl_dt *dlogits, double *loss, icl_error *err);
+  /* one optimizer step of w with gradient g and moments m1, m2 (all [n]; m2 unused by SGD) */
+  int (*optim_update)(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
+                      const icl_optim_args *a, icl_error *err);
   /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
   void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;

@@ -65,7 +65,29 @@ static double gemm_rate(int threads) {
   return rate;
 }
 
-static int bench_case(const bt_case *c, int steps, int threads) {
+/* Per-phase milliseconds per step (data, forward, backward, update = step - forward - backward), from a second
+ * run of the same steps with the passes called one by one. */
+static int bench_phases(const bt_case *c, int steps, icl_trainer *tr, int32_t *tok, int32_t *tgt, double step_s) {
+  icl_error err;
+  double td = 0, tf = 0, tb = 0, loss;
+  for (int s = 0; s < steps; s++) {
+    double t0 = now_s();
+    icl_data_repeated_segments(c->B, c->T, c->cfg.vocab, 2, c->T / 2 > 2 ? (int)(c->T / 2) : 2, 0, 1, s, tok, tgt);
+    double t1 = now_s();
+    icl_train_batch b = {.B = c->B, .T = c->T, .tokens = tok, .targets = tgt};
+    if (icl_trainer_forward(tr, &b, &loss, &err)) return fprintf(stderr, "icl bench train: %s\n", err.msg), 1;
+    double t2 = now_s();
+    if (icl_trainer_backward(tr, &err)) return fprintf(stderr, "icl bench train: %s\n", err.msg), 1;
+    double t3 = now_s();
+    td += t1 - t0, tf += t2 - t1, tb += t3 - t2;
+  }
+  double ms = 1e3 / steps, upd = step_s * 1e3 - (td + tf + tb) * ms;
+  printf("  phases (ms/step): data %.3f  forward %.3f  backward %.3f  update %.3f (step minus the others)\n", td * ms,
+         tf * ms, tb * ms, upd > 0 ? upd : 0.0);
+  return 0;
+}
+
+static int bench_case(const bt_case *c, int steps, int threads, int phases) {
   icl_trainer *tr;
   icl_error err;
   if (icl_trainer_new(&c->cfg, threads, &tr, &err)) return fprintf(stderr, "icl bench train: %s\n", err.msg), 1;
@@ -83,26 +105,34 @@ static int bench_case(const bt_case *c, int steps, int threads) {
   if (!rc)
     printf("%-22s %6d steps %8.2f steps/s %10.0f tokens/s %7.2f GFLOP/s  final loss %.4f\n", c->name, steps, sps,
            sps * (double)(c->B * c->T), sps * step_flops(&c->cfg, c->B, c->T) / 1e9, loss);
+  if (!rc && phases) rc = bench_phases(c, steps, tr, tok, tgt, dt / steps);
   free(tok), free(tgt);
   icl_trainer_free(tr);
   return rc;
 }
 
 int icl_bench_train(int argc, char **argv) {
-  int steps = 20, threads = 0;
+  int steps = 20, threads = 0, phases = 0;
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quick")) steps = 3;
+    else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--phases")) phases = 1;
     else {
-      fprintf(stderr, "usage: icl bench train [--steps N (20)] [--threads N] [--quick]\n"
-                      "  AdamW steps of the CPU trainer on the issue-12 shapes; steps/s, tokens/s, GFLOP/s\n");
+      fprintf(stderr, "usage: icl bench train [--steps N (20)] [--threads N] [--quick] [--case NAME] [--phases]\n"
+                      "  AdamW steps of the CPU trainer on the issue-12 shapes; steps/s, tokens/s, GFLOP/s;\n"
+                      "  --phases: milliseconds per step in data, forward, backward and update\n");
       return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;
     }
   }
   if (steps < 1) return fprintf(stderr, "icl bench train: --steps must be >= 1\n"), 2;
+  int found = !only;
+  for (size_t i = 0; only && i < sizeof CASES / sizeof CASES[0]; i++) found |= !strcmp(only, CASES[i].name);
+  if (!found) return fprintf(stderr, "icl bench train: --case %s: no such case (attn2-d256-ctx256-b32, meta-d128-h1-T9-b128)\n", only), 2;
   printf("f32 gemm 512^3 on the CPU backend: %.1f GFLOP/s (the trainer's matmul kernel)\n", gemm_rate(threads));
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
-    if (bench_case(&CASES[i], steps, threads)) return 1;
+    if ((!only || !strcmp(only, CASES[i].name)) && bench_case(&CASES[i], steps, threads, phases)) return 1;
   return 0;
 }

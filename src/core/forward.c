@@ -232,8 +232,8 @@ static int write_ids(icl_session *s, const int32_t *tokens, int64_t n, icl_error
     pos[i] = (int32_t)(s->n_past + i);
     ids[i] = tokens[i] == -1 && hp->allow_no_token ? hp->n_tokens : tokens[i];
     if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
-      rc = icl_error_set(err, ICL_EINVAL, "forward: token at position %lld is %d, expected %d..%d", (long long)pos[i],
-                         tokens[i], -hp->allow_no_token, hp->n_tokens - 1);
+      rc = icl_error_set(err, ICL_EINVAL, "tokens[%lld]: %d out of range %d..%d (1-based position)",
+                         (long long)pos[i] + 1, tokens[i], -hp->allow_no_token, hp->n_tokens - 1);
   }
   if (!rc) rc = be->ops->sync(be, err); /* the previous chunk may still read ids/pos */
   if (!rc) rc = be->ops->write(be, s->a.ids.buf, s->a.ids.offset, ids, (size_t)n * 4, err);

@@ -93,15 +93,33 @@ int icl_hk_overlap(int64_t pb, int64_t pe, int64_t p0, int64_t n, int64_t *b, in
   return *b < *e;
 }
 
+/* A position as messages show it: 1-based, a negative one (from the end) as given. */
+static long long shown(int64_t p) { return p < 0 ? (long long)p : (long long)p + 1; }
+
+int icl_hk_position(int64_t p, int64_t n, const char *what, int64_t *out, icl_error *err) {
+  int64_t q = p < 0 ? p + n : p;
+  if (q < 0 || q >= n)
+    return icl_error_set(err, ICL_EINVAL, "%s: position %lld out of range 1..%lld (1-based; -%lld..-1 from the end)",
+                         what, shown(p), (long long)n, (long long)n);
+  *out = q;
+  return ICL_OK;
+}
+
 int icl_hk_pos_range(int64_t b, int64_t e, int64_t n, int64_t *pb, int64_t *pe, const char *what, icl_error *err) {
-  if (b == 0 && e == 0) e = n;
-  if (b < 0) b += n;
-  if (e <= 0) e += n;
-  if (b < 0 || e > n || b >= e)
-    return icl_error_set(err, ICL_EINVAL, "%s: positions %lld..%lld (1-based) are outside the run of %lld tokens",
-                         what, (long long)b + 1, (long long)e, (long long)n);
-  *pb = b;
-  *pe = e;
+  if (b == 0 && e == 0) {
+    *pb = 0, *pe = n;
+    return ICL_OK;
+  }
+  char w[160];
+  snprintf(w, sizeof w, "%s.pos", what);
+  int64_t last_given = e > INT64_MIN ? e - 1 : e, first = 0, last = 0; /* end 0 is the end: its last position is -1 */
+  int rc = icl_hk_position(b, n, w, &first, err);
+  if (!rc) rc = icl_hk_position(last_given, n, w, &last, err);
+  if (rc) return rc;
+  if (last < first)
+    return icl_error_set(err, ICL_EINVAL, "%s: range %lld..%lld (first..last, 1-based) is empty", w, shown(b),
+                         shown(last_given));
+  *pb = first, *pe = last + 1;
   return ICL_OK;
 }
 

@@ -34,7 +34,13 @@ int icl_hook_name(const icl_model *m, int layer, int hp, char *buf, size_t len);
 typedef int (*icl_hp_fn)(void *ud, int layer, int hp, const char *name, icl_error *err);
 int icl_hook_points_match(const icl_model *m, const char *pattern, icl_hp_fn fn, void *ud, icl_error *err);
 
-/* Normalizes a position range against the run length n: negatives count from the end, (0,0) = all. */
+/* Checks one position p of the C API (0-based, negative from the end) against the run length n into *out (0-based
+ * from the start); the error names what, the position 1-based (a negative one as given) and the valid range. */
+int icl_hk_position(int64_t p, int64_t n, const char *what, int64_t *out, icl_error *err);
+
+/* Checks a position range [b, e) of the C API against the run length n into [*pb, *pe): negatives count from the
+ * end (e = 0: through the last position), (0,0) = all; an error names "<what>.pos", the position and the valid
+ * range, or the empty range. */
 int icl_hk_pos_range(int64_t b, int64_t e, int64_t n, int64_t *pb, int64_t *pe, const char *what, icl_error *err);
 
 /* The positions [*b, *e) of a request's range [pb, pe) inside the chunk [p0, p0+n); 0 if they do not meet. */

@@ -101,6 +101,8 @@ void icl_hooks_end(struct icl_hookctx *hk) {
   free(hk->mask_host);
   free(hk->allowed);
   free(hk->caps);
+  for (int i = 0; i < hk->nplan; i++)
+    if (hk->plan[i].op == ICL_PLAN_MASK) free(hk->plan[i].edges);
   free(hk->plan);
   free(hk->vbufs);
   free(hk->want);

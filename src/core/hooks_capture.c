@@ -7,8 +7,15 @@
 
 #include "hooks_plan.h"
 
+/* A capture request with its positions checked once, before its points are matched. */
+typedef struct cap_req {
+  const icl_capture *c;
+  int64_t pb, pe;
+} cap_req;
+
 static int add_capture(struct icl_hookctx *hk, int layer, int hp, const char *name, void *ud, icl_error *err) {
-  const icl_capture *c = ud;
+  const cap_req *r = ud;
+  const icl_capture *c = r->c;
   icl_hk_geom g = icl_hk_geom_of(hk->m, hp);
   icl_hk_cap *nc = realloc(hk->caps, (size_t)(hk->ncaps + 1) * sizeof *nc);
   if (!nc) return icl_error_set(err, ICL_ENOMEM, "capture: out of memory");
@@ -17,11 +24,11 @@ static int add_capture(struct icl_hookctx *hk, int layer, int hp, const char *na
   memset(k, 0, sizeof *k);
   k->layer = layer;
   k->hp = hp;
-  int rc = icl_hk_pos_range(c->pos_begin, c->pos_end, hk->n, &k->pb, &k->pe, name, err);
-  if (rc) return rc;
+  k->pb = r->pb, k->pe = r->pe;
   if (c->heads && !g.heads) return icl_error_set(err, ICL_EINVAL, "capture %s: heads given for a point without heads", name);
-  if (g.heads && (rc = icl_hk_head_list(c->heads, c->n_heads, g.heads, c->label ? c->label : name, &k->heads,
-                                            &k->nsel, err))) return rc;
+  int rc = g.heads ? icl_hk_head_list(c->heads, c->n_heads, g.heads, c->label ? c->label : name, &k->heads, &k->nsel,
+                                      err) : ICL_OK;
+  if (rc) return rc;
   hk->ncaps++;
   *icl_hk_want(hk, layer, hp) |= ICL_W_CAPTURE;
   return ICL_OK;
@@ -36,8 +43,15 @@ static int add_callback(struct icl_hookctx *hk, int layer, int hp, const char *n
 int icl_hk_resolve_captures(struct icl_hookctx *hk, icl_error *err) {
   const icl_run_opts *o = hk->o;
   for (int i = 0; i < o->n_captures; i++) {
-    if (!o->captures[i].pattern) return icl_error_set(err, ICL_EINVAL, "capture %d: no hook name", i);
-    int c = icl_hk_for_points(hk, o->captures[i].pattern, add_capture, (void *)&o->captures[i], err);
+    const icl_capture *cp = &o->captures[i];
+    char what[64];
+    if (cp->label) snprintf(what, sizeof what, "%s", cp->label);
+    else snprintf(what, sizeof what, "capture[%d]", i + 1);
+    if (!cp->pattern) return icl_error_set(err, ICL_EINVAL, "%s: no hook name", what);
+    cap_req r = {.c = cp};
+    int rc = icl_hk_pos_range(cp->pos_begin, cp->pos_end, hk->n, &r.pb, &r.pe, what, err);
+    if (rc) return rc;
+    int c = icl_hk_for_points(hk, cp->pattern, add_capture, &r, err);
     if (c < 0) return -c;
   }
   return ICL_OK;

@@ -28,7 +28,8 @@ typedef enum icl_plan_op {
 
 /* One plan entry. FILL/COPY/ADD act on the positions [pb, pe) of site (layer, hp), columns [col, col + ncol) of
  * each row of `row` floats; the value rows are vstride floats apart in vbuf (vrows = 1: one row for every
- * position). MASK entries keep the caller's validated heads (NULL = all) and edge pairs. */
+ * position). MASK entries keep the caller's validated heads (NULL = all) and own their checked edge pairs, 0-based
+ * from the start of the run (icl_hooks_end frees them). */
 typedef struct icl_plan_entry {
   icl_plan_op op;
   int layer, hp;
@@ -39,7 +40,7 @@ typedef struct icl_plan_entry {
   int64_t vcol, vstride, vrows;
   const int *heads;
   int n_heads;
-  const int64_t *edges;
+  int64_t *edges;
   int64_t n_edges;
   int allow; /* MASK: the edges are the ones kept (ICL_IV_MASK), not the ones masked */
 } icl_plan_entry;

@@ -2,6 +2,7 @@
  * the site's tensor and on the shape of the caller's value, so that apply is a loop of fill/copy/add over
  * spans. A value whose shape fits none of the site's layouts is an error naming the request, the hook, the
  * given shape and the expected ones; nothing is guessed from an element count. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,12 @@ typedef struct form {
   int64_t d[2];
   int nd, src;
 } form;
+
+/* An intervention with its positions [pb, pe) checked once, before its points are matched. */
+typedef struct iv_req {
+  const icl_intervention *v;
+  int64_t pb, pe;
+} iv_req;
 
 /* One request at one site while it is resolved. */
 typedef struct req {
@@ -211,13 +218,11 @@ static int value_entries(struct icl_hookctx *hk, const req *q, icl_plan_entry ba
   return span_entries(hk, q, base, err);
 }
 
-/* Checks what the request may do at this site and fills in its positions and heads. */
-static int check_request(struct icl_hookctx *hk, req *q, icl_error *err) {
+/* Checks what the request may do at this site and fills in its heads. */
+static int check_request(req *q, icl_error *err) {
   const icl_intervention *v = q->v;
   if (q->hp == HP_PATTERN)
     return icl_error_set(err, ICL_EINVAL, "%s: the pattern is an output; use a knockout to change attention", q->name);
-  int rc = icl_hk_pos_range(v->pos_begin, v->pos_end, hk->n, &q->pb, &q->pe, q->name, err);
-  if (rc) return rc;
   if (v->heads && !q->g.heads)
     return icl_error_set(err, ICL_EINVAL, "%s: heads given for a point without heads", q->name);
   if (v->heads && v->kind == ICL_IV_ADD)
@@ -228,10 +233,11 @@ static int check_request(struct icl_hookctx *hk, req *q, icl_error *err) {
 }
 
 static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *point, void *ud, icl_error *err) {
-  req q = {.v = ud, .layer = layer, .hp = hp, .g = icl_hk_geom_of(hk->m, hp)};
+  const iv_req *r = ud;
+  req q = {.v = r->v, .layer = layer, .hp = hp, .g = icl_hk_geom_of(hk->m, hp), .pb = r->pb, .pe = r->pe};
   if (q.v->label) snprintf(q.name, sizeof q.name, "%s (%s)", q.v->label, point); /* "patch[1] (blocks.0.hook_z)" */
   else snprintf(q.name, sizeof q.name, "%s", point);
-  int rc = check_request(hk, &q, err);
+  int rc = check_request(&q, err);
   icl_plan_entry base = {.op = ICL_PLAN_FILL, .layer = layer, .hp = hp, .pb = q.pb, .pe = q.pe, .row = q.g.row};
   if (!rc && q.v->kind == ICL_IV_ZERO) rc = span_entries(hk, &q, base, err);
   else if (!rc && (q.v->kind == ICL_IV_MEAN || q.v->kind == ICL_IV_PATCH || q.v->kind == ICL_IV_ADD))
@@ -242,20 +248,21 @@ static int resolve_at(struct icl_hookctx *hk, int layer, int hp, const char *poi
   return rc;
 }
 
-/* Checks a knockout's or mask's edges: 1-based positions in the messages, as the caller wrote them. */
-static int check_edges(const struct icl_hookctx *hk, const icl_intervention *v, const char *what, icl_error *err) {
+/* Checks a knockout's or mask's edges (0-based, negative from the end) into out, 0-based from the start; the
+ * messages show 1-based positions. */
+static int check_edges(const struct icl_hookctx *hk, const icl_intervention *v, const char *what, int64_t *out,
+                       icl_error *err) {
   const char *field = v->kind == ICL_IV_MASK ? "allow" : "edges";
   for (int64_t j = 0; j < v->n_edges; j++) {
-    int64_t q = v->edges[2 * j], kk = v->edges[2 * j + 1];
-    for (int i = 0; i < 2; i++) {
-      int64_t p = i ? kk : q;
-      if (p < 0 || p >= hk->n)
-        return icl_error_set(err, ICL_EINVAL, "%s.%s[%lld]: position %lld out of range 1..%lld", what, field,
-                             (long long)j + 1, (long long)p + 1, (long long)hk->n);
-    }
-    if (kk > q)
-      return icl_error_set(err, ICL_EINVAL, "%s.%s[%lld]: key position after query position (%lld > %lld)", what,
-                           field, (long long)j + 1, (long long)kk + 1, (long long)q + 1);
+    char w[160];
+    snprintf(w, sizeof w, "%s.%s[%lld]", what, field, (long long)j + 1);
+    int64_t *q = &out[2 * j], *kk = &out[2 * j + 1];
+    int rc = icl_hk_position(v->edges[2 * j], hk->n, w, q, err);
+    if (!rc) rc = icl_hk_position(v->edges[2 * j + 1], hk->n, w, kk, err);
+    if (rc) return rc;
+    if (*kk > *q)
+      return icl_error_set(err, ICL_EINVAL, "%s: key position after query position (%lld > %lld)", w,
+                           (long long)*kk + 1, (long long)*q + 1);
   }
   return ICL_OK;
 }
@@ -270,13 +277,19 @@ static int resolve_knockout(struct icl_hookctx *hk, const icl_intervention *v, i
   int *heads = NULL, nsel = 0;
   int rc = icl_hk_head_list(v->heads, v->n_heads, h->n_head, what, &heads, &nsel, err);
   free(heads);
-  if (!rc) rc = check_edges(hk, v, what, err);
   if (rc) return rc;
+  if (v->n_edges < 0 || v->n_edges > INT64_MAX / 16 || (v->n_edges > 0 && !v->edges))
+    return icl_error_set(err, ICL_EINVAL, "%s.%s: %lld pairs %s", what, allow ? "allow" : "edges",
+                         (long long)v->n_edges, v->edges ? "(a count out of range)" : "but no array");
+  int64_t *edges = malloc((size_t)(v->n_edges > 0 ? 2 * v->n_edges : 1) * sizeof *edges);
+  if (!edges) return icl_error_set(err, ICL_ENOMEM, "%s: out of memory for the edges", what);
   icl_plan_entry e = {.op = ICL_PLAN_MASK, .layer = v->layer, .hp = HP_PATTERN, .heads = v->heads,
-                      .n_heads = v->heads ? v->n_heads : 0, .edges = v->edges, .n_edges = v->n_edges,
-                      .allow = allow};
+                      .n_heads = v->heads ? v->n_heads : 0, .edges = edges, .n_edges = v->n_edges, .allow = allow};
+  rc = check_edges(hk, v, what, edges, err);
+  if (!rc) rc = add_entry(hk, &e, what, err); /* the entry owns the edges from here on (icl_hooks_end frees them) */
+  if (rc) return free(edges), rc;
   hk->ko_layer[v->layer] = 1;
-  return add_entry(hk, &e, what, err);
+  return ICL_OK;
 }
 
 /* The knockout mask's host and device memory, sized for the run's longest chunk (and the allowed-edge marks of
@@ -320,9 +333,11 @@ int icl_hk_resolve_interventions(struct icl_hookctx *hk, icl_error *err) {
     if (v->label) snprintf(what, sizeof what, "%s", v->label);
     else snprintf(what, sizeof what, "intervention[%d]", i + 1);
     const char *hook;
+    iv_req r = {.v = v};
     int rc = hook_of(hk, v, what, name, sizeof name, &hook, err);
+    if (!rc) rc = icl_hk_pos_range(v->pos_begin, v->pos_end, hk->n, &r.pb, &r.pe, what, err);
     if (rc) return rc;
-    int c = icl_hk_for_points(hk, hook, resolve_at, (void *)v, err);
+    int c = icl_hk_for_points(hk, hook, resolve_at, &r, err);
     if (c < 0) return -c;
   }
   return ICL_OK;

@@ -13,11 +13,11 @@ int icl_logits_select_alloc(const icl_model *m, int64_t n, const icl_run_opts *o
   if (o->n_logit_ids < 0 || (o->n_logit_ids && !o->logit_ids))
     return icl_error_set(err, ICL_EINVAL, "run: logits select: %d ids without a list", o->n_logit_ids);
   if (!o->n_logit_ids && !o->logit_lse)
-    return icl_error_set(err, ICL_EINVAL, "run: logits select: expected ids to select or the log-sum-exp");
+    return icl_error_set(err, ICL_EINVAL, "logits: expected select = {ids} and/or lse = true (logit_ids, logit_lse)");
   for (int j = 0; j < o->n_logit_ids; j++)
     if (o->logit_ids[j] < 0 || o->logit_ids[j] >= m->hp.n_vocab)
-      return icl_error_set(err, ICL_EINVAL, "run: logits select: id %d (entry %d) out of range 0..%d",
-                           o->logit_ids[j], j, m->hp.n_vocab - 1);
+      return icl_error_set(err, ICL_EINVAL, "logits.select[%d]: %d is not a token id in 0..%d (1-based entry)", j + 1,
+                           o->logit_ids[j], m->hp.n_vocab - 1);
   int64_t shape[2] = {n, o->n_logit_ids}, lshape[1] = {n};
   if (o->n_logit_ids && !(res->logits = icl_tensor_new(2, shape)))
     return icl_error_set(err, ICL_ENOMEM, "run: no host memory for %lld x %d selected logits", (long long)n,

@@ -47,4 +47,30 @@ int icl_op_fill2d(icl_backend *be, const icl_dt *dst, int64_t off, int64_t strid
 /* Writes "[a, b, c, d]" (the view's ne) into buf; returns buf. */
 const char *icl_dt_shape_str(const icl_dt *t, char *buf, size_t n);
 
+/* Training entries (ops_train.c; backend.h "training" says what each computes): checked, then the backend's op,
+ * or ICL_EUNSUPPORTED where the backend has none. */
+/* attention_seqs: the backend's, or attention once per sequence (same bits). */
+int icl_op_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                          const icl_dt *out, const icl_dt *pattern, icl_error *err);
+int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
+                      const icl_dt *dx, icl_error *err);
+int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
+                    const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+int icl_op_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,
+                         const icl_dt *dz, float scale, const icl_dt *dq, const icl_dt *dk, const icl_dt *dv,
+                         icl_error *err);
+int icl_op_rope_bwd(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, icl_error *err);
+int icl_op_gelu_bwd(icl_backend *be, const icl_dt *x, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+int icl_op_relu_bwd(icl_backend *be, const icl_dt *y, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+int icl_op_embed(icl_backend *be, const icl_dt *e, const icl_dt *ids, const icl_dt *x, icl_error *err);
+int icl_op_embed_bwd(icl_backend *be, const icl_dt *ids, const icl_dt *dx, const icl_dt *de, icl_error *err);
+int icl_op_sum_rows(icl_backend *be, const icl_dt *src, const icl_dt *dst, icl_error *err);
+int icl_op_smear(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *ks, icl_error *err);
+int icl_op_smear_bwd(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *dks, const icl_dt *dk,
+                     const icl_dt *dalpha, icl_error *err);
+int icl_op_xent(icl_backend *be, const icl_dt *logits, const icl_dt *targets, const icl_dt *weights,
+                const icl_dt *probs, const icl_dt *dlogits, double *loss, icl_error *err);
+int icl_op_optim_update(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
+                        const icl_optim_args *a, icl_error *err);
+
 #endif

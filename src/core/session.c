@@ -173,8 +173,8 @@ int icl_session_eval(icl_session *s, const int32_t *tokens, int64_t n, float *lo
                          (long long)s->n_past, (long long)n, s->m->n_ctx);
   for (int64_t i = 0; i < n; i++)
     if (tokens[i] < -hp->allow_no_token || tokens[i] >= hp->n_tokens)
-      return icl_error_set(err, ICL_EINVAL, "eval: token %lld is %d, expected %d..%d", (long long)i, tokens[i],
-                           -hp->allow_no_token, hp->n_tokens - 1);
+      return icl_error_set(err, ICL_EINVAL, "tokens[%lld]: %d out of range %d..%d (1-based index)", (long long)i + 1,
+                           tokens[i], -hp->allow_no_token, hp->n_tokens - 1);
   int64_t per = s->m->chunk;
   for (int64_t c = 0; c < n; c += per) {
     int64_t nc = n - c < per ? n - c : per;
@@ -209,8 +209,10 @@ static int64_t clean_prefix(const icl_run_opts *o, int64_t n) {
   for (int i = 0; i < o->n_interventions; i++) {
     const icl_intervention *v = &o->interventions[i];
     if (v->kind != ICL_IV_KNOCKOUT) return 0;
-    for (int64_t j = 0; j < v->n_edges; j++)
-      if (v->edges[2 * j] < clean) clean = v->edges[2 * j] < 0 ? 0 : v->edges[2 * j];
+    for (int64_t j = 0; v->edges && j < v->n_edges; j++) { /* no array: the run fails when its hooks resolve */
+      int64_t q = v->edges[2 * j] < 0 ? v->edges[2 * j] + n : v->edges[2 * j]; /* negative: from the end */
+      if (q < clean) clean = q < 0 ? 0 : q; /* out of range: the run fails when its hooks resolve */
+    }
   }
   return clean;
 }
@@ -290,28 +292,20 @@ static int run_chunks(icl_session *s, struct icl_hookctx *hk, const int32_t *tok
   return rc ? rc : s->m->be->ops->sync(s->m->be, err);
 }
 
-int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
-                  icl_error *err) {
-  memset(res, 0, sizeof *res);
+/* The run's own argument checks (the hooks check their requests when they resolve). */
+static int run_check(const icl_model *m, int64_t n, icl_error *err) {
   if (n <= 0) return icl_error_set(err, ICL_EINVAL, "run: no tokens");
   if (n > m->n_ctx)
     return icl_error_set(err, ICL_EINVAL, "run: %lld tokens exceed the context of %d (load with a larger n_ctx)",
                          (long long)n, m->n_ctx);
-  icl_session *s = NULL;
-  int rc = run_session(m, &s, err);
-  if (rc) return rc;
-  icl_session_reset(s);
-  icl_run_opts none = {0};
-  if (!opts) opts = &none;
-  int64_t clean = clean_prefix(opts, n), start = reusable(s, tokens, n, opts, clean);
-  s->run_clean = 0; /* the cache is being overwritten: valid again only if this run succeeds */
-  if ((rc = set_inputs(s, opts, n, err))) return rc;
-  struct icl_hookctx *hk = NULL;
-  rc = icl_hooks_begin(m, n, opts, res, &hk, err);
-  if (!rc) rc = alloc_run_needs(s, hk, n, opts, res, err);
-  s->n_past = start, res->reused = start; /* chunks from the first position not kept */
-  if (!rc) rc = run_chunks(s, hk, tokens, start, n, opts, res, err);
-  if (opts->stream && opts->on_chunk && opts->logits == ICL_LOGITS_ALL) { /* the rows went to on_chunk: none kept */
+  return ICL_OK;
+}
+
+/* After the chunks: the streamed logits dropped, the hooks and inputs let go; a failed run frees its result, a
+ * successful one leaves its tokens and clean prefix for the next run's reuse. */
+static int run_finish(icl_session *s, struct icl_hookctx *hk, const int32_t *tokens, int64_t n, int64_t clean,
+                      const icl_run_opts *o, icl_run_result *res, int rc) {
+  if (o->stream && o->on_chunk && o->logits == ICL_LOGITS_ALL) { /* the rows went to on_chunk: none kept */
     icl_tensor_free(res->logits);
     res->logits = NULL;
   }
@@ -324,6 +318,27 @@ int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_
     s->run_clean = clean;
   }
   return rc;
+}
+
+int icl_model_run(icl_model *m, const int32_t *tokens, int64_t n, const icl_run_opts *opts, icl_run_result *res,
+                  icl_error *err) {
+  memset(res, 0, sizeof *res);
+  icl_session *s = NULL;
+  int rc = run_check(m, n, err);
+  if (!rc) rc = run_session(m, &s, err);
+  if (rc) return rc;
+  icl_session_reset(s);
+  icl_run_opts none = {0};
+  if (!opts) opts = &none;
+  int64_t clean = clean_prefix(opts, n), start = reusable(s, tokens, n, opts, clean);
+  s->run_clean = 0; /* the cache is being overwritten: valid again only if this run succeeds */
+  if ((rc = set_inputs(s, opts, n, err))) return rc;
+  struct icl_hookctx *hk = NULL;
+  rc = icl_hooks_begin(m, n, opts, res, &hk, err);
+  if (!rc) rc = alloc_run_needs(s, hk, n, opts, res, err);
+  s->n_past = start, res->reused = start; /* chunks from the first position not kept */
+  if (!rc) rc = run_chunks(s, hk, tokens, start, n, opts, res, err);
+  return run_finish(s, hk, tokens, n, clean, opts, res, rc);
 }
 
 void icl_run_result_free(icl_run_result *res) {

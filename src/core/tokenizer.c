@@ -450,8 +450,8 @@ int icl_detokenize(const icl_tokenizer *t, const int32_t *ids, int64_t n, int ke
   size_t total = 1;
   for (int64_t i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= t->n_vocab)
-      return icl_error_set(err, ICL_EINVAL, "icl_detokenize: token %lld is %d, outside the vocabulary of %d",
-                           (long long)i, ids[i], t->n_vocab);
+      return icl_error_set(err, ICL_EINVAL, "tokens[%lld]: %d out of range 0..%d (1-based index)", (long long)i + 1,
+                           ids[i], t->n_vocab - 1);
     total += t->dlen[ids[i]];
   }
   char *s = malloc(total), *d = s;

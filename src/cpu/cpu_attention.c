@@ -198,3 +198,62 @@ int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_d
   }
   return cpu_attn_rows(cb, &c, err);
 }
+
+/* ---- B independent sequences (the trainer's batches) ---------------------------------------------------- */
+
+typedef struct seqs_ctx {
+  cpu_backend *cb;
+  attn_ctx base; /* one sequence's context, pointers at sequence 0 */
+  int64_t per_q, per_p; /* floats per sequence of q/k/v/out and of the pattern */
+  float *kv;            /* n_threads packed key/value areas of kv_floats */
+  int64_t kv_floats;
+} seqs_ctx;
+
+/* Sequence b on this thread: the blocked path's two passes run serially, with this thread's scratch and packed
+ * keys, so each sequence gets the arithmetic (and bits) a lone call gives it. */
+static void seqs_item(void *arg, int64_t b, int ith) {
+  const seqs_ctx *s = arg;
+  attn_ctx c = s->base;
+  c.q += b * s->per_q, c.kc += b * s->per_q, c.vc += b * s->per_q, c.out += b * s->per_q;
+  c.pattern += b * s->per_p;
+  c.scratch = &s->cb->scratch[ith];
+  c.kpA = s->kv + ith * s->kv_floats;
+  c.vpA = c.kpA + c.nkvh * c.nkA_pad * c.hd;
+  for (int64_t it = 0; it < c.nkvh * (c.nkA_pad / TR); it++) pack_kv_item(&c, it, 0);
+  int64_t nqb = (c.nq + ATTN_QB - 1) / ATTN_QB;
+  for (int64_t it = 0; it < nqb * (c.nh / c.item_heads); it++) attn_block_item(&c, it, 0);
+}
+
+int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                       const icl_dt *out, const icl_dt *pattern, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  int64_t hd = q->ne[0], nh = q->ne[1], T = q->ne[2], B = q->ne[3];
+  if (be->precision != ICL_PRECISION_EXACT || T < ATTN_BLOCKED_MIN_Q) { /* other paths: a call per sequence */
+    for (int64_t b = 0; b < B; b++) {
+      icl_dt vs[5] = {*q, *k, *v, *out, *pattern};
+      for (int i = 0; i < 5; i++) {
+        int64_t per = i < 4 ? hd * nh * T : T * T * nh;
+        vs[i].offset += (size_t)(b * per) * sizeof(float), vs[i].ne[3] = 1;
+      }
+      int rc = cpu_attention(be, &vs[0], &vs[1], &vs[2], p, NULL, &vs[3], &vs[4], err);
+      if (rc) return rc;
+    }
+    return ICL_OK;
+  }
+  seqs_ctx s = {.cb = cb, .per_q = hd * nh * T, .per_p = T * T * nh};
+  s.base = (attn_ctx){.k = &cb->k, .q = cpu_f32(q), .kc = cpu_f32(k), .vc = cpu_f32(v), .out = cpu_f32(out),
+                      .pattern = cpu_f32(pattern), .hd = hd, .nh = nh, .nkvh = k->ne[1], .nq = T, .nkv = T, .p = *p};
+  cpu_attn_key_span(&s.base);
+  int64_t nqb = (T + ATTN_QB - 1) / ATTN_QB;
+  s.base.item_heads = nqb * s.base.nkvh >= 4 * cb->n_threads ? nh / s.base.nkvh : 1; /* as cpu_attention */
+  s.kv_floats = (s.base.nkvh * s.base.nkA_pad * (hd + (hd + TR - 1) / TR * TR) + 15) / 16 * 16; /* aligned */
+  size_t need = attn_block_scratch(&s.base);
+  for (int i = 0; i < cb->n_threads; i++)
+    if (!cpu_scratch_get(&cb->scratch[i], need))
+      return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate %zu bytes of scratch", need);
+  if (!(s.kv = cpu_scratch_get(&cb->shared, (size_t)(cb->n_threads * s.kv_floats) * sizeof(float))))
+    return icl_error_set(err, ICL_ENOMEM, "cpu: attention: cannot allocate the packed keys of %d threads",
+                         cb->n_threads);
+  cpu_pool_for(cb->pool, B, seqs_item, &s);
+  return ICL_OK;
+}

@@ -84,8 +84,21 @@ static int cpu_buf_alloc(icl_backend *be, size_t size, int usage, icl_buf **out,
   return ICL_OK;
 }
 
+static int cpu_buf_wrap(icl_backend *be, void *host, size_t size, icl_buf **out, icl_error *err) {
+  (void)be;
+  icl_buf *b = calloc(1, sizeof *b);
+  if (!b) return icl_error_set(err, ICL_ENOMEM, "cpu: out of memory wrapping a host buffer");
+  *b = (icl_buf){.data = host, .size = size, .wrapped = 1};
+  *out = b;
+  return ICL_OK;
+}
+
 static void cpu_buf_free(icl_backend *be, icl_buf *b) {
   if (!b) return;
+  if (b->wrapped) {
+    free(b);
+    return;
+  }
   cpu_xw_drop(cpu_of(be), b, 0, SIZE_MAX);
   cpu_mem_free(&cpu_of(be)->mem, b->data, b->chunk);
   free(b);
@@ -137,6 +150,7 @@ static const icl_backend_ops CPU_OPS = {
     .name = "cpu",
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
+    .buf_wrap = cpu_buf_wrap,
     .write = cpu_write,
     .read = cpu_read,
     .sync = cpu_sync,
@@ -162,6 +176,20 @@ static const icl_backend_ops CPU_OPS = {
     .copy2d = cpu_copy2d,
     .fill2d = cpu_fill2d,
     .matmul_group = cpu_matmul_group,
+    .attention_seqs = cpu_attention_seqs,
+    .matmul_bwd = cpu_matmul_bwd,
+    .norm_bwd = cpu_norm_bwd,
+    .attention_bwd = cpu_attention_bwd,
+    .rope_bwd = cpu_rope_bwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .relu_bwd = cpu_relu_bwd,
+    .embed = cpu_embed,
+    .embed_bwd = cpu_embed_bwd,
+    .sum_rows = cpu_sum_rows,
+    .smear = cpu_smear,
+    .smear_bwd = cpu_smear_bwd,
+    .xent = cpu_xent,
+    .optim_update = cpu_optim_update,
 };
 
 int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {

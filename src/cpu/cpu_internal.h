@@ -292,6 +292,7 @@ struct icl_buf {
   size_t size;
   int usage;        /* ICL_BUF_* of buf_alloc (0 for views made by hand, e.g. the trainer's) */
   cpu_chunk *chunk; /* weights: the cpu_mem chunk data was carved from, or NULL */
+  int wrapped;      /* buf_wrap: data is the caller's (buf_free leaves it) */
 };
 
 /* Per-thread scratch that grows on demand (weight tiles, dequantized rows, attention scores). */
@@ -346,6 +347,50 @@ static inline float *cpu_f32(const icl_dt *t) { return (float *)cpu_ptr(t); }
 
 /* Returns scratch of at least size bytes (64-byte aligned), or NULL when out of memory. */
 void *cpu_scratch_get(cpu_scratch *s, size_t size);
+
+/* Strided f32 gemm (cpu_gemm.c): y[t*ldy + j] (+)= sum over c < K of A(j, c) B(t, c), for j < R, t < n, with
+ * operand elements X(i, c) at p[i*rs + c*cs] (transposed views are rs = 1); bit-identical to transposing the
+ * operands and running cpu_matmul, the same for every thread count. */
+typedef struct cpu_mat {
+  const float *p;
+  int64_t rs, cs;
+} cpu_mat;
+typedef struct cpu_gemm_args {
+  cpu_mat a, b;
+  int64_t R, n, K;
+  float *y;
+  int64_t ldy;
+  int accumulate; /* 1: y += the product; 0: y = the product */
+} cpu_gemm_args;
+/* Threaded over row tiles and token blocks, per-thread scratch from the backend. */
+int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err);
+/* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */
+void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws);
+int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K);
+
+/* Training entries (cpu_train.c over cpu_train_ops.h), with the backend.h signatures. */
+int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
+                       const icl_dt *out, const icl_dt *pattern, icl_error *err);
+int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
+                   const icl_dt *dx, icl_error *err);
+int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
+                 const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+int cpu_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,
+                      const icl_dt *dz, float scale, const icl_dt *dq, const icl_dt *dk, const icl_dt *dv,
+                      icl_error *err);
+int cpu_rope_bwd(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, icl_error *err);
+int cpu_gelu_bwd(icl_backend *be, const icl_dt *x, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+int cpu_relu_bwd(icl_backend *be, const icl_dt *y, const icl_dt *dy, const icl_dt *dx, icl_error *err);
+int cpu_embed(icl_backend *be, const icl_dt *e, const icl_dt *ids, const icl_dt *x, icl_error *err);
+int cpu_embed_bwd(icl_backend *be, const icl_dt *ids, const icl_dt *dx, const icl_dt *de, icl_error *err);
+int cpu_sum_rows(icl_backend *be, const icl_dt *src, const icl_dt *dst, icl_error *err);
+int cpu_smear(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *ks, icl_error *err);
+int cpu_smear_bwd(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *dks, const icl_dt *dk,
+                  const icl_dt *dalpha, icl_error *err);
+int cpu_xent(icl_backend *be, const icl_dt *logits, const icl_dt *targets, const icl_dt *weights, const icl_dt *probs,
+             const icl_dt *dlogits, double *loss, icl_error *err);
+int cpu_optim_update(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
+                     const icl_optim_args *a, icl_error *err);
 
 /* Ops (cpu_matmul.c, cpu_attention.c, cpu_ops.c), with the backend.h signatures. */
 int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);

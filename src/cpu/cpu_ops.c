@@ -37,20 +37,36 @@ static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
+/* NT rows from r0 (NT a constant per call): each row's double sums in element order, as one row alone would; the
+ * rows' chains interleave so the adds overlap (a row at a time waited on each add). */
+static inline __attribute__((always_inline)) void layer_norm_tile(const norm_ctx *c, int64_t r0, const int NT) {
+  const float *x[4];
+  double mean[4], var[4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) x[i] = c->x + (r0 + i) * c->d, mean[i] = var[i] = 0.0;
+  for (int64_t j = 0; j < c->d; j++)
+    #pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) mean[i] += x[i][j];
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) mean[i] /= (double)c->d;
+  for (int64_t j = 0; j < c->d; j++)
+    #pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) var[i] += (x[i][j] - mean[i]) * (x[i][j] - mean[i]);
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) {
+    float inv = (float)(1.0 / sqrt(var[i] / (double)c->d + (double)c->eps)), m = (float)mean[i];
+    float *y = c->y + (r0 + i) * c->d;
+    for (int64_t j = 0; j < c->d; j++)
+      y[j] = (x[i][j] - m) * inv * (c->w ? c->w[j] : 1.0f) + (c->b ? c->b[j] : 0.0f);
+  }
+}
+
 static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
-  norm_ctx *c = arg;
-  for (int64_t r = lo; r < hi; r++) {
-    const float *x = c->x + r * c->d;
-    float *y = c->y + r * c->d;
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < c->d; i++) mean += x[i];
-    mean /= (double)c->d;
-    for (int64_t i = 0; i < c->d; i++) var += (x[i] - mean) * (x[i] - mean);
-    float inv = (float)(1.0 / sqrt(var / (double)c->d + (double)c->eps)), m = (float)mean;
-    for (int64_t i = 0; i < c->d; i++)
-      y[i] = (x[i] - m) * inv * (c->w ? c->w[i] : 1.0f) + (c->b ? c->b[i] : 0.0f);
-  }
+  const norm_ctx *c = arg;
+  int64_t r = lo;
+  for (; r + 4 <= hi; r += 4) layer_norm_tile(c, r, 4);
+  for (; r < hi; r++) layer_norm_tile(c, r, 1);
 }
 
 int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {

@@ -280,3 +280,19 @@ double icl_refd_xent(const double *logits, int64_t nv, int64_t n, const int32_t 
   }
   return loss;
 }
+
+void icl_refd_optim_update(double *w, const double *g, double *m1, double *m2, int64_t n, int adam, double lr,
+                           double wd, double b1, double b2, double eps, double mom, double gscale, double c1, double c2) {
+  for (int64_t i = 0; i < n; i++) {
+    double gi = g[i] * gscale, step;
+    if (adam) {
+      m1[i] = b1 * m1[i] + (1.0 - b1) * gi;
+      m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi;
+      step = (m1[i] / c1) / (sqrt(m2[i] / c2) + eps);
+    } else {
+      m1[i] = mom * m1[i] + gi;
+      step = m1[i];
+    }
+    w[i] -= lr * (step + wd * w[i]);
+  }
+}

@@ -55,4 +55,9 @@ void icl_refd_relu_bwd(const double *x, int64_t n, const double *dy, double *dx)
 double icl_refd_xent(const double *logits, int64_t nv, int64_t n, const int32_t *targets, const double *weights,
                      double *dlogits);
 
+/* One optimizer step (icl_optim_args of backend.h, its constants given as doubles): AdamW (adam 1) or SGD with
+ * momentum, in place on w, m1, m2 [n] from the gradient g [n]. */
+void icl_refd_optim_update(double *w, const double *g, double *m1, double *m2, int64_t n, int adam, double lr,
+                           double wd, double b1, double b2, double eps, double mom, double gscale, double c1, double c2);
+
 #endif

@@ -1,6 +1,7 @@
-/* The trainer's backward pass: the forward of train_fwd.c in reverse, one explicit backward op
- * per forward op (train_ops.h). The residual gradient dres is one buffer updated in place from
- * the top block down; every parameter gradient is overwritten by this pass. */
+/* The trainer's backward pass: the forward of train_fwd.c in reverse, one explicit backward op per forward op,
+ * each an entry of the backend contract (backend.h, "training", through ops_train.c). The residual gradient
+ * dres is one buffer updated in place from the top block down; every parameter gradient is overwritten by this
+ * pass. */
 #include <string.h>
 
 #include "train_internal.h"
@@ -8,19 +9,22 @@
 /* Gradient of y[R, N] = x[K, N] . W^T + b: dW, db and (when dx) dx += dy W. */
 static int bwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, int64_t R, const float *dy,
                       float *dx, icl_error *err) {
-  if (b >= 0) tr_sum_rows(tr->cb, dy, R, 1, tr->N, tr_g(tr, b));
-  return tr_matmul_bwd(tr->cb, &tr->ws, tr_w(tr, w), K, R, x, tr->N, dy, tr_g(tr, w), dx, err);
+  tr_views v = {.tr = tr};
+  int rc = b >= 0 ? icl_op_sum_rows(tr->be, tr_v4(&v, dy, R, 1, tr->N, 1), tr_v(&v, tr_g(tr, b), R, 1), err) : ICL_OK;
+  if (rc) return rc;
+  return icl_op_matmul_bwd(tr->be, tr_v(&v, tr_w(tr, w), K, R), tr_v(&v, x, K, tr->N), tr_v(&v, dy, R, tr->N),
+                           tr_v(&v, tr_g(tr, w), K, R), tr_v(&v, dx, K, tr->N), err);
 }
 
 /* dx += gradient of y = norm(x) with weight w, bias b. */
-static void bwd_norm(icl_trainer *tr, int w, int b, const float *x, const float *dy, float *dx) {
-  int64_t d = tr->cfg.d_model;
-  float eps = tr->cfg.norm_eps;
-  if (tr->cfg.norm == ICL_NORM_LAYER)
-    tr_layer_norm_bwd(tr->cb, x, tr_w(tr, w), d, tr->N, eps, dy, dx, tr_g(tr, w), tr_g(tr, b), tr->stats);
-  else if (tr->cfg.norm == ICL_NORM_RMS)
-    tr_rms_norm_bwd(tr->cb, x, tr_w(tr, w), d, tr->N, eps, dy, dx, tr_g(tr, w), tr->stats);
-  else tr_sum_rows(tr->cb, dy, d, tr->N, 1, dx);
+static int bwd_norm(icl_trainer *tr, int w, int b, const float *x, const float *dy, float *dx, icl_error *err) {
+  int64_t d = tr->cfg.d_model, N = tr->N;
+  tr_views v = {.tr = tr};
+  if (tr->cfg.norm == ICL_NORM_NONE) return icl_op_sum_rows(tr->be, tr_v(&v, dy, d, N), tr_v(&v, dx, d, N), err);
+  int rms = tr->cfg.norm == ICL_NORM_RMS;
+  return icl_op_norm_bwd(tr->be, rms, tr_v(&v, x, d, N), tr_v(&v, tr_w(tr, w), d, 1), tr->cfg.norm_eps,
+                         tr_v(&v, dy, d, N), tr_v(&v, dx, d, N), tr_v(&v, tr_g(tr, w), d, 1),
+                         rms ? NULL : tr_v(&v, tr_g(tr, b), d, 1), tr_v(&v, tr->stats, 2, N), err);
 }
 
 static void zero(float *p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
@@ -34,7 +38,8 @@ static int bwd_head(icl_trainer *tr, float **dhf, icl_error *err) {
   zero(g, d * N);
   int rc = bwd_linear(tr, tr->out_w, tr->out_b, nh ? tr->ch[nh - 1] : tr->hf, d, tr_n_out(c), tr->dlogits, g, err);
   for (int i = nh - 1; !rc && i >= 0; i--) {
-    tr_relu_bwd(tr->cb, tr->ch[i], g, d * N, g);
+    tr_views v = {.tr = tr};
+    if ((rc = icl_op_relu_bwd(tr->be, tr_v(&v, tr->ch[i], d, N), tr_v(&v, g, d, N), tr_v(&v, g, d, N), err))) break;
     zero(g2, d * N);
     rc = bwd_linear(tr, tr->cls_w[i], tr->cls_b[i], i > 0 ? tr->ch[i - 1] : tr->hf, d, d, g, g2, err);
     float *t = g;
@@ -52,11 +57,11 @@ static int bwd_mlp(icl_trainer *tr, int l, icl_error *err) {
   zero(tr->du, ff * N);
   int rc = bwd_linear(tr, L->down, L->down_b, a->a, ff, d, tr->dres, tr->du, err);
   if (rc) return rc;
-  tr_gelu_bwd(tr->cb, a->u, tr->du, ff * N, tr->du);
+  tr_views v = {.tr = tr};
+  rc = icl_op_gelu_bwd(tr->be, tr_v(&v, a->u, ff, N), tr_v(&v, tr->du, ff, N), tr_v(&v, tr->du, ff, N), err);
   zero(tr->dh, d * N);
-  if ((rc = bwd_linear(tr, L->up, L->up_b, a->h2, d, ff, tr->du, tr->dh, err))) return rc;
-  bwd_norm(tr, L->ffn_norm_w, L->ffn_norm_b, a->mid, tr->dh, tr->dres);
-  return ICL_OK;
+  if (!rc) rc = bwd_linear(tr, L->up, L->up_b, a->h2, d, ff, tr->du, tr->dh, err);
+  return rc ? rc : bwd_norm(tr, L->ffn_norm_w, L->ffn_norm_b, a->mid, tr->dh, tr->dres, err);
 }
 
 /* Attention of block l: dres = d(mid) becomes d(block input). */
@@ -72,35 +77,46 @@ static int bwd_attention(icl_trainer *tr, int l, const float *xin, icl_error *er
     if ((rc = bwd_linear(tr, L->wo, L->bo, a->z, qd, d, tr->dres, tr->dz, err))) return rc;
     dz = tr->dz;
   }
-  rc = tr_attention_bwd(tr->cb, a->q, a->ks, a->v, a->P, dz, tr->hd, c->n_head, tr->T, tr->B, tr_attn_scale(tr),
-                        tr->dq, tr->dks, tr->dv, err);
+  int64_t hd = tr->hd, nh = c->n_head, T = tr->T, B = tr->B;
+  tr_views v = {.tr = tr};
+  rc = icl_op_attention_bwd(tr->be, tr_v4(&v, a->q, hd, nh, T, B), tr_v4(&v, a->ks, hd, nh, T, B),
+                            tr_v4(&v, a->v, hd, nh, T, B), tr_v4(&v, a->P, T, T, nh, B), tr_v4(&v, dz, hd, nh, T, B),
+                            tr_attn_scale(tr), tr_v4(&v, tr->dq, hd, nh, T, B), tr_v4(&v, tr->dks, hd, nh, T, B),
+                            tr_v4(&v, tr->dv, hd, nh, T, B), err);
   if (rc) return rc;
-  const float *dk = tr->dks;
+  float *dk = tr->dks;
   if (L->smear >= 0) {
-    tr_smear_bwd(tr->cb, a->k, tr_w(tr, L->smear), tr->hd, c->n_head, tr->T, tr->B, tr->dks, tr->dk, tr_g(tr, L->smear));
+    tr_views s = {.tr = tr};
+    rc = icl_op_smear_bwd(tr->be, tr_v4(&s, a->k, hd, nh, T, B), tr_v(&s, tr_w(tr, L->smear), nh, 1),
+                          tr_v4(&s, tr->dks, hd, nh, T, B), tr_v4(&s, tr->dk, hd, nh, T, B),
+                          tr_v(&s, tr_g(tr, L->smear), nh, 1), err);
     dk = tr->dk;
   }
-  if (c->position == ICL_POS_ROPE) { /* back through the rotation of q and k */
-    float *dkw = L->smear >= 0 ? tr->dk : tr->dks;
-    tr_rope_bwd(tr->cb, tr->dq, tr->hd, c->n_head, N, tr->pos_ids, tr->hd, c->rope_base);
-    tr_rope_bwd(tr->cb, dkw, tr->hd, c->n_head, N, tr->pos_ids, tr->hd, c->rope_base);
+  for (int i = 0; !rc && c->position == ICL_POS_ROPE && i < 2; i++) { /* back through the rotation of q and k */
+    tr_views r = {.tr = tr};
+    rc = icl_op_rope_bwd(tr->be, tr_v4(&r, i ? dk : tr->dq, hd, nh, N, 1), tr_vi(&r, tr->pos_ids, N), (int)hd,
+                         c->rope_base, err);
   }
   zero(tr->dh, d * N);
   if (!rc) rc = bwd_linear(tr, L->wq, L->bq, a->h, d, qd, tr->dq, tr->dh, err);
   if (!rc) rc = bwd_linear(tr, L->wk, L->bk, a->h, d, qd, dk, tr->dh, err);
   if (!rc) rc = bwd_linear(tr, L->wv, L->bv, a->h, d, qd, tr->dv, tr->dh, err);
-  if (!rc) bwd_norm(tr, L->norm_w, L->norm_b, xin, tr->dh, tr->dres);
-  return rc;
+  return rc ? rc : bwd_norm(tr, L->norm_w, L->norm_b, xin, tr->dh, tr->dres, err);
 }
 
 /* Embedding, input projection and positions from d(x0) = dres. */
 static int bwd_embed(icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model;
-  if (tr->tok >= 0) tr_embed_bwd(tr->cb, tr->tokens, tr->dres, d, tr->N, tr_g(tr, tr->tok));
-  if (tr->pos >= 0) tr_sum_rows(tr->cb, tr->dres, d, tr->T, tr->B, tr_g(tr, tr->pos));
-  if (tr->inp_w >= 0) return bwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->dres, NULL, err);
-  return ICL_OK;
+  tr_views v = {.tr = tr};
+  int rc = ICL_OK;
+  if (tr->tok >= 0)
+    rc = icl_op_embed_bwd(tr->be, tr_vi(&v, tr->tokens, tr->N), tr_v(&v, tr->dres, d, tr->N),
+                          tr_v(&v, tr_g(tr, tr->tok), d, c->vocab), err);
+  if (!rc && tr->pos >= 0)
+    rc = icl_op_sum_rows(tr->be, tr_v4(&v, tr->dres, d, tr->T, tr->B, 1), tr_v(&v, tr_g(tr, tr->pos), d, tr->T), err);
+  if (!rc && tr->inp_w >= 0) rc = bwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->dres, NULL, err);
+  return rc;
 }
 
 int tr_backward(icl_trainer *tr, icl_error *err) {
@@ -111,7 +127,7 @@ int tr_backward(icl_trainer *tr, icl_error *err) {
   int rc = bwd_head(tr, &dhf, err);
   if (rc) return rc;
   zero(tr->dres, d * N);
-  bwd_norm(tr, tr->onorm_w, tr->onorm_b, tr->res + c->n_layer * d * N, dhf, tr->dres);
+  rc = bwd_norm(tr, tr->onorm_w, tr->onorm_b, tr->res + c->n_layer * d * N, dhf, tr->dres, err);
   for (int l = c->n_layer - 1; !rc && l >= 0; l--) {
     if (c->d_ff) rc = bwd_mlp(tr, l, err);
     if (!rc) rc = bwd_attention(tr, l, tr->res + l * d * N, err);

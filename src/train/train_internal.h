@@ -6,7 +6,7 @@
 #include "icl/gguf.h"
 #include "icl/model.h"
 #include "icl/train.h"
-#include "train_ops.h"
+#include "ops.h"
 
 #define TR_MAX_LAYERS 64
 #define TR_MAX_CLS 8
@@ -37,7 +37,7 @@ typedef struct tr_acts {
 struct icl_trainer {
   icl_attn_config cfg;
   icl_backend *be;
-  cpu_backend *cb;
+  int n_threads; /* the backend's thread count (the model net:run binds gets the same) */
   int hd, qd; /* d_head, n_head*d_head */
   /* parameters */
   tr_param *p;
@@ -52,6 +52,9 @@ struct icl_trainer {
   /* activations for batches of up to cap_n tokens */
   int64_t B, T, N, cap_n, cap_T;
   float *act; /* one arena for everything below */
+  /* the five arenas (w, g, m1, m2, act) as backend buffers (buf_wrap), which views of the ops point into */
+  icl_buf *arena_buf[5];
+  size_t arena_bytes[5];
   int32_t *tokens, *targets, *pos_ids; /* pos_ids [N]: position within the sequence (rope) */
   float *inputs, *mask;
   float *res;           /* [d, N, n_layer + 1]: residual stream entering each block, then the output */
@@ -61,7 +64,6 @@ struct icl_trainer {
   float *logits, *probs; /* [n_out]; probs [n_out*N + N] */
   /* gradient scratch */
   float *dres, *dh, *dt, *dq, *dk, *dks, *dv, *dz, *dlogits, *dc0, *dc1, *du, *stats, *tmp;
-  cpu_scratch ws;
   double loss;
   icl_model *run_model; /* the current weights bound as a loaded model (icl_trainer_model); NULL: stale */
 };
@@ -93,7 +95,19 @@ float tr_attn_scale(const icl_trainer *tr);
 int tr_ckpt_writer(const icl_trainer *tr, icl_gguf_writer **out, icl_error *err);
 /* Drops the cached model of icl_trainer_model: the weights are about to change. */
 void tr_run_model_drop(icl_trainer *tr);
-/* f32 host view [ne0, ne1] of p for the backend ops; b is the caller's buffer record. */
-icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1);
+/* f32 view [ne0, ne1] of p, which lies in one of the trainer's arenas, for the backend ops. */
+icl_dt tr_view(const icl_trainer *tr, const float *p, int64_t ne0, int64_t ne1);
+/* Views for one op call, kept until the call returns (tr_views v = {tr}): tr_v4 a view [ne0, ne1, ne2, ne3] of
+ * f32 p, tr_vi one of i32 ids [n]; both NULL for a NULL p (an absent operand). */
+typedef struct tr_views {
+  const icl_trainer *tr;
+  icl_dt t[12];
+  int n;
+} tr_views;
+const icl_dt *tr_v4(tr_views *vs, const float *p, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+const icl_dt *tr_vi(tr_views *vs, const int32_t *p, int64_t n);
+static inline const icl_dt *tr_v(tr_views *vs, const float *p, int64_t ne0, int64_t ne1) {
+  return tr_v4(vs, p, ne0, ne1, 1, 1);
+}
 
 #endif

@@ -48,12 +48,8 @@ static int64_t count_params(const icl_attn_config *c) {
   return d * c->vocab + d * c->n_ctx + in * d + d + c->n_layer * blk + 2 * d + TR_MAX_CLS * (d * d + d) + d * nv + nv;
 }
 
-int tr_config_check(icl_attn_config *c, icl_error *err) {
-  int rc = check_sizes(c, err);
-  if (!rc) rc = check_float(c->norm_eps, "eps", 1.0, err);
-  if (!rc) rc = check_float(c->init_std, "init_std", 100.0, err);
-  if (!rc) rc = check_float(c->rope_base, "rope_base", 1e12, err);
-  if (rc) return rc;
+/* Defaults of the fields left 0, and the fields an option makes meaningless cleared. */
+static void config_defaults(icl_attn_config *c) {
   if (c->d_head == 0) c->d_head = c->d_model / c->n_head;
   if (c->norm_eps == 0.0f) c->norm_eps = 1e-5f;
   if (c->init_std == 0.0f) c->init_std = 0.02f;
@@ -61,6 +57,12 @@ int tr_config_check(icl_attn_config *c, icl_error *err) {
   if (c->output != ICL_OUT_CLASSIFIER) c->n_classes = c->cls_hidden = 0;
   if (!c->w_o) c->o_bias = 0;
   if (c->input_len == 0) c->inp_proj = 0;
+  if (c->position != ICL_POS_ROPE) c->rope_base = 0.0f;
+  else if (c->rope_base == 0.0f) c->rope_base = 10000.0f;
+}
+
+/* The options that must agree with each other (sizes already in range). */
+static int check_combination(const icl_attn_config *c, icl_error *err) {
   if (c->d_head < 1) return cfg_fail(err, "d_head", c->d_head, ">= 1 (d_model / heads is 0: more heads than d_model)");
   if (c->vocab == 0 && c->input_len == 0) return cfg_fail(err, "vocab", c->vocab, "> 0 or inputs > 0");
   if (c->input_len > 0 && !c->inp_proj && c->input_len != c->d_model)
@@ -68,11 +70,20 @@ int tr_config_check(icl_attn_config *c, icl_error *err) {
   if (!c->w_o && (int64_t)c->n_head * c->d_head != c->d_model)
     return cfg_fail(err, "heads*d_head", (long long)c->n_head * c->d_head, "d_model without W_O");
   if (c->position == ICL_POS_ROPE && c->d_head % 2) return cfg_fail(err, "d_head", c->d_head, "an even number with rope");
-  if (c->position != ICL_POS_ROPE) c->rope_base = 0.0f;
-  else if (c->rope_base == 0.0f) c->rope_base = 10000.0f;
   if (c->output == ICL_OUT_CLASSIFIER && (c->n_classes < 1 || c->cls_hidden < 0 || c->cls_hidden > TR_MAX_CLS))
     return cfg_fail(err, "classes", c->n_classes, ">= 1 with 0..8 hidden layers");
   if (c->output == ICL_OUT_UNEMBED && c->vocab < 1) return cfg_fail(err, "vocab", c->vocab, "> 0 for an unembedding");
+  return ICL_OK;
+}
+
+int tr_config_check(icl_attn_config *c, icl_error *err) {
+  int rc = check_sizes(c, err);
+  if (!rc) rc = check_float(c->norm_eps, "eps", 1.0, err);
+  if (!rc) rc = check_float(c->init_std, "init_std", 100.0, err);
+  if (!rc) rc = check_float(c->rope_base, "rope_base", 1e12, err);
+  if (rc) return rc;
+  config_defaults(c);
+  if ((rc = check_combination(c, err))) return rc;
   if (count_params(c) > TR_MAX_PARAMS)
     return cfg_fail(err, "parameters", (long long)count_params(c), "<= 2^33 (the trainer keeps 4 copies in memory)");
   return ICL_OK;
@@ -120,6 +131,8 @@ static void add_block(icl_trainer *tr, int l) {
   L->down_b = add_param(tr, 0, d, 1, "blk.%d.ffn_down.bias", l);
 }
 
+static int wrap_arena(icl_trainer *tr, int a, void *p, size_t bytes, icl_error *err);
+
 int tr_layout(icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model;
@@ -151,7 +164,10 @@ int tr_layout(icl_trainer *tr, icl_error *err) {
   memset(tr->g, 0, bytes);
   memset(tr->m1, 0, bytes);
   memset(tr->m2, 0, bytes);
-  return ICL_OK;
+  float *arenas[4] = {tr->w, tr->g, tr->m1, tr->m2};
+  int rc = ICL_OK;
+  for (int a = 0; a < 4 && !rc; a++) rc = wrap_arena(tr, a, arenas[a], bytes, err);
+  return rc;
 }
 
 /* ---- initialisation -------------------------------------------------------------------------- */
@@ -244,6 +260,8 @@ int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
     if (!tr->act) return icl_error_set(err, ICL_ENOMEM, "train: out of memory for %lld activations", (long long)n);
     memset(tr->act, 0, (size_t)n * sizeof(float));
     act_layout(tr, tr->act, N, T);
+    int rc = wrap_arena(tr, 4, tr->act, (size_t)n * sizeof(float), err);
+    if (rc) return rc;
     tr->cap_n = N;
     tr->cap_T = T;
   }
@@ -252,9 +270,52 @@ int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err) {
   return ICL_OK;
 }
 
-icl_dt tr_view(struct icl_buf *b, const float *p, int64_t ne0, int64_t ne1) {
-  *b = (struct icl_buf){.data = (void *)p, .size = (size_t)(ne0 * ne1) * sizeof(float)};
-  return (icl_dt){.buf = b, .offset = 0, .type = ICL_TYPE_F32, .ne = {ne0, ne1, 1, 1}};
+/* Wraps arena a (p, bytes) as a backend buffer, replacing an older one. */
+static int wrap_arena(icl_trainer *tr, int a, void *p, size_t bytes, icl_error *err) {
+  if (tr->arena_buf[a]) tr->be->ops->buf_free(tr->be, tr->arena_buf[a]);
+  tr->arena_buf[a] = NULL;
+  if (!tr->be->ops->buf_wrap)
+    return icl_error_set(err, ICL_EUNSUPPORTED, "trainer: the %s backend cannot wrap host memory", tr->be->ops->name);
+  tr->arena_bytes[a] = bytes;
+  return tr->be->ops->buf_wrap(tr->be, p, bytes, &tr->arena_buf[a], err);
+}
+
+static const void *arena_base(const icl_trainer *tr, int a) {
+  const void *bases[5] = {tr->w, tr->g, tr->m1, tr->m2, tr->act};
+  return bases[a];
+}
+
+/* The view of p [bytes] in whichever arena holds it (buf NULL if none does: the wrapper then names the op). */
+static icl_dt arena_view(const icl_trainer *tr, const void *p, size_t bytes) {
+  for (int a = 0; a < 5; a++) {
+    const char *base = arena_base(tr, a);
+    if (base && (const char *)p >= base && (const char *)p + bytes <= base + tr->arena_bytes[a])
+      return (icl_dt){.buf = tr->arena_buf[a], .offset = (size_t)((const char *)p - base), .type = ICL_TYPE_F32,
+                      .ne = {1, 1, 1, 1}};
+  }
+  return (icl_dt){.type = ICL_TYPE_F32, .ne = {1, 1, 1, 1}};
+}
+
+icl_dt tr_view(const icl_trainer *tr, const float *p, int64_t ne0, int64_t ne1) {
+  icl_dt t = arena_view(tr, p, (size_t)(ne0 * ne1) * sizeof(float));
+  t.ne[0] = ne0, t.ne[1] = ne1;
+  return t;
+}
+
+const icl_dt *tr_v4(tr_views *vs, const float *p, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  if (!p) return NULL;
+  icl_dt *t = &vs->t[vs->n++]; /* at most 12 per call: a fixed count in the callers (train_*.c) */
+  *t = arena_view(vs->tr, p, (size_t)(ne0 * ne1 * ne2 * ne3) * sizeof(float));
+  t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = ne3;
+  return t;
+}
+
+const icl_dt *tr_vi(tr_views *vs, const int32_t *p, int64_t n) {
+  if (!p) return NULL;
+  icl_dt *t = &vs->t[vs->n++];
+  *t = arena_view(vs->tr, p, (size_t)n * sizeof(int32_t));
+  t->type = ICL_TYPE_I32, t->ne[0] = n;
+  return t;
 }
 
 /* ---- the public object ---------------------------------------------------------------------------- */
@@ -267,12 +328,14 @@ int icl_trainer_new(const icl_attn_config *cfg, int n_threads, icl_trainer **out
   tr->opt_kind = -1;
   int rc = tr_config_check(&tr->cfg, err);
   if (!rc) rc = icl_cpu_backend_new(n_threads, &tr->be, err);
+  icl_cpu_ceilings cpu = {0};
+  if (!rc) rc = icl_cpu_describe(tr->be, &cpu, err); /* the thread count n_threads = 0 resolved to */
+  tr->n_threads = cpu.threads;
   if (!rc) rc = tr_layout(tr, err);
   if (rc) {
     icl_trainer_free(tr);
     return rc;
   }
-  tr->cb = cpu_of(tr->be);
   tr_init_weights(tr);
   *out = tr;
   return ICL_OK;
@@ -281,8 +344,10 @@ int icl_trainer_new(const icl_attn_config *cfg, int n_threads, icl_trainer **out
 void icl_trainer_free(icl_trainer *tr) {
   if (!tr) return;
   tr_run_model_drop(tr);
+  for (int a = 0; a < 5; a++)
+    if (tr->arena_buf[a]) tr->be->ops->buf_free(tr->be, tr->arena_buf[a]);
   if (tr->be) tr->be->ops->destroy(tr->be);
-  free(tr->p), free(tr->w), free(tr->g), free(tr->m1), free(tr->m2), free(tr->act), free(tr->ws.p);
+  free(tr->p), free(tr->w), free(tr->g), free(tr->m1), free(tr->m2), free(tr->act);
   free(tr);
 }
 

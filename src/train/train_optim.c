@@ -14,29 +14,6 @@ float icl_optim_lr(const icl_optim_config *o, int64_t step) {
   return (float)(o->lr * (o->min_lr + (1.0 - o->min_lr) * 0.5 * (1.0 + cos(3.141592653589793 * t))));
 }
 
-typedef struct upd_ctx {
-  float *w, *g, *m1, *m2;
-  float lr, wd, b1, b2, eps, mom, gscale, c1, c2;
-  int adam;
-} upd_ctx;
-
-static void upd_range(void *arg, int64_t lo, int64_t hi, int ith) {
-  (void)ith;
-  const upd_ctx *c = arg;
-  for (int64_t i = lo; i < hi; i++) {
-    float g = c->g[i] * c->gscale, step;
-    if (c->adam) {
-      c->m1[i] = c->b1 * c->m1[i] + (1.0f - c->b1) * g;
-      c->m2[i] = c->b2 * c->m2[i] + (1.0f - c->b2) * g * g;
-      step = (c->m1[i] / c->c1) / (sqrtf(c->m2[i] / c->c2) + c->eps);
-    } else {
-      c->m1[i] = c->mom * c->m1[i] + g;
-      step = c->m1[i];
-    }
-    c->w[i] -= c->lr * (step + c->wd * c->w[i]);
-  }
-}
-
 /* sqrt of the sum of squared gradients, parameter by parameter in order. */
 static double grad_norm(const icl_trainer *tr) {
   double s = 0.0;
@@ -57,26 +34,29 @@ int tr_optim_update(icl_trainer *tr, const icl_optim_config *o, icl_error *err) 
     return icl_error_set(err, ICL_EINVAL, "train: the gradient norm is %s; weights not updated",
                          nonfinite_name(tr->grad_norm));
   double t = (double)(tr->step + 1);
-  upd_ctx c = {.lr = icl_optim_lr(o, tr->step), .b1 = o->beta1 > 0 ? o->beta1 : 0.9f,
-               .b2 = o->beta2 > 0 ? o->beta2 : 0.999f, .eps = o->eps > 0 ? o->eps : 1e-8f, .mom = o->momentum,
-               .gscale = o->clip > 0 && tr->grad_norm > o->clip ? (float)(o->clip / tr->grad_norm) : 1.0f,
-               .adam = o->kind == ICL_OPTIM_ADAMW};
+  icl_optim_args c = {.lr = icl_optim_lr(o, tr->step), .b1 = o->beta1 > 0 ? o->beta1 : 0.9f,
+                      .b2 = o->beta2 > 0 ? o->beta2 : 0.999f, .eps = o->eps > 0 ? o->eps : 1e-8f, .mom = o->momentum,
+                      .gscale = o->clip > 0 && tr->grad_norm > o->clip ? (float)(o->clip / tr->grad_norm) : 1.0f,
+                      .adam = o->kind == ICL_OPTIM_ADAMW};
   c.c1 = (float)(1.0 - pow(c.b1, t));
   c.c2 = (float)(1.0 - pow(c.b2, t));
   for (int i = 0; i < tr->np; i++) {
     int64_t off = tr->p[i].off, n = tr->p[i].ne[0] * tr->p[i].ne[1];
-    c.w = tr->w + off, c.g = tr->g + off, c.m1 = tr->m1 + off, c.m2 = tr->m2 + off;
     c.wd = tr->p[i].decay ? o->weight_decay : 0.0f;
-    cpu_pool_range(tr->cb->pool, n, 1 << 14, upd_range, &c);
+    tr_views v = {.tr = tr};
+    int rc = icl_op_optim_update(tr->be, tr_v(&v, tr->w + off, n, 1), tr_v(&v, tr->g + off, n, 1),
+                                 tr_v(&v, tr->m1 + off, n, 1), tr_v(&v, tr->m2 + off, n, 1), &c, err);
+    if (rc) return rc;
   }
   tr->step++;
   tr->opt_kind = o->kind;
   for (int i = 0; i < tr->np; i++) { /* a diverged update: the caller stops; its last checkpoint stays good */
     const float *w = tr_w(tr, i);
-    for (int64_t j = 0, n = tr->p[i].ne[0] * tr->p[i].ne[1]; j < n; j++)
-      if (!isfinite(w[j]))
-        return icl_error_set(err, ICL_EINVAL, "train: the update made %s non-finite (the net cannot be saved)",
-                             tr->p[i].name);
+    int bad = 0;
+    for (int64_t j = 0, n = tr->p[i].ne[0] * tr->p[i].ne[1]; j < n; j++) bad |= w[j] - w[j] != 0.0f; /* inf, NaN */
+    if (bad)
+      return icl_error_set(err, ICL_EINVAL, "train: the update made %s non-finite (the net cannot be saved)",
+                           tr->p[i].name);
   }
   return ICL_OK;
 }

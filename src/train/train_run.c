@@ -19,7 +19,7 @@ static int bind_image(icl_trainer *tr, const void *img, size_t size, icl_error *
   snprintf(name, sizeof name, "net (step %lld)", (long long)tr->step);
   icl_gguf *g = NULL;
   int rc = icl_gguf_open_memory(img, size, name, &g, err);
-  icl_load_opts o = {.backend = "cpu", .device = -1, .n_threads = tr->cb->n_threads, .n_ctx = tr->cfg.n_ctx};
+  icl_load_opts o = {.backend = "cpu", .device = -1, .n_threads = tr->n_threads, .n_ctx = tr->cfg.n_ctx};
   if (!rc) rc = icl_model_load_gguf(g, &o, &tr->run_model, err);
   icl_gguf_close(g);
   return rc;

@@ -2,7 +2,8 @@
 # Smoke tests of the experiment scripts: each of experiments/{park_grid,head_scores,head_ablation,neighbor_mixing,
 # bigram_pca}.lua runs with --quick and --out under a temporary directory; summary.json must parse and hold the
 # expected keys with sane values, the PNG and SVG figures must exist (checked by signature); the same seed must give
-# a byte-identical summary.json (park_grid, head_scores, neighbor_mixing run twice). park_grid also runs on the
+# a byte-identical summary.json (park_grid, head_scores, neighbor_mixing run twice), and each experiment's
+# index.html must link what it wrote (check_index of lib.sh, issue 42). park_grid also runs on the
 # ring and the hexagonal lattice, with --seed 1 (classes absent from the window: named, left out) and with an
 # unwritable --out (refused before any run).
 # Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed"; exit 77 (skipped) when the
@@ -11,18 +12,10 @@ set -u
 ICL=${ICL:?set ICL to the icl binary}
 SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 MODEL=$SRC/models/SmolLM2-135M-Instruct-Q4_1.gguf
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$SRC/tests/cli/lib.sh" # TMP, check, finish, check_index
 cd "$SRC" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-check() { # name command...
-  local name=$1
-  shift
-  if "$@"; then ok; else bad "$name"; fi
-}
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 # run NAME ARGS...: runs experiments/NAME.lua --quick --out $TMP/NAME ARGS; output in $TMP/NAME.log
 run() {
@@ -151,6 +144,7 @@ summary() { # name: the summary checks of $TMP/name/summary.json
 if run neighbor_mixing --dim 64; then
   summary neighbor_mixing
   figures "$TMP/neighbor_mixing" pca_before pca_after energy
+  check_index neighbor_mixing "$TMP/neighbor_mixing"
   cp "$TMP/neighbor_mixing/summary.json" "$TMP/nm1.json"
   run neighbor_mixing --dim 64 && check "neighbor_mixing: same seed, identical summary.json" \
     cmp -s "$TMP/nm1.json" "$TMP/neighbor_mixing/summary.json"
@@ -161,8 +155,8 @@ check "the error names the option" grep -q "unknown option --quik" "$TMP/err"
 if [ ! -f "$MODEL" ]; then
   echo "SKIPPED: $MODEL not present (park_grid, head_scores, head_ablation, bigram_pca;" \
     "scripts/fetch-models.sh fetches it)"
-  echo "$passed passed, $failed failed"
-  [ "$failed" -eq 0 ] && exit 77
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ] && exit 77
   exit 1
 fi
 
@@ -170,6 +164,7 @@ fi
 if run park_grid; then
   summary park_grid
   figures "$TMP/park_grid" accuracy pca energy
+  check_index park_grid "$TMP/park_grid"
   cp "$TMP/park_grid/summary.json" "$TMP/pg1.json"
   run park_grid && check "park_grid: same seed, byte-identical summary.json" \
     cmp -s "$TMP/pg1.json" "$TMP/park_grid/summary.json"
@@ -203,6 +198,7 @@ check "park_grid: an unwritable --out fails before the runs" \
 if run head_scores; then
   summary head_scores
   figures "$TMP/head_scores" induction previous_token scatter
+  check_index head_scores "$TMP/head_scores"
   cp "$TMP/head_scores/summary.json" "$TMP/hs1.json"
   run head_scores --max-capture-mb 0.6 && check "head_scores: same seed, identical summary.json (in layer groups)" \
     cmp -s "$TMP/hs1.json" "$TMP/head_scores/summary.json"
@@ -213,6 +209,7 @@ if run head_ablation --scores "$TMP/hs1.json"; then
   summary head_ablation
   figures "$TMP/head_ablation" accuracy_induction accuracy_previous_token accuracy_random late_accuracy \
     pca_baseline pca_induction pca_previous_token pca_random
+  check_index head_ablation "$TMP/head_ablation"
   check "head_ablation: the scores file is recorded" \
     grep -q "\"scores_source\": \"$TMP/hs1.json\"" "$TMP/head_ablation/summary.json"
   # its own summary as --scores: the same ranking, so the same heads, random sets and accuracies
@@ -280,7 +277,7 @@ check "head_ablation: a missing --text file is refused, naming it" \
 if run bigram_pca; then
   summary bigram_pca
   figures "$TMP/bigram_pca" positions bigram_means
+  check_index bigram_pca "$TMP/bigram_pca"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

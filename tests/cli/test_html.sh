@@ -38,7 +38,7 @@ mkdir "$TMP/again"
 "$ICL" script "$TMP/views.lua" "$TMP/again" 60 2>/dev/null
 for v in attention heads tokens; do
   check "$v: deterministic bytes" cmp -s "$TMP/$v.html" "$TMP/again/$v.html"
-  check "$v: no network reference" bash -c "! grep -Eiq 'https?:|//cdn|fetch\(|XMLHttpRequest|<link|<script[^>]* src=' '$TMP/$v.html'"
+  check "$v: no network reference" no_network "$TMP/$v.html"
 done
 check "attention: '</' in a token is escaped in the data block" grep -qF '"<\/script><b>x"' "$TMP/attention.html"
 check "attention: exactly two script end tags" [ "$(grep -o '</script>' "$TMP/attention.html" | wc -l)" -eq 2 ]
@@ -92,9 +92,10 @@ if [ -f "$MODEL" ]; then
   for v in heads patterns; do
     browse --dump-dom "file://$TMP/hs/$v.html#selftest" >"$TMP/hs-$v.dom"
     check "head_scores: $v.html passes its self-test" grep -q '<pre id="icl-selftest">selftest: PASS' "$TMP/hs-$v.dom"
-    check "head_scores: index.html links $v.html" grep -qF "href=\"$v.html\"" "$TMP/hs/index.html"
   done
-  check "head_scores: index.html shows the induction heatmap" grep -qF '<img src="induction.png"' "$TMP/hs/index.html"
+  check "head_scores: both views and the induction heatmap written" \
+    test -s "$TMP/hs/heads.html" -a -s "$TMP/hs/patterns.html" -a -s "$TMP/hs/induction.png"
+  check_index head_scores "$TMP/hs" # so the index links heads.html and patterns.html, shows induction.png, ...
   check "head_scores: the pattern view labels the model's head numbers" grep -qF '"head_ids":[' "$TMP/hs/patterns.html"
 else
   check "SmolLM2 present for the experiment's views ($MODEL; scripts/fetch-models.sh smollm2)" false

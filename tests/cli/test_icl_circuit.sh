@@ -2,7 +2,9 @@
 # Smoke test of experiments/icl_circuit.lua: --quick on SmolLM2 with the sentiment task, then the 4-label domain
 # task twice with the same seed (summary.json must be byte-identical). The data are the fetched Hutto-Gilbert
 # files when data/hutto2014 exists, else a small generated set in the same format, so the test runs whenever
-# the model is present. summary.json must hold the expected keys with sane values; the figures must exist.
+# the model is present. summary.json must hold the expected keys (exactly those it had before the script moved
+# onto icl.experiment) with sane values; the figures must exist; index.html must link the figures, the view
+# patterns.html and summary.json, and nothing else (tests/cli/lib.sh check_index).
 # Env: ICL (the binary), ICL_SOURCE_DIR (the source tree). Prints "N passed, N failed"; exit 77 (skipped) when
 # the model file is absent.
 set -u
@@ -10,14 +12,11 @@ ICL=${ICL:?set ICL to the icl binary}
 SRC=${ICL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 MODEL=$SRC/models/SmolLM2-135M-Instruct-Q4_1.gguf
 [ -f "$MODEL" ] || { echo "skipped: $MODEL is absent (scripts/fetch-models.sh)"; exit 77; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$SRC/tests/cli/lib.sh" # $TMP, check, finish, check_index
 cd "$SRC" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 
 # generated sentences: id TAB rating TAB text (CRLF), 60 per file; ratings +-2 alternate in the movie file
 DATA=$SRC/data/hutto2014
@@ -60,6 +59,15 @@ local function in01(v) return type(v) == "number" and v == v and v >= 0 and v <=
 local function all(list, n, f) if type(list) ~= "table" or #list ~= n then return false end
   for _, v in ipairs(list) do if not f(v) then return false end end return true end
 local NL, NH = j.n_layers, j.n_heads
+-- the top-level keys of summary.json before icl_circuit moved onto icl.experiment (issue 42): none added or lost
+local KEYS = "accuracy arch backend bos copy_last_accuracy data differences edges experiment folds " ..
+  "follows_last_label heads k knockout knockout_from label_ids labels max_tokens mean_prompt_tokens model " ..
+  "model_name n n_heads n_knockout n_layers per_prompt pool_sizes predicted probe seed skip skipped_prompts task " ..
+  "template threshold times too_long_sentences"
+local keys = {}
+for key in pairs(j) do keys[#keys + 1] = key end
+table.sort(keys)
+t("summary.json keys as before (" .. table.concat(keys, " ") .. ")", table.concat(keys, " ") == KEYS)
 t("experiment, model shape, task", j.experiment == "icl_circuit" and NL == 30 and NH == 9 and j.task == task)
 t("labels", #j.labels == (task == "domain" and 4 or 2) and j.accuracy.chance == 1 / #j.labels)
 t("accuracies in [0, 1]", in01(j.accuracy.true_labels) and in01(j.accuracy.random_labels) and
@@ -106,6 +114,20 @@ if run "$out"; then
     check "$f.png is a PNG" bash -c "head -c 8 '$out/$f.png' | od -An -tx1 | tr -d ' \n' | grep -q '^89504e470d0a1a0a$'"
     check "$f.svg is an SVG" grep -q "<svg" "$out/$f.svg"
   done
+  # the view: the top induction and forerunner heads (2 + 2, distinct) attending over prompt 1
+  check "patterns.html written" test -s "$out/patterns.html"
+  check "patterns.html has no network reference" no_network "$out/patterns.html"
+  check "patterns.html labels the model's head numbers" grep -qF '"head_ids":[' "$out/patterns.html"
+  check "the printed summary names the view's heads" grep -q '^  view heads (mean attention per prompt): induction L[0-9]*\.H[0-9]* ' "$out.log"
+  check_index icl_circuit "$out"
+  check "index.html shows the three figures and links the view" bash -c \
+    "grep -c -e '<img src=\"probe.png\"' -e '<img src=\"heads.png\"' -e '<img src=\"knockout.png\"' -e 'href=\"patterns.html\"' '$out/index.html' | grep -qx 4"
+  check "chromium is installed (scripts/setup.sh) for the view's self-test" test -n "$CHROMIUM"
+  if [ -n "$CHROMIUM" ]; then
+    timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/profile" --dump-dom \
+      "file://$out/patterns.html#selftest" >"$TMP/patterns.dom" 2>/dev/null
+    check "patterns.html passes its self-test in Chromium" grep -q '<pre id="icl-selftest">selftest: PASS' "$TMP/patterns.dom"
+  fi
 fi
 if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" --task domain --n 4 --n-knockout 0; then
   "$ICL" script "$TMP/check.lua" "$TMP/domain1/summary.json" domain >"$TMP/check2.txt" 2>&1
@@ -113,6 +135,8 @@ if run "$TMP/domain1" --task domain --n 4 --n-knockout 0 && run "$TMP/domain2" -
     if [ "$status" = PASS ]; then ok; else bad "$rest"; fi
   done <"$TMP/check2.txt"
   check "same seed, byte-identical summary.json" cmp -s "$TMP/domain1/summary.json" "$TMP/domain2/summary.json"
+  check "same seed, byte-identical patterns.html and index.html" \
+    bash -c "cmp -s '$TMP/domain1/patterns.html' '$TMP/domain2/patterns.html' && cmp -s '$TMP/domain1/index.html' '$TMP/domain2/index.html'"
 fi
 # a knockout shard of two edge kinds, without the accuracy runs; computing every run from its first token
 # (--recompute) gives the same summary, byte for byte, as reusing the cached prefix
@@ -121,11 +145,17 @@ if run "$TMP/shard1" "${shard[@]}" && run "$TMP/shard2" "${shard[@]}" --recomput
   check "--recompute: byte-identical summary.json" cmp -s "$TMP/shard1/summary.json" "$TMP/shard2/summary.json"
   check "the shard has no accuracy runs" grep -q '"accuracy": null' "$TMP/shard1/summary.json"
   check "the shard has the two kinds asked for" grep -qF '"kinds": ["s->y", "y->sq"]' "$TMP/shard1/summary.json"
+  check "the shard (heads skipped) writes no view" test ! -e "$TMP/shard1/patterns.html"
+  check_index "icl_circuit shard" "$TMP/shard1"
 fi
 # a knockout shard past the last prompt is refused before the model loads
 msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \
         --knockout-from 8 --n-knockout 2 2>&1)
-check "--knockout-from 8 --n-knockout 2 past --n 8 is refused" \
-  bash -c '[[ $1 == *"--knockout-from + --n-knockout - 1 <= --n"* ]]' _ "$msg"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+check "--knockout-from 8 --n-knockout 2 past --n 8 is refused, naming the flag and value ($msg)" \
+  bash -c '[[ $1 == "--knockout-from 8: needs --knockout-from + --n-knockout - 1 <= --n"* ]]' _ "$msg"
+msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \
+        --edges 's->y,y->x' 2>&1)
+check "--edges with an unknown kind is refused, naming the flag and value ($msg)" \
+  bash -c '[[ $1 == "--edges s->y,y->x: unknown '"'y->x'"'"* ]]' _ "$msg"
+check "the refused runs wrote no summary" test ! -e "$TMP/bad/summary.json"
+finish

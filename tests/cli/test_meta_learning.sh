@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# experiments/meta_learning.lua --quick: trains, measures, writes figures and summary.json; same seed -> same
-# summary; net:run's masked measurement matches the trainer's logits (max_logit_check); the metrics are
+# experiments/meta_learning.lua --quick: trains, measures, writes figures, summary.json and index.html; same
+# seed -> same summary; net:run's masked measurement matches the trainer's logits (max_logit_check); the metrics are
 # attention fractions.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,6 +15,13 @@ done
 check "reports the phases" grep -q "phase 1" "$d/log"
 "$ICL" script experiments/meta_learning.lua --quick --out "$d/b" >/dev/null 2>&1
 check "same seed, same summary.json bytes" cmp -s "$d/a/summary.json" "$d/b/summary.json"
+# index.html (issue 42): the main run's figures and summary.json, the lines it printed
+check_index meta_learning "$d/a"
+check "index.html shows the phase-1 attention map" grep -qF '<img src="attention_phase1_layer1.png"' "$d/a/index.html"
+check "index.html holds the printed phases" grep -q "phase 1" "$d/a/index.html"
+# (the printed lines hold the training's wall seconds: those are taken out)
+check "same seed, same index.html bytes but the training seconds" \
+  cmp -s <(sed 's/[0-9]* s of training//' "$d/a/index.html") <(sed 's/[0-9]* s of training//' "$d/b/index.html")
 cat >"$d/check.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
 assert(s.max_logit_check < 1e-3, "net:run measurement vs net:forward: " .. s.max_logit_check)
@@ -88,4 +95,6 @@ print("ok")
 LUA
 out=$("$ICL" script "$d/thcheck.lua" "$d/th/theory.json" 2>&1)
 check "theory values ($out)" [ "$out" = "ok" ]
+check_index "meta_learning --theory" "$d/th"
+check "theory: index.html links theory.json" grep -qF 'href="theory.json"' "$d/th/index.html"
 finish

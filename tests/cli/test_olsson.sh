@@ -97,6 +97,8 @@ check "phase default warmup is 5% of the steps (quick: 200 -> 10; got $out)" [ "
 if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ]; then
   "$ICL" script experiments/induction_heads_real.lua --quick --scores-only --out "$d/s" >"$d/slog" 2>&1; rc=$?
   check "real --quick --scores-only exits 0 (log: $(tail -3 "$d/slog"))" [ "$rc" -eq 0 ]
+  check_index "real --scores-only" "$d/s"
+  check "real --scores-only wrote the heads view" grep -q 'copying_eigen' "$d/s/heads.html"
   cat >"$d/check_scores.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
 assert(s.n_layers == 30 and s.n_heads == 9 and s.icl_score == nil, "SmolLM2 scores, no text run")
@@ -115,9 +117,10 @@ fi
 if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ] && [ -f data/shakespeare/shakespeare.txt ]; then
   "$ICL" script experiments/induction_heads_real.lua --quick --out "$d/r" >"$d/rlog" 2>&1; rc=$?
   check "real quick run exits 0 (log: $(tail -3 "$d/rlog"))" [ "$rc" -eq 0 ]
-  for f in summary.json heads_scatter.png prefix_matching.svg copying.png loss_by_token.png ablation.png; do
+  for f in summary.json heads_scatter.png prefix_matching.svg copying.png loss_by_token.png ablation.png heads.html; do
     check "real wrote $f" [ -s "$d/r/$f" ]
   done
+  check_index real "$d/r"
   cat >"$d/check_real.lua" <<'LUA'
 local s = assert(icl.json.read(arg[1]))
 assert(s.n_layers == 30 and s.n_heads == 9, "SmolLM2 geometry")

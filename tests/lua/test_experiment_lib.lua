@@ -1,6 +1,6 @@
 -- The experiment library: icl.experiment (options, --quick, usage, output folder, layer check, checked figure
--- saves, report), graph.hex_lattice against networkx, metrics.by_range / present / energy_with_null /
--- energy_curve on hand-computed values, and plot saves in several formats with sanitised titles.
+-- saves, report, e:add and e:index), graph.hex_lattice against networkx, metrics.by_range / present /
+-- energy_with_null / energy_curve on hand-computed values, and plot saves in several formats with sanitised titles.
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, raises = tl.check, tl.raises
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-9) end
@@ -78,7 +78,23 @@ e.o.precision = "fast"
 e:report({n = 2}, {})
 j = icl.json.read(tmp .. "/summary.json")
 check(j and j.n == 2 and j.precision == "fast", "a fast run says so in summary.json")
-for _, f in ipairs({"curve.png", "curve.svg", "summary.json"}) do os.remove(tmp .. "/" .. f) end
+local function read(p) local f = io.open(p, "rb") if not f then return "" end local s = f:read("a") f:close() return s end
+local index = read(tmp .. "/index.html")
+check(index:find('href="summary.json"', 1, true) and index:find('<img src="curve.png"', 1, true) and
+      index:find('href="curve.svg"', 1, true), "report: index.html links summary.json and shows the figure")
+-- e:add and e:index (issue 42): files the script wrote itself, an index without a summary of icl.experiment's
+raises(function() e:add("") end, "e:add: expected a file name", "e:add of nothing")
+e:add("theory.json")
+e:add("sweep_stages.{png,svg}")
+os.remove(tmp .. "/summary.json")
+e:index({"a <line>"})
+index = read(tmp .. "/index.html")
+check(not index:find("summary.json", 1, true), "e:index: no summary.json, no link to it")
+check(index:find('<p><a href="theory.json">theory.json</a></p>', 1, true) and
+      index:find('<img src="sweep_stages.png"', 1, true) and index:find('href="sweep_stages.svg"', 1, true),
+      "e:index: a JSON file linked by name, a figure shown")
+check(index:find("a &lt;line&gt;", 1, true), "e:index: the lines, escaped")
+for _, f in ipairs({"curve.png", "curve.svg", "summary.json", "index.html"}) do os.remove(tmp .. "/" .. f) end
 os.remove(tmp)
 
 tl.done()

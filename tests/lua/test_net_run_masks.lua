@@ -97,6 +97,38 @@ raises(function() m:run(tokens, {masks = {{layer = 0, allow = {{13, 1}}}}}) end,
 raises(function() m:run(tokens, {masks = {{layer = 2, allow = all}}}) end, "masks[1].layer", "layer range")
 raises(function() m:run(tokens, {masks = {{layer = 0, edges = all}}}) end, "edges", "unknown key")
 raises(function() m:run(tokens, {masks = {{layer = 0, heads = {2}, allow = all}}}) end, "masks[1]", "head range")
+-- positions (issue 43 item 3): the binding converts 1-based and negative-from-the-end positions to the C API's
+-- 0-based ones, the core checks them; a negative position means what its positive twin means
+local function from_end(pairs_)
+  local out = {}
+  for i, e in ipairs(pairs_) do out[i] = i % 2 == 1 and {e[1] - T - 1, e[2]} or {e[1], e[2] - T - 1} end
+  return out
+end
+same_results(m:run(tokens, {logits = "all", masks = {{layer = 0, allow = from_end(a0)}}, capture = cap}),
+             m:run(tokens, {logits = "all", masks = {{layer = 0, allow = a0}}, capture = cap}),
+             "mask pairs from the end")
+same_results(m:run(tokens, {logits = "all", knockout = {{layer = 1, heads = {1}, edges = from_end(knock[2].edges)}}}),
+             m:run(tokens, {logits = "all", knockout = {knock[2]}}), "knockout pairs from the end")
+local r = "blocks.1.hook_resid_post"
+local function cap_at(pos) return m:run(tokens, {logits = "none", capture = {{name = r, pos = pos}}})[r] end
+same_results({x = cap_at(-1)}, {x = cap_at(T)}, "capture pos = -1 is the last position")
+same_results({x = cap_at({-3, -1})}, {x = cap_at({T - 2, T})}, "capture pos = {-3, -1} is the last three")
+same_results({x = cap_at({2, -2})}, {x = cap_at({2, T - 1})}, "capture pos = {2, -2}")
+check(cap_at({-3, -1}):shape()[1] == 3 and cap_at(4):shape()[1] == 1, "rows of pos = {-3, -1} and pos = 4")
+raises(function() m:run(tokens, {masks = {{layer = 0, allow = {{0, 1}}}}}) end,
+       "masks[1].allow[1]: position 0 (positions are 1-based; -1 is the last)", "position 0 is no Lua position")
+raises(function() m:run(tokens, {ablate = {{layer = 0, pos = 0}}}) end,
+       "ablate[1].pos: position 0 (positions are 1-based", "pos = 0 is no Lua position")
+raises(function() m:run(tokens, {knockout = {{layer = 0, edges = {{1, 1}, {-13, 1}}}}}) end,
+       "knockout[1].edges[2]: position -13 out of range 1..12 (1-based; -12..-1 from the end)", "negative out of range")
+raises(function() m:run(tokens, {knockout = {{layer = 0, edges = {{-12, -1}}}}}) end,
+       "knockout[1].edges[1]: key position after query position (12 > 1)", "negative pair with k > q")
+raises(function() m:run(tokens, {capture = {{name = r, pos = {5, 3}}}}) end,
+       "capture[1].pos: range 5..3 (first..last, 1-based) is empty", "empty range")
+raises(function() m:run(tokens, {patch = {{hook = r, pos = {-2, -4}, value = icl.tensor.zeros(1, 16)}}}) end,
+       "patch[1].pos: range -2..-4 (first..last, 1-based) is empty", "empty range from the end")
+raises(function() m:run(tokens, {add = {{hook = r, pos = 13, value = icl.tensor.zeros(16)}}}) end,
+       "add[1].pos: position 13 out of range 1..12", "add position out of range")
 m:close()
 os.remove(path)
 os.remove(path .. ".optim")

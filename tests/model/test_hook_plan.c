@@ -82,16 +82,7 @@ static void test_plan(icl_model *m) {
 
 /* Runs with the interventions and a capture of `hook` (after the plan at that site); returns the capture. */
 static icl_tensor *captured(icl_model *m, const char *hook, const icl_intervention *iv, int niv) {
-  icl_capture c = {.pattern = hook};
-  icl_run_opts o = {.interventions = iv, .n_interventions = niv, .captures = &c, .n_captures = 1};
-  icl_run_result r;
-  icl_tensor *l = t_run_logits(m, TOKS, NTOK, &o, &r, hook);
-  if (!l) return NULL;
-  icl_tensor_free(l);
-  icl_tensor *t = r.captures[0];
-  r.captures[0] = NULL;
-  icl_run_result_free(&r);
-  return t;
+  return t_run_capture(m, TOKS, NTOK, (icl_capture){.pattern = hook}, iv, niv);
 }
 
 /* Positions [b, e) and heads in the mask changed; everything else equal to the clean capture. */

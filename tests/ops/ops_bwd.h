@@ -1,14 +1,14 @@
-/* The backward section of the op table: the training ops (src/train/train_ops*.c, CPU today) on
- * every CPU SIMD level against the float64 references of src/ref/ref_backward.c, and those
- * references against central finite differences of their own float64 forward (shapes flagged
- * "fd"). A backend's own backward kernels get a target here when they exist.
+/* The backward section of the op table: the backend contract's training entries (backend.h, through the checked
+ * wrappers of src/core/ops_train.c; the CPU backend's today) on every CPU SIMD level against the float64
+ * references of src/ref/ref_backward.c, and those references against central finite differences of their own
+ * float64 forward (shapes flagged "fd"). Another backend's training entries get a target here when they exist.
  * Metric: max |got - want| / max |want| over each output. */
 #ifndef ICL_OPS_BWD_H
 #define ICL_OPS_BWD_H
 
 #include "ops_harness.h"
 #include "ref_backward.h"
-#include "train_ops.h"
+#include "cpu_train_ops.h"
 
 enum { OB_MAX = 5, OB_FD = 1 };
 
@@ -31,8 +31,8 @@ typedef struct ob_case {
 typedef struct ob_op {
   const char *name, *dims;
   void (*gen)(ob_case *c);
-  /* the CPU op: outputs g[] start zeroed */
-  int (*run)(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err);
+  /* the backend's entry on host memory (ob_views): outputs g[] start zeroed */
+  int (*run)(icl_backend *be, const ob_case *c, float *g[], icl_error *err);
   /* the float64 reference from double copies xd of the inputs: outputs g[] start zeroed */
   void (*ref)(const ob_case *c, double *xd[], double *g[]);
   /* the float64 forward (ny values) for finite differences; NULL: none */
@@ -58,6 +58,28 @@ static void ob_out(ob_case *c, const char *name, int64_t n, int of) {
 static void ob_dy(ob_case *c, int64_t n) {
   c->ny = n, c->dy = ot_xmalloc((size_t)n * sizeof *c->dy);
   t_rand_fill(c->dy, n, c->seed + 977, -1.0f, 1.0f);
+}
+/* Host memory as buffers of the backend under test (buf_wrap), for one run: ob_v a view [a, b, c, d] of p
+ * (NULL for a NULL p), ob_views_free releases them. */
+typedef struct ob_views {
+  icl_backend *be;
+  icl_buf *b[12];
+  icl_dt t[12];
+  int n;
+} ob_views;
+static const icl_dt *ob_v(ob_views *v, const void *p, uint32_t type, int64_t a, int64_t b, int64_t c, int64_t d) {
+  if (!p) return NULL;
+  icl_error err;
+  int i = v->n++;
+  CHECKF(v->be->ops->buf_wrap(v->be, (void *)p, (size_t)(a * b * c * d) * 4, &v->b[i], &err) == ICL_OK, "wrap: %s",
+         err.msg);
+  v->t[i] = (icl_dt){.buf = v->b[i], .type = type, .ne = {a, b, c, d}};
+  return &v->t[i];
+}
+static const icl_dt *ob_f(ob_views *v, const float *p, int64_t a, int64_t b) { return ob_v(v, p, ICL_TYPE_F32, a, b, 1, 1); }
+static int ob_views_free(ob_views *v, int rc) {
+  for (int i = 0; i < v->n; i++) v->be->ops->buf_free(v->be, v->b[i]);
+  return rc;
 }
 static double *ob_dyd(const ob_case *c) {
   double *d = ot_xmalloc((size_t)c->ny * sizeof *d);
@@ -126,7 +148,8 @@ static void ob_run_case(const ob_entry *e, ob_case *c) {
     if (ot_targets[t].kind != OT_CPU || ot_targets[t].fast) continue;
     for (int i = 0; i < c->n_out; i++) free(got[i]), got[i] = calloc((size_t)c->n_g[i], sizeof(float));
     icl_error err = {0};
-    int rc = e->op->run(cpu_of(ot_targets[t].be), c, got, &err);
+    ot_targets[t].be->precision = ICL_PRECISION_EXACT; /* targets share backends; the trainer runs EXACT */
+    int rc = e->op->run(ot_targets[t].be, c, got, &err);
     CHECKF(rc == ICL_OK, "%s on %s: %s", what, ot_targets[t].name, err.msg);
     for (int i = 0; rc == ICL_OK && i < c->n_out; i++) {
       double r = t_rel_err(got[i], want[i], c->n_g[i]);

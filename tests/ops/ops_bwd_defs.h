@@ -10,11 +10,11 @@ static void bg_matmul(ob_case *c) {
   ob_in(c, R * K, -1, 1), ob_in(c, n * K, -1, 1), ob_dy(c, n * R);
   ob_out(c, "dW", R * K, 0), ob_out(c, "dx", n * K, 1);
 }
-static int br_matmul(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  cpu_scratch ws = {0};
-  int rc = tr_matmul_bwd(cb, &ws, c->in[0], c->s->n[0], c->s->n[1], c->in[1], c->s->n[2], c->dy, g[0], g[1], err);
-  free(ws.p);
-  return rc;
+static int br_matmul(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_matmul_bwd(be, ob_f(&v, c->in[0], K, R), ob_f(&v, c->in[1], K, n),
+                                             ob_f(&v, c->dy, R, n), ob_f(&v, g[0], K, R), ob_f(&v, g[1], K, n), err));
 }
 static void bo_matmul(const ob_case *c, double *xd[], double *g[]) {
   double *dy = ob_dyd(c);
@@ -38,17 +38,19 @@ static void bg_norm(ob_case *c, int layer) {
 }
 static void bg_layer_norm(ob_case *c) { bg_norm(c, 1); }
 static void bg_rms_norm(ob_case *c) { bg_norm(c, 0); }
-static int br_norm(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err, int layer) {
-  (void)err;
+static int br_norm(icl_backend *be, const ob_case *c, float *g[], icl_error *err, int layer) {
   int64_t d = c->s->n[0], n = c->s->n[1];
   float *stats = ot_xmalloc((size_t)(2 * n) * sizeof *stats);
-  if (layer) tr_layer_norm_bwd(cb, c->in[0], c->in[1], d, n, (float)OB_EPS, c->dy, g[0], g[1], g[2], stats);
-  else tr_rms_norm_bwd(cb, c->in[0], c->in[1], d, n, (float)OB_EPS, c->dy, g[0], g[1], stats);
+  ob_views v = {be};
+  const icl_dt *x = ob_f(&v, c->in[0], d, n), *w = ob_f(&v, c->in[1], d, 1), *dy = ob_f(&v, c->dy, d, n);
+  const icl_dt *dx = ob_f(&v, g[0], d, n), *dw = ob_f(&v, g[1], d, 1), *st = ob_f(&v, stats, 2, n);
+  const icl_dt *db = layer ? ob_f(&v, g[2], d, 1) : NULL;
+  int rc = icl_op_norm_bwd(be, !layer, x, w, (float)OB_EPS, dy, dx, dw, db, st, err);
   free(stats);
-  return ICL_OK;
+  return ob_views_free(&v, rc);
 }
-static int br_layer_norm(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) { return br_norm(cb, c, g, err, 1); }
-static int br_rms_norm(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) { return br_norm(cb, c, g, err, 0); }
+static int br_layer_norm(icl_backend *be, const ob_case *c, float *g[], icl_error *err) { return br_norm(be, c, g, err, 1); }
+static int br_rms_norm(icl_backend *be, const ob_case *c, float *g[], icl_error *err) { return br_norm(be, c, g, err, 0); }
 static void bo_layer_norm(const ob_case *c, double *xd[], double *g[]) {
   double *dy = ob_dyd(c);
   icl_refd_layer_norm_bwd(xd[0], xd[1], c->s->n[0], c->s->n[1], (double)(float)OB_EPS, dy, g[0], g[1], g[2]);
@@ -90,10 +92,14 @@ static void bg_attention(ob_case *c) {
   ob_dy(c, n);
   ob_out(c, "dq", n, 0), ob_out(c, "dk", n, 1), ob_out(c, "dv", n, 2);
 }
-static int br_attention(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
+static int br_attention(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
   const int64_t *s = c->s->n;
-  return tr_attention_bwd(cb, c->in[0], c->in[1], c->in[2], c->in[3], c->dy, s[0], s[1], s[2], s[3],
-                          (float)ob_scale(c), g[0], g[1], g[2], err);
+  ob_views v = {be};
+  const icl_dt *t[7];
+  const float *p[7] = {c->in[0], c->in[1], c->in[2], c->dy, g[0], g[1], g[2]};
+  for (int i = 0; i < 7; i++) t[i] = ob_v(&v, p[i], ICL_TYPE_F32, s[0], s[1], s[2], s[3]);
+  const icl_dt *P = ob_v(&v, c->in[3], ICL_TYPE_F32, s[2], s[2], s[1], s[3]);
+  return ob_views_free(&v, icl_op_attention_bwd(be, t[0], t[1], t[2], P, t[3], (float)ob_scale(c), t[4], t[5], t[6], err));
 }
 static void bo_attention(const ob_case *c, double *xd[], double *g[]) {
   const int64_t *s = c->s->n;
@@ -108,6 +114,31 @@ static void bf_attention(const ob_case *c, double *xd[], double *y) {
 static const ob_op OB_ATTENTION = {"attention_bwd", "hd,heads,T,B,-,-,scale", bg_attention, br_attention, bo_attention,
                                    bf_attention};
 
+/* ---- attention_seqs (forward): n = {hd, heads, T, B}; z and the pattern P of every sequence ------------- */
+
+static void bg_attn_seqs(ob_case *c) {
+  const int64_t *s = c->s->n;
+  int64_t n = s[0] * s[1] * s[2] * s[3];
+  for (int i = 0; i < 3; i++) ob_in(c, n, -1, 1);
+  ob_dy(c, n), ob_out(c, "z", n, -1), ob_out(c, "P", s[2] * s[2] * s[1] * s[3], -1);
+}
+static int br_attn_seqs(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  const int64_t *s = c->s->n;
+  ob_views v = {be};
+  const icl_dt *t[4];
+  const float *p[4] = {c->in[0], c->in[1], c->in[2], g[0]};
+  for (int i = 0; i < 4; i++) t[i] = ob_v(&v, p[i], ICL_TYPE_F32, s[0], s[1], s[2], s[3]);
+  icl_attn_params ap = {.scale = (float)ob_scale(c)};
+  return ob_views_free(&v, icl_op_attention_seqs(be, t[0], t[1], t[2], &ap, t[3],
+                                                 ob_v(&v, g[1], ICL_TYPE_F32, s[2], s[2], s[1], s[3]), err));
+}
+static void bo_attn_seqs(const ob_case *c, double *xd[], double *g[]) {
+  const int64_t *s = c->s->n;
+  icl_refd_attention(xd[0], xd[1], xd[2], s[0], s[1], s[2], s[3], ob_scale(c), g[0], g[1]);
+}
+static const ob_op OB_ATTN_SEQS = {"attention_seqs", "hd,heads,T,B,-,-,scale", bg_attn_seqs, br_attn_seqs,
+                                   bo_attn_seqs, NULL};
+
 /* ---- smeared key: n = {hd, heads, T, B}; forward (ks) and backward (dk, dalpha) ------------- */
 
 static void bg_smear(ob_case *c, int bwd) {
@@ -119,17 +150,18 @@ static void bg_smear(ob_case *c, int bwd) {
 }
 static void bg_smear_bwd(ob_case *c) { bg_smear(c, 1); }
 static void bg_smear_fwd(ob_case *c) { bg_smear(c, 0); }
-static int br_smear_bwd(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
+static int br_smear_bwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
   const int64_t *s = c->s->n;
-  tr_smear_bwd(cb, c->in[0], c->in[1], s[0], s[1], s[2], s[3], c->dy, g[0], g[1]);
-  return ICL_OK;
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_smear_bwd(be, ob_v(&v, c->in[0], ICL_TYPE_F32, s[0], s[1], s[2], s[3]),
+                                            ob_f(&v, c->in[1], s[1], 1), ob_v(&v, c->dy, ICL_TYPE_F32, s[0], s[1], s[2], s[3]),
+                                            ob_v(&v, g[0], ICL_TYPE_F32, s[0], s[1], s[2], s[3]), ob_f(&v, g[1], s[1], 1), err));
 }
-static int br_smear_fwd(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
+static int br_smear_fwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
   const int64_t *s = c->s->n;
-  tr_smear_fwd(cb, c->in[0], c->in[1], s[0], s[1], s[2], s[3], g[0]);
-  return ICL_OK;
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_smear(be, ob_v(&v, c->in[0], ICL_TYPE_F32, s[0], s[1], s[2], s[3]),
+                                        ob_f(&v, c->in[1], s[1], 1), ob_v(&v, g[0], ICL_TYPE_F32, s[0], s[1], s[2], s[3]), err));
 }
 static void bo_smear_bwd(const ob_case *c, double *xd[], double *g[]) {
   const int64_t *s = c->s->n;
@@ -152,15 +184,16 @@ static void bg_rope(ob_case *c) {
   int64_t n = s[0] * s[1] * s[2] * s[3];
   ob_in(c, n, -1, 1), ob_dy(c, n), ob_out(c, "dx", n, 0);
 }
-static int br_rope(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
+static int br_rope(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
   const int64_t *s = c->s->n;
   int32_t *pos = ot_xmalloc((size_t)(s[2] * s[3]) * sizeof *pos);
   for (int64_t i = 0; i < s[2] * s[3]; i++) pos[i] = (int32_t)(i % s[2]);
   memcpy(g[0], c->dy, (size_t)c->ny * sizeof(float));
-  tr_rope_bwd(cb, g[0], s[0], s[1], s[2] * s[3], pos, (int)s[4], (float)c->s->f);
+  ob_views v = {be};
+  int rc = icl_op_rope_bwd(be, ob_v(&v, g[0], ICL_TYPE_F32, s[0], s[1], s[2] * s[3], 1),
+                           ob_v(&v, pos, ICL_TYPE_I32, s[2] * s[3], 1, 1, 1), (int)s[4], (float)c->s->f, err);
   free(pos);
-  return ICL_OK;
+  return ob_views_free(&v, rc);
 }
 static void bo_rope(const ob_case *c, double *xd[], double *g[]) {
   (void)xd;
@@ -185,15 +218,15 @@ static void bg_act(ob_case *c) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
   ob_dy(c, n), ob_out(c, "dx", n, 0);
 }
-static int br_gelu(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
-  tr_gelu_bwd(cb, c->in[0], c->dy, c->s->n[0], g[0]);
-  return ICL_OK;
+static int br_gelu(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t n = c->s->n[0];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_gelu_bwd(be, ob_f(&v, c->in[0], n, 1), ob_f(&v, c->dy, n, 1), ob_f(&v, g[0], n, 1), err));
 }
-static int br_relu(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
-  tr_relu_bwd(cb, c->in[1], c->dy, c->s->n[0], g[0]);
-  return ICL_OK;
+static int br_relu(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t n = c->s->n[0];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_relu_bwd(be, ob_f(&v, c->in[1], n, 1), ob_f(&v, c->dy, n, 1), ob_f(&v, g[0], n, 1), err));
 }
 static void bo_act(const ob_case *c, double *xd[], double *g[], int relu) {
   double *dy = ob_dyd(c);
@@ -220,15 +253,17 @@ static void bg_embed(ob_case *c, int bwd) {
 }
 static void bg_embed_bwd(ob_case *c) { bg_embed(c, 1); }
 static void bg_embed_fwd(ob_case *c) { bg_embed(c, 0); }
-static int br_embed_bwd(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
-  tr_embed_bwd(cb, c->ids, c->dy, c->s->n[0], c->s->n[2], g[0]);
-  return ICL_OK;
+static int br_embed_bwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t d = c->s->n[0], rows = c->s->n[1], n = c->s->n[2];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_embed_bwd(be, ob_v(&v, c->ids, ICL_TYPE_I32, n, 1, 1, 1), ob_f(&v, c->dy, d, n),
+                                            ob_f(&v, g[0], d, rows), err));
 }
-static int br_embed_fwd(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
-  tr_embed_fwd(cb, c->in[0], c->s->n[0], c->ids, c->s->n[2], g[0]);
-  return ICL_OK;
+static int br_embed_fwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t d = c->s->n[0], rows = c->s->n[1], n = c->s->n[2];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_embed(be, ob_f(&v, c->in[0], d, rows), ob_v(&v, c->ids, ICL_TYPE_I32, n, 1, 1, 1),
+                                        ob_f(&v, g[0], d, n), err));
 }
 static void bo_embed_bwd(const ob_case *c, double *xd[], double *g[]) {
   (void)xd;
@@ -253,13 +288,17 @@ static void bg_xent(ob_case *c) {
   c->ny = 1, c->dy = ot_xmalloc(sizeof *c->dy), c->dy[0] = 1.0f;
   ob_out(c, "dlogits", nv * n, 0), ob_out(c, "loss", 1, -1);
 }
-static int br_xent(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
+static int br_xent(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
   int64_t nv = c->s->n[0], n = c->s->n[1];
   float *probs = ot_xmalloc((size_t)(nv * n + n) * sizeof *probs);
-  g[1][0] = (float)tr_xent(cb, c->in[0], nv, n, c->ids, c->s->f > 0 ? c->in[1] : NULL, probs, g[0]);
+  ob_views v = {be};
+  double loss = 0.0;
+  int rc = icl_op_xent(be, ob_f(&v, c->in[0], nv, n), ob_v(&v, c->ids, ICL_TYPE_I32, n, 1, 1, 1),
+                       c->s->f > 0 ? ob_f(&v, c->in[1], n, 1) : NULL, ob_f(&v, probs, nv * n + n, 1), ob_f(&v, g[0], nv, n),
+                       &loss, err);
+  g[1][0] = (float)loss;
   free(probs);
-  return ICL_OK;
+  return ob_views_free(&v, rc);
 }
 static void bo_xent(const ob_case *c, double *xd[], double *g[]) {
   g[1][0] = icl_refd_xent(xd[0], c->s->n[0], c->s->n[1], c->ids, c->s->f > 0 ? xd[1] : NULL, g[0]);
@@ -274,10 +313,11 @@ static const ob_op OB_XENT = {"xent", "vocab,rows,-,-,-,-,weighted", bg_xent, br
 static void bg_sum_rows(ob_case *c) {
   ob_in(c, c->s->n[0] * c->s->n[1] * c->s->n[2], -1, 1), ob_out(c, "dst", c->s->n[0] * c->s->n[1], -1);
 }
-static int br_sum_rows(cpu_backend *cb, const ob_case *c, float *g[], icl_error *err) {
-  (void)err;
-  tr_sum_rows(cb, c->in[0], c->s->n[0], c->s->n[1], c->s->n[2], g[0]);
-  return ICL_OK;
+static int br_sum_rows(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  const int64_t *s = c->s->n;
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_sum_rows(be, ob_v(&v, c->in[0], ICL_TYPE_F32, s[0], s[1], s[2], 1),
+                                           ob_f(&v, g[0], s[0], s[1]), err));
 }
 static void bo_sum_rows(const ob_case *c, double *xd[], double *g[]) {
   int64_t dt = c->s->n[0] * c->s->n[1];
@@ -285,6 +325,32 @@ static void bo_sum_rows(const ob_case *c, double *xd[], double *g[]) {
     for (int64_t i = 0; i < dt; i++) g[0][i] += xd[0][b * dt + i];
 }
 static const ob_op OB_SUM_ROWS = {"sum_rows", "d,T,B", bg_sum_rows, br_sum_rows, bo_sum_rows, NULL};
+
+/* ---- optim_update: n = {n}; f > 0: AdamW, else SGD with momentum; outputs the new w, m1, m2 --------------- */
+
+static const icl_optim_args OB_OPT_ADAM = {.lr = 1e-2f, .wd = 0.1f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
+                                           .gscale = 0.5f, .c1 = 0.271f, .c2 = 0.00399f, .adam = 1};
+static const icl_optim_args OB_OPT_SGD = {.lr = 1e-2f, .wd = 0.1f, .mom = 0.9f, .gscale = 0.5f};
+static void bg_optim(ob_case *c) {
+  int64_t n = c->s->n[0];
+  ob_in(c, n, -1, 1), ob_in(c, n, -1, 1), ob_in(c, n, -0.1f, 0.1f), ob_in(c, n, 0.0f, 0.01f), ob_dy(c, n);
+  ob_out(c, "w", n, -1), ob_out(c, "m1", n, -1), ob_out(c, "m2", n, -1);
+}
+static int br_optim(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t n = c->s->n[0];
+  memcpy(g[0], c->in[0], (size_t)n * 4), memcpy(g[1], c->in[2], (size_t)n * 4), memcpy(g[2], c->in[3], (size_t)n * 4);
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_optim_update(be, ob_f(&v, g[0], n, 1), ob_f(&v, c->in[1], n, 1), ob_f(&v, g[1], n, 1),
+                                               ob_f(&v, g[2], n, 1), c->s->f > 0 ? &OB_OPT_ADAM : &OB_OPT_SGD, err));
+}
+static void bo_optim(const ob_case *c, double *xd[], double *g[]) {
+  int64_t n = c->s->n[0];
+  const icl_optim_args *a = c->s->f > 0 ? &OB_OPT_ADAM : &OB_OPT_SGD;
+  memcpy(g[0], xd[0], (size_t)n * 8), memcpy(g[1], xd[2], (size_t)n * 8), memcpy(g[2], xd[3], (size_t)n * 8);
+  icl_refd_optim_update(g[0], xd[1], g[1], g[2], n, a->adam, a->lr, a->wd, a->b1, a->b2, a->eps, a->mom, a->gscale,
+                        a->c1, a->c2);
+}
+static const ob_op OB_OPTIM = {"optim_update", "n", bg_optim, br_optim, bo_optim, NULL};
 
 /* ---- the backward table ------------------------------------------------------------------- */
 
@@ -299,6 +365,9 @@ static const ot_shape OBS_ACT[] = {{"tiny", {50}, 0, OB_FD}, {"tail", {1001}}};
 static const ot_shape OBS_EMBED[] = {{"tiny", {6, 7, 9}, 0, OB_FD}, {"odd", {97, 50, 33}}};
 static const ot_shape OBS_XENT[] = {{"tiny", {7, 9}, 0, OB_FD}, {"tiny", {7, 9}, 1.0, OB_FD}, {"odd", {1000, 7}, 1.0}};
 static const ot_shape OBS_SUM[] = {{"tiny", {1, 1, 1}}, {"odd", {97, 3, 5}}, {"model", {576, 1, 300}}};
+static const ot_shape OBS_ATTN_SEQS[] = {{"few", {4, 2, 3, 5}}, {"meta", {128, 1, 9, 7}, 1.0},
+                                         {"odd", {16, 3, 70, 3}}, {"long", {32, 2, 130, 2}}};
+static const ot_shape OBS_OPTIM[] = {{"sgd", {1001}}, {"adamw", {1001}, 1.0}, {"adamw", {40000}, 1.0}};
 
 #define OB_CPU {2e-5, "f32 rounding over sums of up to a few hundred terms against float64: measured ~1e-7..3e-6"}
 #define OB_FDT {1e-6, "central differences, h = 1e-5 in float64: truncation ~h^2 x the third derivative, ~1e-10..1e-8"}
@@ -310,7 +379,8 @@ static const ob_entry OB_TABLE[] = {
     {&OB_ROPE, SH(OBS_ROPE), OB_CPU, OB_FDT},         {&OB_GELU, SH(OBS_ACT), OB_CPU, OB_FDT},
     {&OB_RELU, SH(OBS_ACT), OB_CPU, OB_FDT},          {&OB_EMBED, SH(OBS_EMBED), OB_CPU, OB_FDT},
     {&OB_EMBED_FWD, SH(OBS_EMBED), OB_COPY, OB_FDT},  {&OB_XENT, SH(OBS_XENT), OB_CPU, OB_FDT},
-    {&OB_SUM_ROWS, SH(OBS_SUM), OB_CPU, OB_FDT},
+    {&OB_SUM_ROWS, SH(OBS_SUM), OB_CPU, OB_FDT},      {&OB_OPTIM, SH(OBS_OPTIM), OB_CPU, OB_FDT},
+    {&OB_ATTN_SEQS, SH(OBS_ATTN_SEQS), OB_CPU, OB_FDT},
 };
 
 #endif

@@ -274,8 +274,23 @@ static void check_every_op_listed(void) {
   for (uint32_t t = 0; t < ICL_TYPE_COUNT; t++) n_weight += icl_type_is_weight(t);
   CHECKF(n_weight == (int)N_(WEIGHT_TYPES) - 1, "%d weight types, the table lists %d", n_weight,
          (int)N_(WEIGHT_TYPES) - 1);
-  /* the members that are not ops: name, the 6 buffer functions, counts */
-  CHECKF(N_(ops) == sizeof(icl_backend_ops) / sizeof(void *) - 8, "backend.h has ops the table does not know");
+  /* the training entries (backend.h "training"): each has its entries in the backward section (ops_bwd_defs.h) */
+  static const char *train[][2] = {{"matmul_bwd", "matmul_bwd"}, {"norm_bwd", "layer_norm_bwd"},
+                                   {"norm_bwd", "rms_norm_bwd"}, {"attention_bwd", "attention_bwd"},
+                                   {"rope_bwd", "rope_bwd"},     {"gelu_bwd", "gelu_bwd"},
+                                   {"relu_bwd", "relu_bwd"},     {"embed", "embed_fwd"},
+                                   {"embed_bwd", "embed_bwd"},   {"sum_rows", "sum_rows"},
+                                   {"smear", "smear_fwd"},       {"smear_bwd", "smear_bwd"},
+                                   {"xent", "xent"},             {"optim_update", "optim_update"},
+                                   {"attention_seqs", "attention_seqs"}};
+  for (size_t i = 0; i < N_(train); i++) {
+    int found = 0;
+    for (size_t k = 0; k < N_(OB_TABLE); k++) found |= strcmp(OB_TABLE[k].op->name, train[i][1]) == 0;
+    CHECKF(found, "training op %s has no %s entry in the backward table", train[i][0], train[i][1]);
+  }
+  const size_t n_train = 14; /* distinct entries in train[] (norm_bwd twice) */
+  /* the members that are not ops: name, the 7 buffer functions, counts */
+  CHECKF(N_(ops) + n_train == sizeof(icl_backend_ops) / sizeof(void *) - 9, "backend.h has ops the table does not know");
 }
 
 /* --types: the weight types matmul and get_rows run on (the other ops' types are not weight choices) */

@@ -3,7 +3,8 @@
  * (the row-major few-token kernel, the fused one-block path, the panel path), for whole and ragged K, row
  * counts that leave partial tiles, and float and quantized weight types. The same for attention: a query alone
  * (decode: the in-place path where the level has it) against its row of a batch (the blocked path), output and
- * pattern rows, over head sizes, GQA groups, windows, softcap and masks. And matmul_group (q, k and v in one
+ * pattern rows, over head sizes, GQA groups, windows, softcap and masks; attention_seqs (the trainer's B sequences
+ * in one call) against each sequence alone. And matmul_group (q, k and v in one
  * dispatch), in both precisions: each output bit-identical to its weight's lone matmul, over mixed weight types.
  * (tests/model/test_batch_invariance.c checks the same on whole models with the real shapes.) */
 #include <math.h>
@@ -181,6 +182,44 @@ static void check_attention(const int64_t sh[5], float softcap, int masked, cons
   free(qh), free(kh), free(vh), free(mh), free(oa), free(pa), free(o1), free(p1), free(m1);
 }
 
+/* attention_seqs (the trainer's B sequences in one call) against attention on each sequence alone, output and
+ * pattern bit for bit: {hd, heads, T, B}. */
+static void check_attention_seqs(const int64_t sh[4], const char *level) {
+  int64_t hd = sh[0], nh = sh[1], T = sh[2], B = sh[3], per = hd * nh * T, pp = T * T * nh;
+  float *in[3], *oa = malloc((size_t)(per * B) * sizeof(float)), *pa = malloc((size_t)(pp * B) * sizeof(float));
+  float *o1 = malloc((size_t)per * sizeof(float)), *p1 = malloc((size_t)pp * sizeof(float));
+  for (int i = 0; i < 3; i++) in[i] = malloc((size_t)(per * B) * sizeof(float)), t_rand_fill(in[i], per * B, 31 + i, -2, 2);
+  icl_attn_params p = {.scale = 1.0f / sqrtf((float)hd)};
+  icl_dt q = tensor4(hd, nh, T, in[0]), k = tensor4(hd, nh, T, in[1]), v = tensor4(hd, nh, T, in[2]);
+  icl_dt o = tensor4(hd, nh, T, NULL), pt = tensor4(T, T, nh, NULL);
+  icl_dt qb = tensor(ICL_TYPE_F32, per, B, in[0]), kb = tensor(ICL_TYPE_F32, per, B, in[1]);
+  icl_dt vb = tensor(ICL_TYPE_F32, per, B, in[2]), ob = tensor(ICL_TYPE_F32, per, B, NULL), pb = tensor(ICL_TYPE_F32, pp, B, NULL);
+  icl_dt *all[] = {&qb, &kb, &vb, &ob};
+  for (int i = 0; i < 4; i++) all[i]->ne[0] = hd, all[i]->ne[1] = nh, all[i]->ne[2] = T, all[i]->ne[3] = B;
+  pb.ne[0] = T, pb.ne[1] = T, pb.ne[2] = nh, pb.ne[3] = B;
+  icl_error err;
+  CHECKF(icl_op_attention_seqs(be, &qb, &kb, &vb, &p, &ob, &pb, &err) == ICL_OK, "attention_seqs: %s", err.msg);
+  CHECK(be->ops->read(be, ob.buf, 0, oa, (size_t)(per * B) * sizeof(float), &err) == ICL_OK);
+  CHECK(be->ops->read(be, pb.buf, 0, pa, (size_t)(pp * B) * sizeof(float), &err) == ICL_OK);
+  int bad = -1;
+  for (int64_t b = 0; b < B && bad < 0; b++) {
+    icl_dt *one[] = {&q, &k, &v};
+    for (int i = 0; i < 3; i++)
+      CHECK(be->ops->write(be, one[i]->buf, 0, in[i] + b * per, (size_t)per * sizeof(float), &err) == ICL_OK);
+    CHECKF(icl_op_attention(be, &q, &k, &v, &p, NULL, &o, &pt, &err) == ICL_OK, "attention: %s", err.msg);
+    CHECK(be->ops->read(be, o.buf, 0, o1, (size_t)per * sizeof(float), &err) == ICL_OK);
+    CHECK(be->ops->read(be, pt.buf, 0, p1, (size_t)pp * sizeof(float), &err) == ICL_OK);
+    if (memcmp(o1, oa + b * per, (size_t)per * sizeof(float)) || memcmp(p1, pa + b * pp, (size_t)pp * sizeof(float)))
+      bad = (int)b;
+  }
+  CHECKF(bad < 0, "%s attention_seqs hd=%lld heads=%lld T=%lld B=%lld: sequence %d differs from attention on it alone",
+         level, (long long)hd, (long long)nh, (long long)T, (long long)B, bad);
+  icl_dt *rel[] = {&q, &k, &v, &o, &pt, &qb, &kb, &vb, &ob, &pb};
+  for (int i = 0; i < 10; i++) release(rel[i]);
+  for (int i = 0; i < 3; i++) free(in[i]);
+  free(oa), free(pa), free(o1), free(p1);
+}
+
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
   static const uint32_t types[] = {ICL_TYPE_F32, ICL_TYPE_F16, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -219,6 +258,10 @@ int main(void) {
       check_attention(attn[ai], ai % 2 ? 30.0f : 0.0f, 1, levels[l]);
     }
     printf("%s: every query alone equals its row of the batch in attention\n", levels[l]);
+    /* {hd, heads, T, B}: the meta-learning and attn2-like shapes, T below the blocked path's minimum, T > ATTN_QB */
+    static const int64_t seqs[][4] = {{128, 1, 9, 13}, {32, 8, 70, 3}, {16, 2, 3, 4}, {64, 4, 130, 2}};
+    for (size_t si = 0; si < sizeof seqs / sizeof seqs[0]; si++) check_attention_seqs(seqs[si], levels[l]);
+    printf("%s: attention_seqs equals attention on each sequence alone\n", levels[l]);
     /* type sets: SmolLM2's, Gemma 3's, Q8_0 beside another pair-dot layout, f32 (no integer path) and f16 */
     static const uint32_t gts[][3] = {{ICL_TYPE_Q4_1, ICL_TYPE_Q4_1, ICL_TYPE_Q8_0},
                                       {ICL_TYPE_Q4_K, ICL_TYPE_Q5_0, ICL_TYPE_Q6_K},

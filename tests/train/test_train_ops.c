@@ -11,7 +11,7 @@
 #include "ops.h"
 #include "ref_backward.h"
 #include "testutil.h"
-#include "train_ops.h"
+#include "cpu_train_ops.h"
 
 #define TOL_CPU 2e-5
 #define TOL_FD 1e-6
@@ -101,9 +101,8 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   CHECK(icl_op_matmul(&g_cb->be, &vw, &vx, &vy, &err) == ICL_OK);
   for (int64_t i = 0; i < n * R; i++) y[i] += b[i % R];
   mm_fwd(&c, yd);
-  cpu_scratch ws = {0};
-  CHECK(tr_matmul_bwd(g_cb, &ws, W, K, R, x, n, dy, dW, dx, &err) == ICL_OK);
-  tr_sum_rows(g_cb, dy, R, 1, n, db);
+  CHECK(cpu_tr_matmul_bwd(g_cb, W, K, R, x, n, dy, dW, dx, &err) == ICL_OK);
+  cpu_tr_sum_rows(g_cb, dy, R, 1, n, db);
   icl_refd_matmul_bwd(c.W, K, R, c.x, n, rd, gW, gb, gx);
   char what[64];
   snprintf(what, sizeof what, "%lldx%lldx%lld", (long long)K, (long long)R, (long long)n);
@@ -112,7 +111,6 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   report("matmul dW", what, t_rel_err(dW, gW, R * K), fd ? fd_check(mm_fwd, &c, c.W, R * K, gW, rd, n * R) : -1);
   report("matmul db", what, t_rel_err(db, gb, R), fd ? fd_check(mm_fwd, &c, c.b, R, gb, rd, n * R) : -1);
   report("matmul dx", what, t_rel_err(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
-  free(ws.p);
   free(W), free(b), free(x), free(dy), free(y), free(dW), free(db), free(dx);
   free(c.W), free(c.b), free(c.x), free(yd), free(rd), free(gW), free(gb), free(gx);
 }
@@ -147,10 +145,10 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   printf("%-12s %-10s forward cpu-vs-ref %.2e\n", op, "", t_rel_err(y, yd, d * n));
   CHECK(t_rel_err(y, yd, d * n) < TOL_CPU);
   if (rms) {
-    tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st);
+    cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st);
     icl_refd_rms_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw);
   } else {
-    tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st);
+    cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st);
     icl_refd_layer_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw, gb);
     report(op, "db", t_rel_err(db, gb, d), fd_check(norm_fwd, &c, c.b, d, gb, rd, d * n));
   }
@@ -205,7 +203,7 @@ static void test_attention(int64_t hd, int64_t nh, int64_t T, int64_t B, int sca
          t_rel_err(P, Pd, nh * T * T * B));
   CHECK(t_rel_err(z, zd, n) < TOL_CPU && t_rel_err(P, Pd, nh * T * T * B) < TOL_CPU);
   icl_error err;
-  CHECK(tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, scale, dq, dk, dv, &err) == ICL_OK);
+  CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, scale, dq, dk, dv, &err) == ICL_OK);
   icl_refd_attention_bwd(c.q, c.k, c.v, hd, nh, T, B, scale, rd, gq, gk, gv);
   report("attn dq", what, t_rel_err(dq, gq, n), fd ? fd_check(attn_fwd, &c, c.q, n, gq, rd, n) : -1);
   report("attn dk", what, t_rel_err(dk, gk, n), fd ? fd_check(attn_fwd, &c, c.k, n, gk, rd, n) : -1);
@@ -232,11 +230,11 @@ static void test_smear(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   float *ks = zeros_f(n), *dk = zeros_f(n), *da = zeros_f(nh);
   smear_case c = {dup_d(k, n), dup_d(al, nh), hd, nh, T, B};
   double *ksd = zeros_d(n), *rd = dup_d(dks, n), *gk = zeros_d(n), *ga = zeros_d(nh);
-  tr_smear_fwd(g_cb, k, al, hd, nh, T, B, ks);
+  cpu_tr_smear_fwd(g_cb, k, al, hd, nh, T, B, ks);
   smear_fwd(&c, ksd);
   printf("smear        forward cpu-vs-ref %.2e\n", t_rel_err(ks, ksd, n));
   CHECK(t_rel_err(ks, ksd, n) < TOL_CPU);
-  tr_smear_bwd(g_cb, k, al, hd, nh, T, B, dks, dk, da);
+  cpu_tr_smear_bwd(g_cb, k, al, hd, nh, T, B, dks, dk, da);
   icl_refd_smear_bwd(c.k, c.alpha, hd, nh, T, B, rd, gk, ga);
   report("smear dk", "", t_rel_err(dk, gk, n), fd_check(smear_fwd, &c, c.k, n, gk, rd, n));
   report("smear dalpha", "", t_rel_err(da, ga, nh), fd_check(smear_fwd, &c, c.alpha, nh, ga, rd, n));
@@ -271,7 +269,7 @@ static void test_rope(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   printf("rope         forward cpu-vs-ref %.2e\n", t_rel_err(x, yd, n));
   CHECK(t_rel_err(x, yd, n) < TOL_CPU);
   memcpy(dx, dy, (size_t)n * sizeof *dx);
-  tr_rope_bwd(g_cb, dx, hd, nh, T * B, pos, (int)hd, 10000.0f);
+  cpu_tr_rope_bwd(g_cb, dx, hd, nh, T * B, pos, (int)hd, 10000.0f);
   icl_refd_rope_bwd(rd, hd, nh, T, B, (int)hd, 10000.0, gx);
   report("rope dx", "", t_rel_err(dx, gx, n), fd_check(rope_fwd, &c, c.x, n, gx, rd, n));
   free(x), free(dy), free(dx), free(pos), free(c.x), free(yd), free(rd), free(gx);
@@ -306,8 +304,8 @@ static void test_act(int relu, int64_t n) {
   const char *op = relu ? "relu" : "gelu";
   printf("%-12s forward cpu-vs-ref %.2e\n", op, t_rel_err(y, yd, n));
   CHECK(t_rel_err(y, yd, n) < TOL_CPU);
-  if (relu) tr_relu_bwd(g_cb, y, dy, n, dx);
-  else tr_gelu_bwd(g_cb, x, dy, n, dx);
+  if (relu) cpu_tr_relu_bwd(g_cb, y, dy, n, dx);
+  else cpu_tr_gelu_bwd(g_cb, x, dy, n, dx);
   (relu ? icl_refd_relu_bwd : icl_refd_gelu_bwd)(c.x, n, rd, gx);
   report(op, "dx", t_rel_err(dx, gx, n), fd_check(act_fwd, &c, c.x, n, gx, rd, n));
   free(x), free(dy), free(y), free(dx), free(c.x), free(yd), free(rd), free(gx);
@@ -331,10 +329,10 @@ static void test_embed(int64_t d, int64_t rows, int64_t n) {
   float *E = rnd(d * rows, -1, 1), *dx = rnd(d * n, -1, 1), *x = zeros_f(d * n), *dE = zeros_f(d * rows);
   emb_case c = {dup_d(E, d * rows), ids, d, n};
   double *xd = zeros_d(d * n), *rd = dup_d(dx, d * n), *gE = zeros_d(d * rows);
-  tr_embed_fwd(g_cb, E, d, ids, n, x);
+  cpu_tr_embed_fwd(g_cb, E, d, ids, n, x);
   emb_fwd(&c, xd);
   CHECK(t_rel_err(x, xd, d * n) == 0.0);
-  tr_embed_bwd(g_cb, ids, dx, d, n, dE);
+  cpu_tr_embed_bwd(g_cb, ids, dx, d, n, dE);
   icl_refd_embed_bwd(ids, rd, d, n, gE);
   report("embed dE", "", t_rel_err(dE, gE, d * rows), fd_check(emb_fwd, &c, c.E, d * rows, gE, rd, d * n));
   free(ids), free(E), free(dx), free(x), free(dE), free(c.E), free(xd), free(rd), free(gE);
@@ -359,7 +357,7 @@ static void test_xent(int64_t nv, int64_t n, int weighted) {
   float *lg = rnd(nv * n, -4, 4), *w = weighted ? rnd(n, 0, 2) : NULL, *pr = zeros_f(nv * n + n), *g = zeros_f(nv * n);
   xent_case c = {dup_d(lg, nv * n), weighted ? dup_d(w, n) : NULL, t, nv, n};
   double *gd = zeros_d(nv * n), one = 1.0, yd;
-  double loss = tr_xent(g_cb, lg, nv, n, t, w, pr, g);
+  double loss = cpu_tr_xent(g_cb, lg, nv, n, t, w, pr, g);
   double want = icl_refd_xent(c.logits, nv, n, t, c.w, gd);
   double le = fabs(loss - want) / fabs(want);
   printf("xent         %-10s loss cpu-vs-ref %.2e\n", weighted ? "weighted" : "", le);

@@ -1,10 +1,10 @@
 /* Attention and smeared-key ops of the trainer (train_ops.h). The attention forward is the
  * backend's own causal attention with its pattern output; the backward below starts from that
- * saved pattern, one item per (sequence, head), its products on the backend's gemm kernel. */
+ * saved pattern, one item per (sequence, head), its products on the backend's strided gemm. */
 #include <math.h>
 #include <string.h>
 
-#include "train_ops.h"
+#include "cpu_train_ops.h"
 
 typedef struct attb_ctx {
   cpu_backend *cb;
@@ -17,52 +17,65 @@ typedef struct attb_ctx {
 /* Rows of token t of item (b, h) in a [hd, nh, T, B] tensor. */
 static int64_t row_of(const attb_ctx *c, int64_t b, int64_t h, int64_t t) { return ((b * c->T + t) * c->nh + h) * c->hd; }
 
-/* dst[c][r] = src[r*ld + c] for r < R, c < C (a transposed copy of a strided block), in 16x16
- * tiles so reads and writes both stay within a few cache lines. */
-static void transpose_block(const float *src, int64_t ld, int64_t R, int64_t C, float *dst) {
-  for (int64_t r0 = 0; r0 < R; r0 += 16)
-    for (int64_t c0 = 0; c0 < C; c0 += 16) {
-      int64_t r1 = r0 + 16 < R ? r0 + 16 : R, c1 = c0 + 16 < C ? c0 + 16 : C;
-      for (int64_t r = r0; r < r1; r++)
-        for (int64_t c = c0; c < c1; c++) dst[c * R + r] = src[r * ld + c];
-    }
-}
-
-/* Scratch floats per thread: dS, dS^T, P^T [T][T], q^T, k^T, dz^T [hd][T], gemm work space. */
+/* Scratch floats per thread: dS [T][T] and the gemm's work space. */
 static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 static int64_t attb_scratch(const cpu_kernels *k, int64_t hd, int64_t T) {
-  return 3 * up16(T * T) + 3 * up16(hd * T) + tr_gemm_serial_ws(k, T, T > hd ? T : hd);
+  return up16(T * T) + cpu_gemm_ws(k, T > hd ? T : hd, T > hd ? T : hd);
 }
 
-/* Item (b, h) as five small matrix products on the gemm kernel (the causal zeros of P make the
- * full products exact): dP = dz v^T; dS = P (dP - rowsum(P dP)) scale; dq = dS k; dk = dS^T q;
+/* y[t*ldy + j] = sum over c < K of A(j, c) B(t, c) on the calling thread (cpu_gemm_serial). */
+static void gemm(const cpu_kernels *k, cpu_mat a, cpu_mat b, int64_t R, int64_t n, int64_t K, float *y, int64_t ldy,
+                 float *ws) {
+  cpu_gemm_args g = {.a = a, .b = b, .R = R, .n = n, .K = K, .y = y, .ldy = ldy};
+  cpu_gemm_serial(k, &g, ws);
+}
+
+/* pdp[r] = sum over j <= i0 + r of P[i0+r][j] dP[i0+r][j] in double, j in order, for the nr <= 4 rows from i0: the
+ * rows' chains interleave over their common keys (j <= i0), then each row finishes its own, so every sum is the
+ * one a row alone gives but the adds overlap (one row at a time waited on each add). */
+static void row_dots(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double pdp[4]) {
+  const float *p[4], *d[4];
+  for (int r = 0; r < 4; r++) {
+    int rr = r < nr ? r : 0;
+    p[r] = P + (i0 + rr) * T, d[r] = dP + (i0 + rr) * T, pdp[r] = 0.0;
+  }
+  for (int64_t j = 0; j <= i0; j++) {
+    pdp[0] += (double)p[0][j] * d[0][j];
+    pdp[1] += (double)p[1][j] * d[1][j];
+    pdp[2] += (double)p[2][j] * d[2][j];
+    pdp[3] += (double)p[3][j] * d[3][j];
+  }
+  for (int r = 1; r < nr; r++)
+    for (int64_t j = i0 + 1; j <= i0 + r; j++) pdp[r] += (double)p[r][j] * d[r][j];
+}
+
+/* Item (b, h) as four small matrix products on the gemm kernel, operands read in place (the causal zeros of P
+ * make the full products exact): dP = dz v^T; dS = P (dP - rowsum(P dP)) scale; dq = dS k; dk = dS^T q;
  * dv = P^T dz. Each item writes only its own rows of dq, dk, dv. */
 static void attb_item(void *arg, int64_t it, int ith) {
   const attb_ctx *c = arg;
   const cpu_kernels *K = &c->cb->k;
   int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
   const float *P = c->P + (b * c->nh + h) * T * T;
-  float *dS = c->cb->scratch[ith].p, *dST = dS + up16(T * T), *PT = dST + up16(T * T); /* 64-byte aligned parts */
-  float *qT = PT + up16(T * T), *kT = qT + up16(hd * T), *dzT = kT + up16(hd * T), *ws = dzT + up16(hd * T);
-  tr_gemm_serial(K, c->v + o, ld, T, c->dz + o, ld, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
-  for (int64_t i = 0; i < T; i++) {
-    float *row = dS + i * T;
-    const float *p = P + i * T;
-    double pdp = 0.0;
-    for (int64_t j = 0; j <= i; j++) pdp += (double)p[j] * row[j];
-    for (int64_t j = 0; j < T; j++) row[j] = j <= i ? p[j] * (row[j] - (float)pdp) * c->scale : 0.0f;
+  float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
+  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
+  for (int64_t i0 = 0; i0 < T; i0 += 4) {
+    double pdp[4];
+    row_dots(P, dS, T, i0, T - i0 < 4 ? (int)(T - i0) : 4, pdp);
+    for (int64_t i = i0; i < i0 + 4 && i < T; i++) { /* dS = P (dP - rowsum) scale, zero past the diagonal */
+      float *restrict row = dS + i * T;
+      const float *restrict p = P + i * T;
+      const float sum = (float)pdp[i - i0], scale = c->scale;
+      for (int64_t j = 0; j <= i; j++) row[j] = p[j] * (row[j] - sum) * scale;
+      memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
+    }
   }
-  transpose_block(dS, T, T, T, dST);
-  transpose_block(P, T, T, T, PT);
-  transpose_block(c->q + o, ld, T, hd, qT);
-  transpose_block(c->k + o, ld, T, hd, kT);
-  transpose_block(c->dz + o, ld, T, hd, dzT);
-  tr_gemm_serial(K, kT, T, hd, dS, T, T, T, c->dq + o, ld, ws);   /* dq_i = sum_j dS_ij k_j */
-  tr_gemm_serial(K, qT, T, hd, dST, T, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
-  tr_gemm_serial(K, dzT, T, hd, PT, T, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
+  gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws);  /* dq_i = sum_j dS_ij k_j */
+  gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
+  gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
 }
 
-int tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,
+int cpu_tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,
                      const float *dz, int64_t hd, int64_t nh, int64_t T, int64_t B, float scale, float *dq,
                      float *dk, float *dv, icl_error *err) {
   size_t need = (size_t)attb_scratch(&cb->k, hd, T) * sizeof(float);
@@ -98,7 +111,7 @@ static void smear_item(void *arg, int64_t b, int ith) {
     }
 }
 
-void tr_smear_fwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
+void cpu_tr_smear_fwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
                   int64_t B, float *ks) {
   smear_ctx c = {.k = k, .alpha = alpha, .ks = ks, .hd = hd, .nh = nh, .T = T};
   cpu_pool_for(cb->pool, B, smear_item, &c);
@@ -133,7 +146,7 @@ static void smear_alpha_item(void *arg, int64_t h, int ith) {
   c->dalpha[h] += (float)(s * (1.0f - s) * acc);
 }
 
-void tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
+void cpu_tr_smear_bwd(cpu_backend *cb, const float *k, const float *alpha, int64_t hd, int64_t nh, int64_t T,
                   int64_t B, const float *dks, float *dk, float *dalpha) {
   smear_ctx c = {.k = k, .alpha = alpha, .dks = dks, .dk = dk, .dalpha = dalpha, .hd = hd, .nh = nh, .T = T, .B = B};
   if (dk) cpu_pool_for(cb->pool, B, smear_bwd_item, &c);
@@ -167,7 +180,7 @@ static void rope_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-void tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
+void cpu_tr_rope_bwd(cpu_backend *cb, float *x, int64_t hd, int64_t nh, int64_t n, const int32_t *pos, int n_rot,
                  float base) {
   rope_ctx c = {x, pos, hd, nh, n_rot, base};
   cpu_pool_range(cb->pool, n, 16, rope_bwd_range, &c);

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train_ops.h"
+#include "cpu_train_ops.h"
 
 /* Columns per range of the column-parallel reductions (a cache line or more). */
 #define COL_GRAIN 16
@@ -28,7 +28,7 @@ static void embed_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
-void tr_embed_fwd(cpu_backend *cb, const float *E, int64_t d, const int32_t *ids, int64_t n, float *x) {
+void cpu_tr_embed_fwd(cpu_backend *cb, const float *E, int64_t d, const int32_t *ids, int64_t n, float *x) {
   op_ctx c = {.a = E, .y = x, .ids = ids, .d = d};
   cpu_pool_range(cb->pool, n, 256, embed_range, &c);
 }
@@ -44,7 +44,7 @@ static void embed_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
-void tr_embed_bwd(cpu_backend *cb, const int32_t *ids, const float *dx, int64_t d, int64_t n, float *dE) {
+void cpu_tr_embed_bwd(cpu_backend *cb, const int32_t *ids, const float *dx, int64_t d, int64_t n, float *dE) {
   op_ctx c = {.a = dx, .y = dE, .ids = ids, .d = d, .n = n};
   cpu_pool_range(cb->pool, d, COL_GRAIN, embed_bwd_range, &c);
 }
@@ -58,7 +58,7 @@ static void sum_rows_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t j = lo; j < hi; j++) c->y[j] += c->a[b * w + j];
 }
 
-void tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, int64_t B, float *dst) {
+void cpu_tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, int64_t B, float *dst) {
   op_ctx c = {.a = src, .y = dst, .d = d, .T = T, .B = B};
   cpu_pool_range(cb->pool, d * T, COL_GRAIN, sum_rows_range, &c);
 }
@@ -73,53 +73,75 @@ typedef struct norm_ctx {
   int rms;
 } norm_ctx;
 
-/* Mean (0 for RMSNorm) and 1/sqrt(var + eps) of one row, in double. */
-static void norm_stats(const norm_ctx *c, const float *x, float *m, float *r) {
-  double mean = 0.0, v = 0.0;
+/* Pass 1 for NT rows from t0 (NT a constant per call, so the loops unroll): stats (mean, 0 for RMSNorm, and
+ * 1/sqrt(var + eps), in double) and dx += r * (g*w - a - xhat * b), where a = mean(g*w) for LayerNorm (0 for
+ * RMSNorm) and b = mean(g*w*xhat). Each row's sums run in element order, as one row alone would; the NT rows'
+ * chains interleave so the double adds overlap instead of waiting on each other. */
+static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *c, int64_t t0, const int NT) {
+  const int64_t d = c->d;
+  const float *x[4], *g[4];
+  double mean[4], v[4], sg[4], sgx[4];
+  float m[4], r[4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) x[i] = c->x + (t0 + i) * d, g[i] = c->dy + (t0 + i) * d, mean[i] = v[i] = 0.0;
   if (!c->rms) {
-    for (int64_t j = 0; j < c->d; j++) mean += x[j];
-    mean /= (double)c->d;
+    for (int64_t j = 0; j < d; j++)
+      #pragma GCC unroll 4
+      for (int i = 0; i < NT; i++) mean[i] += x[i][j];
+    #pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) mean[i] /= (double)d;
   }
-  for (int64_t j = 0; j < c->d; j++) v += (x[j] - mean) * (x[j] - mean);
-  *m = (float)mean;
-  *r = (float)(1.0 / sqrt(v / (double)c->d + c->eps));
+  for (int64_t j = 0; j < d; j++)
+    #pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) v[i] += (x[i][j] - mean[i]) * (x[i][j] - mean[i]);
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) {
+    m[i] = (float)mean[i];
+    r[i] = (float)(1.0 / sqrt(v[i] / (double)d + c->eps));
+    c->stats[2 * (t0 + i)] = m[i];
+    c->stats[2 * (t0 + i) + 1] = r[i];
+    sg[i] = sgx[i] = 0.0;
+  }
+  if (!c->dx) return;
+  for (int64_t j = 0; j < d; j++) {
+    float w = c->w ? c->w[j] : 1.0f;
+    #pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) {
+      float gh = g[i][j] * w;
+      sg[i] += gh;
+      sgx[i] += gh * (x[i][j] - m[i]) * r[i];
+    }
+  }
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) {
+    float a = c->rms ? 0.0f : (float)(sg[i] / (double)d), b = (float)(sgx[i] / (double)d);
+    float *dx = c->dx + (t0 + i) * d;
+    for (int64_t j = 0; j < d; j++) dx[j] += r[i] * (g[i][j] * (c->w ? c->w[j] : 1.0f) - a - (x[i][j] - m[i]) * r[i] * b);
+  }
 }
 
-/* Pass 1, rows [lo, hi): stats and dx = r * (g*w - a - xhat * b), where a = mean(g*w) for
- * LayerNorm (0 for RMSNorm) and b = mean(g*w*xhat). */
+/* Pass 1, rows [lo, hi), four at a time. */
 static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const norm_ctx *c = arg;
-  for (int64_t t = lo; t < hi; t++) {
-    const float *x = c->x + t * c->d, *g = c->dy + t * c->d;
-    float m, r;
-    norm_stats(c, x, &m, &r);
-    c->stats[2 * t] = m;
-    c->stats[2 * t + 1] = r;
-    if (!c->dx) continue;
-    double sg = 0.0, sgx = 0.0;
-    for (int64_t j = 0; j < c->d; j++) {
-      float gh = g[j] * (c->w ? c->w[j] : 1.0f);
-      sg += gh;
-      sgx += gh * (x[j] - m) * r;
-    }
-    float a = c->rms ? 0.0f : (float)(sg / (double)c->d), b = (float)(sgx / (double)c->d);
-    float *dx = c->dx + t * c->d;
-    for (int64_t j = 0; j < c->d; j++) dx[j] += r * (g[j] * (c->w ? c->w[j] : 1.0f) - a - (x[j] - m) * r * b);
-  }
+  int64_t t = lo;
+  for (; t + 4 <= hi; t += 4) norm_bwd_tile(c, t, 4);
+  for (; t < hi; t++) norm_bwd_tile(c, t, 1);
 }
 
-/* Pass 2, columns [lo, hi): dw += sum_t dy * xhat, db += sum_t dy, tokens in order. */
+/* Pass 2, columns [lo, hi): dw += sum_t dy * xhat, db += sum_t dy, tokens in order (each column's own sum, so
+ * the column loop vectorizes with the same bits). */
 static void norm_bwd_cols(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const norm_ctx *c = arg;
+  float *restrict dw = c->dw, *restrict db = c->db;
   for (int64_t t = 0; t < c->n; t++) {
-    const float *x = c->x + t * c->d, *g = c->dy + t * c->d;
+    const float *restrict x = c->x + t * c->d, *restrict g = c->dy + t * c->d;
     float m = c->stats[2 * t], r = c->stats[2 * t + 1];
-    for (int64_t j = lo; j < hi; j++) {
-      if (c->dw) c->dw[j] += g[j] * (x[j] - m) * r;
-      if (c->db) c->db[j] += g[j];
-    }
+    if (dw)
+      for (int64_t j = lo; j < hi; j++) dw[j] += g[j] * (x[j] - m) * r;
+    if (db)
+      for (int64_t j = lo; j < hi; j++) db[j] += g[j];
   }
 }
 
@@ -128,13 +150,13 @@ static void norm_bwd(cpu_backend *cb, norm_ctx *c) {
   if (c->dw || c->db) cpu_pool_range(cb->pool, c->d, COL_GRAIN, norm_bwd_cols, c);
 }
 
-void tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
+void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                        const float *dy, float *dx, float *dw, float *db, float *stats) {
   norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .stats = stats, .d = d, .n = n, .eps = eps};
   norm_bwd(cb, &c);
 }
 
-void tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
+void cpu_tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                      const float *dy, float *dx, float *dw, float *stats) {
   norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .stats = stats, .d = d, .n = n, .eps = eps, .rms = 1};
   norm_bwd(cb, &c);
@@ -153,7 +175,7 @@ static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
-void tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx) {
+void cpu_tr_gelu_bwd(cpu_backend *cb, const float *x, const float *dy, int64_t n, float *dx) {
   op_ctx c = {.a = x, .b = dy, .y = dx};
   cpu_pool_range(cb->pool, n, 1 << 13, gelu_bwd_range, &c);
 }
@@ -164,7 +186,7 @@ static void relu_bwd_range(void *arg, int64_t lo, int64_t hi, int ith) {
   for (int64_t i = lo; i < hi; i++) c->y[i] = c->a[i] > 0.0f ? c->b[i] : 0.0f;
 }
 
-void tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx) {
+void cpu_tr_relu_bwd(cpu_backend *cb, const float *y, const float *dy, int64_t n, float *dx) {
   op_ctx c = {.a = y, .b = dy, .y = dx};
   cpu_pool_range(cb->pool, n, 1 << 14, relu_bwd_range, &c);
 }
@@ -199,7 +221,7 @@ static void xent_range(void *arg, int64_t lo, int64_t hi, int ith) {
   }
 }
 
-double tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, const int32_t *targets,
+double cpu_tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, const int32_t *targets,
                const float *weights, float *probs, float *dlogits) {
   xent_ctx c = {.k = &cb->k, .logits = logits, .weights = weights, .targets = targets, .probs = probs,
                 .lse = probs + nv * n, .dlogits = dlogits, .nv = nv};
@@ -212,4 +234,40 @@ double tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, cons
     if (targets[i] >= 0)
       loss += (weights ? weights[i] : 1.0f) / c.wsum * ((double)c.lse[i] - logits[i * nv + targets[i]]);
   return loss;
+}
+
+/* ---- optimizer ------------------------------------------------------------------------------- */
+
+typedef struct upd_ctx {
+  float *w, *g, *m1, *m2;
+  icl_optim_args a;
+} upd_ctx;
+
+/* Elementwise, the constants in locals and the pointers restrict so the loops vectorize (IEEE per element: the
+ * same bits as one element at a time). */
+static void upd_range(void *arg, int64_t lo, int64_t hi, int ith) {
+  (void)ith;
+  const upd_ctx *c = arg;
+  float *restrict w = c->w, *restrict m1 = c->m1, *restrict m2 = c->m2;
+  const float *restrict gr = c->g;
+  const float gs = c->a.gscale, b1 = c->a.b1, b2 = c->a.b2, c1 = c->a.c1, c2 = c->a.c2, eps = c->a.eps;
+  const float lr = c->a.lr, wd = c->a.wd, mom = c->a.mom;
+  if (c->a.adam) {
+    for (int64_t i = lo; i < hi; i++) {
+      float g = gr[i] * gs;
+      m1[i] = b1 * m1[i] + (1.0f - b1) * g;
+      m2[i] = b2 * m2[i] + (1.0f - b2) * g * g;
+      w[i] -= lr * ((m1[i] / c1) / (sqrtf(m2[i] / c2) + eps) + wd * w[i]);
+    }
+  } else {
+    for (int64_t i = lo; i < hi; i++) {
+      m1[i] = mom * m1[i] + gr[i] * gs;
+      w[i] -= lr * (m1[i] + wd * w[i]);
+    }
+  }
+}
+
+void cpu_tr_optim_update(cpu_backend *cb, float *w, float *g, float *m1, float *m2, int64_t n, const icl_optim_args *a) {
+  upd_ctx c = {w, g, m1, m2, *a};
+  cpu_pool_range(cb->pool, n, 1 << 12, upd_range, &c);
 }

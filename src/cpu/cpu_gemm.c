@@ -1,0 +1,139 @@
+/* A strided f32 gemm on the level's gemm_tile kernel, for products whose operands are transposed views (the
+ * trainer's backward: dx = dy . W, dW = dy^T . x, attention's dq, dk, dv). Each operand is read where it lies and
+ * packed straight into the kernel's layouts, so no transposed copy is made first; a transposed A over a short
+ * reduction is not copied at all (gemm_tile_ld reads its columns in place), a transposed B packs by contiguous
+ * copies. Every output element is one kernel sum over the whole reduction in order c = 0..K-1, the same fma
+ * sequence as transposing first and calling the matmul, so results are bit-identical to that and do not depend
+ * on the thread count. */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* Tokens per parallel item of the threaded gemm, rounded down to whole token groups (gemm_nt is 6 on AVX2). */
+#define GEMM_TOK_BLOCK 64
+static int64_t tok_block(const cpu_kernels *k) { return GEMM_TOK_BLOCK / k->gemm_nt * k->gemm_nt; }
+
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* wp[c*32 + r] = A(j0 + r, c) for r < nr, zero for nr <= r < 32. */
+static void pack_a(const cpu_kernels *k, const cpu_mat *a, int64_t j0, int nr, int64_t K, float *wp) {
+  const float *p = a->p + j0 * a->rs;
+  if (a->rs == 1 && nr == CPU_TILE_ROWS) { /* a transposed view: each column's rows are contiguous */
+    for (int64_t c = 0; c < K; c++)
+      for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c * CPU_TILE_ROWS + r] = p[c * a->cs + r];
+  } else if (a->cs == 1 && a->rs == K && nr == CPU_TILE_ROWS) {
+    k->pack_tile(p, K, wp);
+  } else { /* rows read in turn (contiguous when cs = 1), the pad rows zero */
+    if (nr < CPU_TILE_ROWS) memset(wp, 0, (size_t)(K * CPU_TILE_ROWS) * sizeof(float));
+    for (int r = 0; r < nr; r++)
+      for (int64_t c = 0; c < K; c++) wp[c * CPU_TILE_ROWS + r] = p[r * a->rs + c * a->cs];
+  }
+}
+
+/* xp[c*gnt + t] = B(t0 + t, c) for t < nt. */
+static void pack_b(const cpu_kernels *k, const cpu_mat *b, int64_t t0, int nt, int64_t K, float *xp) {
+  int gnt = k->gemm_nt;
+  const float *p = b->p + t0 * b->rs;
+  if (b->cs == 1) k->pack_x(p, b->rs, K, nt, gnt, xp);
+  else if (b->rs == 1 && nt == 8 && gnt == 8)
+    for (int64_t c = 0; c < K; c++)
+      for (int t = 0; t < 8; t++) xp[c * 8 + t] = p[c * b->cs + t];
+  else
+    for (int64_t c = 0; c < K; c++)
+      for (int t = 0; t < nt; t++) xp[c * gnt + t] = p[t * b->rs + c * b->cs];
+}
+
+/* Whether A is read in place by gemm_tile_ld (a transposed view: column c of a tile is contiguous). Only for a
+ * short reduction: each kernel call streams a tile's K columns, which in place are K rows of A apart (dW of the
+ * attn2 model: 8192 rows of 1 KB, re-read from L3 for every token group) but packed are one contiguous block
+ * that stays in L2. */
+#define GEMM_IN_PLACE_MAX_K 512
+static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
+  return g->a.rs == 1 && k->gemm_tile_ld && g->K <= GEMM_IN_PLACE_MAX_K;
+}
+
+/* One kernel call: rows [j0, j0 + nr) of tokens [t, t + nt) from the packed tile wp (NULL: A in place) and the
+ * packed group xp. */
+static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
+                      int64_t t, int nt, float *tmp) {
+  float *y = g->accumulate ? tmp : g->y + t * g->ldy + j0;
+  int64_t ldy = g->accumulate ? CPU_TILE_ROWS : g->ldy;
+  if (wp) k->gemm_tile(wp, g->K, xp, nt, y, ldy, nr);
+  else k->gemm_tile_ld(g->a.p + j0, g->a.cs, g->K, xp, nt, y, ldy, nr);
+  if (!g->accumulate) return;
+  /* y += the finished sum, as a separate add did */
+  for (int u = 0; u < nt; u++)
+    for (int r = 0; r < nr; r++) g->y[(t + u) * g->ldy + j0 + r] += tmp[u * CPU_TILE_ROWS + r];
+}
+
+static int nrows(const cpu_gemm_args *g, int64_t j0) { return g->R - j0 < CPU_TILE_ROWS ? (int)(g->R - j0) : CPU_TILE_ROWS; }
+static int ntoks(const cpu_kernels *k, const cpu_gemm_args *g, int64_t t) {
+  return g->n - t < k->gemm_nt ? (int)(g->n - t) : k->gemm_nt;
+}
+
+int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K) {
+  int64_t gnt = k->gemm_nt;
+  return up16((n + gnt - 1) / gnt * gnt * K) + CPU_TILE_ROWS * K + up16(gnt * CPU_TILE_ROWS);
+}
+
+void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
+  int gnt = k->gemm_nt;
+  int64_t groups = (g->n + gnt - 1) / gnt;
+  float *xp = ws, *wp = ws + up16(groups * gnt * g->K), *tmp = wp + CPU_TILE_ROWS * g->K;
+  for (int64_t i = 0; i < groups; i++) pack_b(k, &g->b, i * gnt, ntoks(k, g, i * gnt), g->K, xp + i * gnt * g->K);
+  int in_place = a_in_place(k, g);
+  for (int64_t j0 = 0; j0 < g->R; j0 += CPU_TILE_ROWS) {
+    if (!in_place) pack_a(k, &g->a, j0, nrows(g, j0), g->K, wp);
+    for (int64_t i = 0; i < groups; i++)
+      gemm_call(k, g, in_place ? NULL : wp, xp + i * gnt * g->K, j0, nrows(g, j0), i * gnt, ntoks(k, g, i * gnt), tmp);
+  }
+}
+
+/* The threaded gemm packs both operands once into the shared scratch (tiles, then token groups), then runs
+ * items of one row tile x GEMM_TOK_BLOCK tokens on the packed copies. */
+typedef struct gemm_ctx {
+  cpu_backend *cb;
+  const cpu_gemm_args *g;
+  float *wp, *xp;
+  int64_t n_tiles, n_groups, n_blocks;
+} gemm_ctx;
+
+static void gemm_pack_item(void *arg, int64_t it, int ith) {
+  (void)ith;
+  const gemm_ctx *c = arg;
+  const cpu_kernels *k = &c->cb->k;
+  int64_t K = c->g->K;
+  if (it < c->n_tiles && !c->wp) return;
+  if (it < c->n_tiles) pack_a(k, &c->g->a, it * CPU_TILE_ROWS, nrows(c->g, it * CPU_TILE_ROWS), K,
+                              c->wp + it * CPU_TILE_ROWS * K);
+  else {
+    int64_t t = (it - c->n_tiles) * k->gemm_nt;
+    pack_b(k, &c->g->b, t, ntoks(k, c->g, t), K, c->xp + t * K);
+  }
+}
+
+static void gemm_run_item(void *arg, int64_t it, int ith) {
+  const gemm_ctx *c = arg;
+  const cpu_kernels *k = &c->cb->k;
+  int64_t K = c->g->K, j0 = it % c->n_tiles * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / c->n_tiles * tb;
+  int64_t t1 = t0 + tb < c->g->n ? t0 + tb : c->g->n;
+  float *tmp = c->cb->scratch[ith].p;
+  for (int64_t t = t0; t < t1; t += k->gemm_nt)
+    gemm_call(k, c->g, c->wp ? c->wp + j0 * K : NULL, c->xp + t * K, j0, nrows(c->g, j0), t, ntoks(k, c->g, t), tmp);
+}
+
+int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err) {
+  int gnt = cb->k.gemm_nt;
+  gemm_ctx c = {cb, g, NULL, NULL, (g->R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS, (g->n + gnt - 1) / gnt,
+                (g->n + tok_block(&cb->k) - 1) / tok_block(&cb->k)};
+  int64_t wfl = a_in_place(&cb->k, g) ? 0 : up16(c.n_tiles * CPU_TILE_ROWS * g->K), xfl = up16(c.n_groups * gnt * g->K);
+  float *sp = cpu_scratch_get(&cb->shared, (size_t)(wfl + xfl) * sizeof(float));
+  int ok = sp != NULL;
+  for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;
+  if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for a [%lld x %lld x %lld] product",
+                                (long long)g->R, (long long)g->n, (long long)g->K);
+  c.wp = wfl ? sp : NULL, c.xp = sp + wfl;
+  cpu_pool_for(cb->pool, c.n_tiles + c.n_groups, gemm_pack_item, &c);
+  cpu_pool_for(cb->pool, c.n_tiles * c.n_blocks, gemm_run_item, &c);
+  return ICL_OK;
+}

@@ -1,0 +1,110 @@
+/* The CPU backend's strided gemm (src/cpu/cpu_gemm.c), which the trainer's backward runs on: for every operand
+ * layout (row-major, transposed view, general strides), ragged sizes (partial row tiles and token groups),
+ * writing and accumulating, threaded and serial, on every SIMD level and with 1 and 2 threads, its output is
+ * bit-identical to making the operands contiguous and running the backend's matmul, then a separate add: the
+ * path it replaced. Also against a float64 sum (a loose bound), so both cannot be wrong together. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "ops.h"
+#include "testutil.h"
+
+static icl_backend *be;
+
+/* The old path: y (+)= A . B^T with A [R][K] and B [n][K] copied contiguous, on icl_op_matmul. */
+static void want_matmul(const cpu_gemm_args *g, const float *y0, float *want) {
+  float *A = malloc((size_t)(g->R * g->K) * sizeof(float)), *B = malloc((size_t)(g->n * g->K) * sizeof(float));
+  float *out = malloc((size_t)(g->n * g->R) * sizeof(float));
+  for (int64_t j = 0; j < g->R; j++)
+    for (int64_t c = 0; c < g->K; c++) A[j * g->K + c] = g->a.p[j * g->a.rs + c * g->a.cs];
+  for (int64_t t = 0; t < g->n; t++)
+    for (int64_t c = 0; c < g->K; c++) B[t * g->K + c] = g->b.p[t * g->b.rs + c * g->b.cs];
+  struct icl_buf ba = {.data = A, .size = (size_t)(g->R * g->K) * 4}, bb = {.data = B, .size = (size_t)(g->n * g->K) * 4};
+  struct icl_buf by = {.data = out, .size = (size_t)(g->n * g->R) * 4};
+  icl_dt va = {.buf = &ba, .type = ICL_TYPE_F32, .ne = {g->K, g->R, 1, 1}};
+  icl_dt vb = {.buf = &bb, .type = ICL_TYPE_F32, .ne = {g->K, g->n, 1, 1}};
+  icl_dt vy = {.buf = &by, .type = ICL_TYPE_F32, .ne = {g->R, g->n, 1, 1}};
+  icl_error err;
+  CHECKF(cpu_matmul(be, &va, &vb, &vy, &err) == ICL_OK, "matmul: %s", err.msg);
+  for (int64_t t = 0; t < g->n; t++)
+    for (int64_t j = 0; j < g->R; j++) {
+      float *w = want + t * g->ldy + j;
+      *w = g->accumulate ? y0[t * g->ldy + j] + out[t * g->R + j] : out[t * g->R + j];
+    }
+  free(A), free(B), free(out);
+}
+
+/* Max |got - sum in double| over the outputs, relative to the largest sum. */
+static double err_f64(const cpu_gemm_args *g, const float *y0, const float *got) {
+  double worst = 0.0, big = 1e-30;
+  for (int64_t t = 0; t < g->n; t++)
+    for (int64_t j = 0; j < g->R; j++) {
+      double s = g->accumulate ? y0[t * g->ldy + j] : 0.0;
+      for (int64_t c = 0; c < g->K; c++) s += (double)g->a.p[j * g->a.rs + c * g->a.cs] * g->b.p[t * g->b.rs + c * g->b.cs];
+      worst = fmax(worst, fabs(got[t * g->ldy + j] - s)), big = fmax(big, fabs(s));
+    }
+  return worst / big;
+}
+
+/* Operand [rows][K] stored as layout 0 row-major (rs = K + pad), 1 transposed (rs = 1, cs = rows + pad). */
+static cpu_mat operand(float *store, int layout, int64_t rows, int64_t K) {
+  return layout == 0 ? (cpu_mat){store, K + 3, 1} : (cpu_mat){store, 1, rows + 5};
+}
+
+static void check(int64_t R, int64_t n, int64_t K, int la, int lb, int acc, const char *level) {
+  int64_t ldy = R + 2, sa = (R + 5) * (K + 3), sb = (n + 5) * (K + 3);
+  float *A = malloc((size_t)sa * 4), *B = malloc((size_t)sb * 4), *y0 = malloc((size_t)(n * ldy) * 4);
+  float *want = malloc((size_t)(n * ldy) * 4), *got = malloc((size_t)(n * ldy) * 4);
+  t_rand_fill(A, sa, 3, -1.0f, 1.0f), t_rand_fill(B, sb, 5, -1.0f, 1.0f), t_rand_fill(y0, n * ldy, 9, -1.0f, 1.0f);
+  cpu_gemm_args g = {.a = operand(A, la, R, K), .b = operand(B, lb, n, K), .R = R, .n = n, .K = K, .ldy = ldy,
+                     .accumulate = acc};
+  memcpy(want, y0, (size_t)(n * ldy) * 4);
+  want_matmul(&g, y0, want);
+  cpu_backend *cb = cpu_of(be);
+  for (int serial = 0; serial < 2; serial++) {
+    memcpy(got, y0, (size_t)(n * ldy) * 4);
+    g.y = got;
+    icl_error err;
+    if (serial) {
+      float *ws = cpu_scratch_get(&cb->shared, (size_t)cpu_gemm_ws(&cb->k, n, K) * sizeof(float));
+      CHECK(ws != NULL);
+      cpu_gemm_serial(&cb->k, &g, ws);
+    } else {
+      CHECKF(cpu_gemm(cb, &g, &err) == ICL_OK, "gemm: %s", err.msg);
+    }
+    CHECKF(!memcmp(got, want, (size_t)(n * ldy) * 4), "%s %d threads %s R=%lld n=%lld K=%lld layouts %d/%d acc %d: differs "
+           "from transpose + matmul", level, cb->n_threads, serial ? "serial" : "threaded", (long long)R, (long long)n,
+           (long long)K, la, lb, acc);
+    double e = err_f64(&g, y0, got);
+    CHECKF(e < 1e-5, "%s R=%lld n=%lld K=%lld: error %.2e against float64", level, (long long)R, (long long)n,
+           (long long)K, e);
+  }
+  free(A), free(B), free(y0), free(want), free(got);
+}
+
+int main(void) {
+  static const char *levels[] = {"generic", "avx2", "avx512"};
+  static const int64_t shapes[][3] = {{32, 8, 16}, {45, 13, 37}, {128, 70, 9}, {9, 9, 128}, {70, 130, 200}, {1, 1, 1}, {40, 20, 1500}};
+  for (size_t l = 0; l < 3; l++)
+    for (int threads = 1; threads <= 2; threads++) {
+      setenv("ICL_CPU_SIMD", levels[l], 1);
+      icl_error err;
+      CHECKF(icl_cpu_backend_new(threads, &be, &err) == ICL_OK, "cpu backend: %s", err.msg);
+      if (strcmp(cpu_of(be)->k.name, levels[l])) {
+        printf("cpu level %s: this CPU lacks it, not tested here\n", levels[l]);
+        be->ops->destroy(be);
+        continue;
+      }
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int la = 0; la < 2; la++)
+          for (int lb = 0; lb < 2; lb++)
+            for (int acc = 0; acc < 2; acc++) check(shapes[s][0], shapes[s][1], shapes[s][2], la, lb, acc, levels[l]);
+      printf("%s, %d thread(s): strided gemm bit-identical to transpose + matmul (+ add) on every layout\n", levels[l],
+             threads);
+      be->ops->destroy(be);
+    }
+  unsetenv("ICL_CPU_SIMD");
+  return t_done();
+}
