@@ -71,6 +71,15 @@ if(TEST model.test_fixtures)
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 endif()
 
+# The tiny-model forward on Vulkan's GPU-shaped kernels (query-block attention among them) whatever the device:
+# lavapipe picks the CPU-shaped family by default.
+if(TEST model.test_forward_tiny AND ICL_VULKAN)
+  add_test(NAME model.test_forward_tiny_gpu_shape COMMAND test_forward_tiny vulkan)
+  set_tests_properties(model.test_forward_tiny_gpu_shape PROPERTIES LABELS model SKIP_RETURN_CODE 77
+    ENVIRONMENT "ICL_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR};ICL_TEST=1;ICL_VALIDATION=1;ICL_VK_SHAPE=gpu"
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+endif()
+
 # Real-model tests are heavy (minutes at -O0): the sanitizer run skips them with -LE heavy; the release run
 # covers them, and the tiny-model tests exercise the same code under the sanitizers.
 foreach(t model.test_fixtures model.test_fixtures_fast cli.test_perplexity cli.test_experiments model.test_testmodel_like cli.test_icl_circuit lua.test_logits_select)

@@ -190,6 +190,15 @@ for m in smollm2 gemma3; do
   [ -f "$work/$m.gguf" ] && ICL_VK_FUSION=0 run_step "bench_${m}_vk-nofuse" 240 0 "$ICL" bench model \
     -m "$work/$m.gguf" --backend vulkan --tokens $TOK --decode $DEC --reps $REPS
 done
+# and with the attention before issue 38 (ICL_VK_ATTN=legacy: one workgroup per query, no query blocks), row
+# "vk-oldattn": prefill, the all-logits forward and the pattern capture, old and new side by side
+for m in smollm2 gemma3; do
+  [ -f "$work/$m.gguf" ] || continue
+  ICL_VK_ATTN=legacy run_step "bench_${m}_vk-oldattn" 240 0 "$ICL" bench model \
+    -m "$work/$m.gguf" --backend vulkan --tokens $TOK --decode $DEC --reps $REPS
+  ICL_VK_ATTN=legacy run_step "pattern_${m}_vk-oldattn" 180 0 "$ICL" bench hooks -m "$work/$m.gguf" --backend vulkan \
+    --tokens $TOK --reps 1
+done
 
 # ---- 5b. the peer: llama.cpp's Vulkan backend (llama-bench) on the same files and the same device ----
 # ggml-vulkan leaves CPU devices (lavapipe) out unless GGML_VK_VISIBLE_DEVICES names them, so it is given the
@@ -271,7 +280,7 @@ peer_rows() { # model: one row per llama-bench test (ppN, tgN), icl's rate for t
   echo "== icl device check: ${device:-no Vulkan device} | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $([ $quick = 1 ] && echo quick || echo full)"
   echo "   prefill/decode/forward columns in tokens/s (best of $REPS); N = $TOK tokens; decode = $DEC steps after 8 tokens"
   printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
-  for m in smollm2 gemma3; do for be in vulkan vk-nofuse cpu; do bench_row $m $be; done; done
+  for m in smollm2 gemma3; do for be in vulkan vk-nofuse vk-oldattn cpu; do bench_row $m $be; done; done
   if ls "$work"/peer_*_vulkan.log >/dev/null 2>&1; then
     echo
     echo "== llama.cpp Vulkan beside icl Vulkan: the same GGUF files, the same device; tokens/s"

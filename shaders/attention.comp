@@ -12,6 +12,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint CONTIG = 0;
 layout(constant_id = 2) const uint DPT = 8;   // output dims per invocation (hd <= DPT * WG)
 layout(constant_id = 3) const uint MAXHD = 256;
+layout(constant_id = 4) const uint PATTERN_ONLY = 0; // the pattern beside attention_flash.comp's output: o untouched
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -75,7 +76,7 @@ void main() {
     l = l * alpha + wg_sum(e); // wg_sum's barrier also publishes ps
     m = mn;
     int cnt = min(int(wg), hi - j0 + 1);
-    for (uint c = 0u; c < DPT; c++) {
+    for (uint c = 0u; c < DPT && PATTERN_ONLY == 0u; c++) {
       uint d = dim_of(c);
       if (d >= p.hd) break;
       float a = acc[c] * alpha;
@@ -87,7 +88,7 @@ void main() {
   }
   bool live = l > 0.0 || isnan(l);
   float inv = live ? 1.0 / l : 0.0;
-  for (uint c = 0u; c < DPT; c++) {
+  for (uint c = 0u; c < DPT && PATTERN_ONLY == 0u; c++) {
     uint d = dim_of(c);
     if (d < p.hd) o[p.o_off + (i * p.nh + h) * p.hd + d] = acc[c] * inv;
   }

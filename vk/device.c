@@ -75,6 +75,8 @@ static void choose_launch_shape(vk_ctx *c) {
   const char *shape = getenv("ICL_VK_SHAPE");
   c->cpu_shape = shape && *shape ? strcmp(shape, "cpu") == 0 : strcmp(c->info.type, "cpu") == 0;
   c->wg = c->cpu_shape ? 32 : 64;
+  const char *attn = getenv("ICL_VK_ATTN");
+  c->attn_flash = !(attn && strcmp(attn, "legacy") == 0);
 }
 
 int vk_device_create(vk_ctx *c, int dev, icl_error *err) {

@@ -106,6 +106,48 @@ static int attn_cpu(vk_ctx *c, const vk_binding *b, const attn_pc *gpu_pc, int64
   return vk_dispatch(c, &k, b, 6, &pc, sizeof pc, (uint32_t)nq, (uint32_t)(nh / g), 1, err);
 }
 
+/* GPU-shaped devices, many queries: attention_flash.comp, BQ queries per workgroup sharing each K/V tile. Tiles
+ * shrink (keys first) until they fit the device's shared memory; 0 when none fits. A captured pattern comes from a
+ * second pass of attention.comp that writes only the pattern, so capturing never changes the output. */
+enum { FLASH_WG = 128 };
+
+static int flash_tiles(const vk_ctx *c, uint32_t maxhd, uint32_t *bq, uint32_t *bk) {
+  uint32_t q = 16, k = 32;
+  while (q > 2 && q * maxhd / FLASH_WG > 32) q /= 2; /* at most 32 accumulators per invocation */
+  for (;;) {
+    uint64_t bytes = 4ull * ((uint64_t)q * maxhd + (uint64_t)k * (maxhd + 1) + (uint64_t)q * k + 3ull * q);
+    if (bytes <= c->info.max_shared) break;
+    if (k > 8) k /= 2;
+    else if (q > 2) q /= 2;
+    else return 0;
+  }
+  if ((q * maxhd) % FLASH_WG) return 0;
+  *bq = q, *bk = k;
+  return 1;
+}
+
+static int attn_gpu(vk_ctx *c, const vk_binding *b, const attn_pc *pc, int64_t nq, int64_t nh, int pattern_only,
+                    icl_error *err) {
+  uint32_t wg = c->wg, dpt = (pc->hd + wg - 1) / wg, maxhd = (pc->hd + 63) / 64 * 64;
+  vk_kernel kern = {.shader = "attention", .n_bindings = 6, .push_size = sizeof *pc, .n_spec = 5,
+                    .spec = {wg, vk_cpu_shape(c) ? 1u : 0u, dpt, maxhd, (uint32_t)pattern_only}};
+  return vk_dispatch(c, &kern, b, 6, pc, sizeof *pc, (uint32_t)nq, (uint32_t)nh, 1, err);
+}
+
+static int attn_flash(vk_ctx *c, const vk_binding *b, const attn_pc *pc, int64_t nq, int64_t nh, int *done,
+                      icl_error *err) {
+  uint32_t maxhd = (pc->hd + 63) / 64 * 64, bq, bk;
+  *done = 0;
+  if (!c->attn_flash || vk_cpu_shape(c) || nq < 2 || c->info.max_wg_invocations < FLASH_WG ||
+      !flash_tiles(c, maxhd, &bq, &bk))
+    return ICL_OK;
+  vk_kernel k = {.shader = "attention_flash", .n_bindings = 5, .push_size = sizeof *pc, .n_spec = 5,
+                 .spec = {FLASH_WG, bq, bk, maxhd, bq * maxhd / FLASH_WG}};
+  *done = 1;
+  int rc = vk_dispatch(c, &k, b, 5, pc, sizeof *pc, (uint32_t)((nq + bq - 1) / bq), (uint32_t)nh, 1, err);
+  return rc || !pc->has_pattern ? rc : attn_gpu(c, b, pc, nq, nh, 1, err);
+}
+
 int vk_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                     const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err) {
   vk_ctx *c = vk_of(be);
@@ -118,8 +160,8 @@ int vk_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl
   if (!rc) rc = attn_bind(c, q, k, v, mask, out, pattern, b, &pc, err);
   if (rc || nq == 0) return rc;
   if (attn_cpu_fits(c, &pc)) return attn_cpu(c, b, &pc, nq, nh, err);
-  uint32_t wg = c->wg, dpt = (uint32_t)((hd + wg - 1) / wg), maxhd = (uint32_t)((hd + 63) / 64 * 64);
-  vk_kernel kern = {.shader = "attention", .n_bindings = 6, .push_size = sizeof pc, .n_spec = 4,
-                    .spec = {wg, vk_cpu_shape(c) ? 1u : 0u, dpt, maxhd}};
-  return vk_dispatch(c, &kern, b, 6, &pc, sizeof pc, (uint32_t)nq, (uint32_t)nh, 1, err);
+  int done;
+  rc = attn_flash(c, b, &pc, nq, nh, &done, err);
+  if (rc || done) return rc;
+  return attn_gpu(c, b, &pc, nq, nh, 0, err);
 }

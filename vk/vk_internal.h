@@ -137,6 +137,7 @@ typedef struct vk_ctx {
   /* launch shapes for this device type */
   int cpu_shape;                /* CPU-device kernel shapes (see vk_cpu_shape in ops.h) */
   uint32_t wg;                  /* default workgroup size */
+  int attn_flash;               /* prefill attention by query blocks (attention_flash.comp); ICL_VK_ATTN=legacy: off */
   const char *cur_op;           /* op name for profiling */
 } vk_ctx;
 

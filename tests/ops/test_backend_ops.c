@@ -135,7 +135,15 @@ static const ot_shape ATTENTION[] = {
     {"model", {64, 1, 1, 512, 0, 0}, 0, AT_SCALE4 | AT_PATTERN},
     {"model", {64, 1, 1, 512, 0, 0}, 0, AT_SCALE4 | AT_PATTERN | U},
     {"big", {64, 1, 1, 1400, 0, 512}, 0, AT_SCALE4 | AT_PATTERN},
-    {"big", {256, 4, 1, 1, 1399, 0}, 0, AT_SCALE4 | AT_PATTERN}};
+    {"big", {256, 4, 1, 1, 1399, 0}, 0, AT_SCALE4 | AT_PATTERN},
+    /* Vulkan's query-block (flash) kernel: several queries, no pattern, on GPU-shaped devices; partial blocks,
+     * GQA, windows shorter and longer than a key tile, softcap, masks, a fully masked row, head sizes that are not
+     * a multiple of 64, n_past > 0 */
+    {"odd", {64, 9, 3, 33, 0, 0}},                           {"odd", {64, 9, 3, 17, 20, 0}, 0, AT_MASK | U},
+    {"odd", {256, 4, 1, 40, 0, 16}, 0, AT_MASK},             {"odd", {256, 4, 1, 37, 600, 512}, 0, AT_SCALE4},
+    {"odd", {64, 4, 2, 19, 3, 4}, 30, AT_SCALE4},            {"odd", {64, 4, 2, 7, 3, 0}, 0, AT_SCALE4 | AT_MASKED_ROW},
+    {"odd", {40, 2, 1, 21, 2, 0}, 5, AT_SCALE4 | U},         {"odd", {96, 2, 1, 9, 20, 0}, 30, AT_MASK},
+    {"odd", {128, 4, 2, 18, 40, 0}, 0, AT_MASK},             {"big", {256, 4, 1, 1400, 0, 512}, 0, AT_SCALE4}};
 #undef U
 
 /* {d, rows, b_rows}; flag 1 = in place */
