@@ -72,11 +72,9 @@ static void choose_launch_shape(vk_ctx *c) {
   c->force_staging = s && !strcmp(s, "1");
   /* CPU devices run a workgroup as a loop over SIMD-wide subgroups: small groups, each
    * invocation working on a contiguous block; GPUs want wide groups. */
-  const char *shape = getenv("ICL_VK_SHAPE");
-  c->cpu_shape = shape && *shape ? strcmp(shape, "cpu") == 0 : strcmp(c->info.type, "cpu") == 0;
+  c->cpu_shape = vk_shape_cpu_for(&c->info);
   c->wg = c->cpu_shape ? 32 : 64;
-  const char *attn = getenv("ICL_VK_ATTN");
-  c->attn_flash = !(attn && strcmp(attn, "legacy") == 0);
+  c->attn_flash = vk_attn_flash_env();
 }
 
 int vk_device_create(vk_ctx *c, int dev, icl_error *err) {

@@ -109,23 +109,6 @@ static int attn_cpu(vk_ctx *c, const vk_binding *b, const attn_pc *gpu_pc, int64
 /* GPU-shaped devices, many queries: attention_flash.comp, BQ queries per workgroup sharing each K/V tile. Tiles
  * shrink (keys first) until they fit the device's shared memory; 0 when none fits. A captured pattern comes from a
  * second pass of attention.comp that writes only the pattern, so capturing never changes the output. */
-enum { FLASH_WG = 128 };
-
-static int flash_tiles(const vk_ctx *c, uint32_t maxhd, uint32_t *bq, uint32_t *bk) {
-  uint32_t q = 16, k = 32;
-  while (q > 2 && q * maxhd / FLASH_WG > 32) q /= 2; /* at most 32 accumulators per invocation */
-  for (;;) {
-    uint64_t bytes = 4ull * ((uint64_t)q * maxhd + (uint64_t)k * (maxhd + 1) + (uint64_t)q * k + 3ull * q);
-    if (bytes <= c->info.max_shared) break;
-    if (k > 8) k /= 2;
-    else if (q > 2) q /= 2;
-    else return 0;
-  }
-  if ((q * maxhd) % FLASH_WG) return 0;
-  *bq = q, *bk = k;
-  return 1;
-}
-
 static int attn_gpu(vk_ctx *c, const vk_binding *b, const attn_pc *pc, int64_t nq, int64_t nh, int pattern_only,
                     icl_error *err) {
   uint32_t wg = c->wg, dpt = (pc->hd + wg - 1) / wg, maxhd = (pc->hd + 63) / 64 * 64;
@@ -138,11 +121,9 @@ static int attn_flash(vk_ctx *c, const vk_binding *b, const attn_pc *pc, int64_t
                       icl_error *err) {
   uint32_t maxhd = (pc->hd + 63) / 64 * 64, bq, bk;
   *done = 0;
-  if (!c->attn_flash || vk_cpu_shape(c) || nq < 2 || c->info.max_wg_invocations < FLASH_WG ||
-      !flash_tiles(c, maxhd, &bq, &bk))
-    return ICL_OK;
+  if (!c->attn_flash || vk_cpu_shape(c) || nq < 2 || !vk_flash_tiles(&c->info, maxhd, &bq, &bk)) return ICL_OK;
   vk_kernel k = {.shader = "attention_flash", .n_bindings = 5, .push_size = sizeof *pc, .n_spec = 5,
-                 .spec = {FLASH_WG, bq, bk, maxhd, bq * maxhd / FLASH_WG}};
+                 .spec = {VK_FLASH_WG, bq, bk, maxhd, bq * maxhd / VK_FLASH_WG}};
   *done = 1;
   int rc = vk_dispatch(c, &k, b, 5, pc, sizeof *pc, (uint32_t)((nq + bq - 1) / bq), (uint32_t)nh, 1, err);
   return rc || !pc->has_pattern ? rc : attn_gpu(c, b, pc, nq, nh, 1, err);

@@ -141,6 +141,16 @@ typedef struct vk_ctx {
   const char *cur_op;           /* op name for profiling */
 } vk_ctx;
 
+/* paths.c: which kernels a device gets (also for `icl devices`, before any device is made) */
+/* attention_flash.comp's workgroup size, and its query and key tile for head size maxhd (a multiple of 64) on
+ * device d: 1, or 0 when no tile fits the device's shared memory (attention.comp then runs). */
+enum { VK_FLASH_WG = 128 };
+int vk_flash_tiles(const icl_device_info *d, uint32_t maxhd, uint32_t *bq, uint32_t *bk);
+/* The kernel family the backend picks for device d: 1 CPU-shaped, 0 GPU-shaped (ICL_VK_SHAPE overrides). */
+int vk_shape_cpu_for(const icl_device_info *d);
+/* ICL_VK_ATTN: 0 when set to legacy (query-block attention off). */
+int vk_attn_flash_env(void);
+
 /* device.c */
 int vk_device_create(vk_ctx *c, int dev, icl_error *err);
 void vk_device_destroy(vk_ctx *c);

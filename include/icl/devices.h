@@ -2,6 +2,7 @@
 #ifndef ICL_DEVICES_H
 #define ICL_DEVICES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "icl/icl.h"
@@ -45,6 +46,10 @@ typedef struct icl_device_info {
  * or ICL_DEVICE matches nothing) it still succeeds, with *chosen = -1 and the reason in err.
  * Fails with ICL_EDEVICE when there is no Vulkan driver or no device. */
 int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_error *err);
+
+/* Writes into buf (cap bytes) which kernel paths the backend gives device d, one "name: path" line each
+ * (kernel family, matmul, attention), honouring ICL_VK_SHAPE and ICL_VK_ATTN as the backend does. */
+void icl_vk_kernel_paths(const icl_device_info *d, char *buf, size_t cap);
 
 /* Number of validation-layer warnings and errors seen in this process (ICL_VALIDATION=1). */
 int icl_vk_validation_messages(void);

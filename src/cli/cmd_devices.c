@@ -34,7 +34,14 @@ static void print_device(const icl_device_info *d, int chosen) {
     printf("    heap %d %27s %.0f MiB%s%s\n", h, "", (double)d->heaps[h].size / 1048576.0,
            d->heaps[h].device_local ? ", device-local" : "", d->heaps[h].host_visible ? ", host-visible" : "");
   printf("    %-34s %s\n", "UMA (mapped, no staging copies)", yes(d->uma));
-  if (!d->usable) printf("    not usable by icl: needs Vulkan 1.2, compute subgroup arithmetic, 16-bit storage\n");
+  if (!d->usable) {
+    printf("    not usable by icl: needs Vulkan 1.2, compute subgroup arithmetic, 16-bit storage\n");
+    return;
+  }
+  char paths[1024];
+  icl_vk_kernel_paths(d, paths, sizeof paths);
+  printf("    kernels:\n");
+  for (char *line = strtok(paths, "\n"); line; line = strtok(NULL, "\n")) printf("      %s\n", line);
 }
 
 /* The backend line. Only Vulkan exists so far; the CPU backend will be weighed here (it is the

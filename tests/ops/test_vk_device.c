@@ -31,6 +31,40 @@ static void test_listing(void) {
   unsetenv("ICL_DEVICE");
 }
 
+/* Which kernels a device gets (icl devices prints it): the family by device type, the query-block attention's tiles
+ * shrinking to the device's shared memory (4 bytes x (BQ hd + BK (hd + 1) + BQ BK + 3 BQ)), and ICL_VK_ATTN. */
+static void test_kernel_paths(void) {
+  icl_device_info d = {.type = "discrete", .max_shared = 49152, .max_wg_invocations = 1024};
+  char buf[1024];
+  uint32_t bq = 0, bk = 0;
+  unsetenv("ICL_VK_SHAPE");
+  unsetenv("ICL_VK_ATTN");
+  CHECK(vk_flash_tiles(&d, 256, &bq, &bk) && bq == 16 && bk == 16); /* 32 keys: 51,520 bytes > 48 KiB */
+  CHECK(vk_flash_tiles(&d, 64, &bq, &bk) && bq == 16 && bk == 32);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "GPU-shaped") && strstr(buf, "hd 256: 16 x 16") && strstr(buf, "hd 64: 16 x 32"), "%s", buf);
+  d.max_shared = 16384; /* Vulkan's minimum: hd 256 fits 4 queries x 8 keys (12,496 bytes) */
+  CHECK(vk_flash_tiles(&d, 256, &bq, &bk) && bq == 4 && bk == 8);
+  d.max_shared = 8192;
+  CHECK(!vk_flash_tiles(&d, 256, &bq, &bk));
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "hd 256: per query"), "%s", buf);
+  d.max_shared = 49152, d.max_wg_invocations = 64;
+  CHECK(!vk_flash_tiles(&d, 64, &bq, &bk));
+  d.max_wg_invocations = 1024;
+  setenv("ICL_VK_ATTN", "legacy", 1);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "ICL_VK_ATTN=legacy") && !strstr(buf, "attention_flash"), "%s", buf);
+  unsetenv("ICL_VK_ATTN");
+  d.type = "cpu";
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "CPU-shaped") && strstr(buf, "attention_cpu.comp"), "%s", buf);
+  setenv("ICL_VK_SHAPE", "gpu", 1);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "GPU-shaped") && strstr(buf, "attention_flash"), "%s", buf);
+  unsetenv("ICL_VK_SHAPE");
+}
+
 /* In a child: a buffer of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912). */
 static void test_validation_counts(void) {
   const char *v = getenv("ICL_VALIDATION");
@@ -153,6 +187,7 @@ static void test_profile(void) {
 int main(void) {
   test_validation_counts(); /* first: forks before this process touches Vulkan */
   test_listing();
+  test_kernel_paths();
   icl_backend *be = vt_backend();
   test_roundtrip(be, 1, 0);
   test_roundtrip(be, 4099, 6);

@@ -1,6 +1,7 @@
 /* The Vulkan entry points of a build configured with -DICL_VULKAN=OFF: each reports that Vulkan support was not
  * built, so `--backend vulkan`, `icl devices` and icl.devices() fail with that message and "auto" picks the CPU. */
 #include <stddef.h>
+#include <stdio.h>
 
 #include "vk.h"
 
@@ -17,6 +18,11 @@ int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_
   *n = 0;
   *chosen = -1;
   return icl_error_set(err, ICL_EUNSUPPORTED, NOT_BUILT);
+}
+
+void icl_vk_kernel_paths(const icl_device_info *d, char *buf, size_t cap) {
+  (void)d;
+  if (cap) snprintf(buf, cap, "%s\n", NOT_BUILT);
 }
 
 int icl_vk_validation_messages(void) { return 0; }
