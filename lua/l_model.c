@@ -294,6 +294,18 @@ static int m_token_text(lua_State *L) {
   return 1;
 }
 
+/* m:weight(name): a weight by its GGUF name as an f32 tensor (icl_model_weight) */
+static int m_weight(lua_State *L) {
+  int *busy;
+  icl_model *m = box_model(L, 1, &busy);
+  const char *name = luaL_checkstring(L, 2);
+  if (*busy) return luaL_error(L, "m:weight: cannot read a weight while the model runs (called from a hook?)");
+  icl_error err = {0};
+  icl_lua_tbox *box = icl_lua_new_tbox(L);
+  int rc = icl_model_weight(m, name, &box->t, &err);
+  return icl_lua_tensor_done(L, rc, &err);
+}
+
 /* ---- run: options ---------------------------------------------------------------------------------------- */
 
 /* What m:run builds from its options. Arrays are userdata and strings are Lua strings, all kept alive in the
@@ -1009,7 +1021,8 @@ static int l_devices(lua_State *L) {
 /* ---- registration ---------------------------------------------------------------------------------------- */
 
 static const luaL_Reg METHODS[] = {{"tokenize", m_tokenize}, {"detokenize", m_detokenize}, {"token_text", m_token_text},
-                                   {"run", m_run},           {"close", m_close},           {NULL, NULL}};
+                                   {"run", m_run},           {"close", m_close},           {"weight", m_weight},
+                                   {NULL, NULL}};
 
 static const luaL_Reg META[] = {
     {"__index", m_index}, {"__gc", m_close}, {"__close", m_close}, {"__tostring", m_tostring}, {NULL, NULL}};

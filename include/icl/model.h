@@ -84,6 +84,11 @@ typedef struct icl_layer_info {
 /* Fills out for layer 0..n_layer-1; an error names the layer when it is out of range. */
 int icl_model_layer_info(const icl_model *m, int layer, icl_layer_info *out, icl_error *err);
 
+/* A weight by its GGUF name (token_embd.weight, blk.N.attn_q.weight, ...) dequantized to f32 as the forward pass
+ * uses it: *out [rows, columns] as the file stores it ([columns] for a vector); output.weight of a tied model is
+ * the embedding. Errors name the model and the weight. */
+int icl_model_weight(icl_model *m, const char *name, icl_tensor **out, icl_error *err);
+
 /* The sliding window of the model's sliding layers (0 when it has none). */
 int icl_model_window(const icl_model *m);
 

@@ -176,6 +176,28 @@ if m.backend == "cpu" then
   mf:close()
 end
 
+-- weights by GGUF name ---------------------------------------------------------------------------------------
+do
+  local E = m:weight("token_embd.weight")
+  check(shape_is(E, {49152, 576}), "token_embd.weight is [vocab, d_model]")
+  local ids = {1, 504, 3000, 49151}
+  local emb = m:run(ids, {logits = "none", capture = {"hook_embed"}}).hook_embed
+  local worst = 0
+  for i, id in ipairs(ids) do
+    for j = 1, 576 do worst = math.max(worst, math.abs(E:get(id + 1, j) - emb:get(i, j))) end
+  end
+  check(worst == 0, "embedding rows equal hook_embed exactly (max difference " .. worst .. ")")
+  check(m:weight("output.weight"):shape()[1] == 49152, "tied output.weight is the embedding")
+  local Wq = m:weight("blk.3.attn_q.weight")
+  check(shape_is(Wq, {576, 576}) and shape_is(m:weight("blk.3.attn_k.weight"), {192, 576}), "q and k weight shapes")
+  check(shape_is(m:weight("blk.29.ffn_norm.weight"), {576}), "a norm weight is a vector")
+  raises(function() m:weight("blk.30.attn_q.weight") end, "no weight 'blk.30.attn_q.weight'", "layer out of range")
+  raises(function() m:weight("attn_q") end, "no weight 'attn_q'", "unknown name")
+  local function read_in_hook() m:weight("output_norm.weight") end
+  raises(function() m:run(toks, {hook = {points = {"blocks.0.hook_resid_post"}, fn = read_in_hook}}) end,
+         "while the model runs", "weight from a hook")
+end
+
 m:close()
 raises(function() m:run(toks) end, "model is closed", "run after close")
 check(tostring(m) == "icl.model (closed)", "closed model prints as closed")
