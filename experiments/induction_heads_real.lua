@@ -19,7 +19,7 @@ local ex = X{name = "induction_heads_real",
              {"band", 10, "banded ICL score: losses averaged over index +- band (used for the ablations)", int = {0, 1 << 20}},
              {"ks", "1,2,4,8", "numbers of heads ablated"}, {"draws", 3, "random head sets per k", int = {1, 1 << 16}},
              {"eval_seqs", 10, "sequences of n random ids (no BOS) for Olsson's copying evaluator", int = {1, 1 << 16}},
-             {"gram_ids", 1024, "vocabulary ids sampled for the OV eigenvalue summary (E^T W_U over them)", int = {1, 1 << 16}},
+             {"gram_ids", 0, "OV eigenvalue summary: E^T W_U over this many sampled ids (0: the whole vocabulary, from the weights)", int = {0, 1 << 16}},
              {"scores_only", false, "head scores only: stop before the text ICL score and the ablations"}},
   quick = {n_seq = 2, copy_tokens = 6, band = 5, text_seqs = 1, len = 128, late = 120, early = 10, ks = "1,4", draws = 1,
            eval_seqs = 2, gram_ids = 64}}
@@ -59,7 +59,8 @@ log("copying scores done")
 -- 2b. the papers' own copying measures (docs/experiments.md, "Copying: the papers' definitions"): Olsson's copying
 -- evaluator on eval_seqs sequences of n random ids without BOS (as the paper), the same evaluator on the repeated
 -- prefix-matching sequences (a variant: there the induction heads attend to the token they should copy), and the
--- eigenvalue summary of each head's OV circuit over gram_ids sampled ids
+-- eigenvalue summary of each head's OV circuit, exact (E^T W_U over the whole vocabulary, from m:weight) or over
+-- gram_ids sampled ids
 local eseqs = O.random_tokens(m, {n_seq = o.eval_seqs, n = o.n, reps = 1, seed = o.seed + 1, lo_frac = o.lo_frac,
                                   hi_frac = o.hi_frac, bos = false})
 local need = {}
@@ -70,11 +71,11 @@ local un, ucol = O.model_unembed(m, need, {sample = 512, seed = o.seed})
 local evaluator = O.copying_evaluator(m, {seqs = eseqs, unembed = un, col = ucol})
 local evaluator_rep = O.copying_evaluator(m, {seqs = seqs, unembed = un, col = ucol})
 local gram = {}
-do
+if o.gram_ids > 0 then
   local all = O.token_pool(m, {})
   for _, i in ipairs(icl.rng.new(o.seed + 2):sample(#all, math.min(o.gram_ids, #all))) do gram[#gram + 1] = all[i] end
 end
-local K = O.ov_circuits_model(m, {ids = gram})
+local K = O.ov_circuits_model(m, {ids = gram, exact = o.gram_ids == 0})
 local eigen = icl.tensor.zeros(NL, NH)
 for l = 1, NL do for h = 1, NH do eigen:set(O.eigen_copying(K[l][h]), l, h) end end
 log("copying evaluator and OV eigenvalue summary done")

@@ -619,8 +619,31 @@ function O.copying_evaluator(m, opts)
   return ratio * 2 - 1, ratio
 end
 
--- ov_circuits_model(m, {ids =, embed =}): the K_h matrices of ov_circuits for a GGUF model, read through hooks because the
--- Lua API exposes no weight tensor: W_V^h N_1 from a run whose every layer input (hook_resid_pre) is patched with
+-- ov_gram(m, {ids =, embed =, exact =}): G = E^T W_U N_f [d, d], the part of every head's OV circuit that the heads
+-- share: over the ids given (E_S^T (W_U N_f)_S, read through runs), or exact = true over the whole vocabulary from
+-- the weights as the forward decodes them (m:weight: token_embd, output, output_norm). Both up to a positive factor
+-- (hook_embed's scale, RMSNorm's sqrt(d)), which the eigenvalue summary does not see.
+function O.ov_gram(m, opts)
+  local d = m.d_model
+  if opts.exact then
+    local wf = m:weight("output_norm.weight")
+    return m:weight("token_embd.weight"):transpose():matmul(m:weight("output.weight") * wf:reshape(1, d))
+  end
+  local ids, T = opts.ids, icl.tensor
+  local eye = T.zeros(d, d)
+  for i = 1, d do eye:set(1, i, i) end
+  -- E_S [n, d] and w_f; G = E_S^T diag(w_f) E_S... in row form: N_1 E^T W_U N_f = E_S^T (E_S * w_f)
+  local ES = opts.embed or assert(m:run(ids, {logits = "none", capture = {"hook_embed"}})).hook_embed
+  -- f(eye) [d, n]: row i = the logits of the sample for the residual e_i, (W_U N_f e_i)_S (tied: diag(w_f) E_S^T;
+  -- otherwise through a run whose final resid_post is e_i: RMSNorm of e_i is w_f sqrt(d) e_i), so
+  -- G = E_S^T f(eye)^T [d, d] = E^T W_U N_f over the sample (the ln1 part N_1 is in the V rows read above)
+  local f = tied_unembed(m, ids) or patched_unembed(m, ids)
+  return ES:transpose():matmul(f(eye):transpose())
+end
+
+-- ov_circuits_model(m, {ids =, embed =, exact =}): the K_h matrices of ov_circuits for a GGUF model. exact = true:
+-- E^T W_U N_f over the whole vocabulary from the weights themselves (m:weight: token_embd, output, output_norm),
+-- G = E^T (W_U diag(w_f)); ids and embed are then not used. Otherwise read through hooks: W_V^h N_1 from a run whose every layer input (hook_resid_pre) is patched with
 -- the d basis vectors (hook_v: RMSNorm of s e_i is w_1i sqrt(d) e_i), W_O^h from a run whose every hook_z is
 -- patched with the d_head basis vectors (hook_result), and E^T W_U N_f restricted to the ids given (a random
 -- sample of the vocabulary: the Gram matrix over the sample, since the embedding rows of the whole vocabulary
@@ -635,6 +658,7 @@ function O.ov_circuits_model(m, opts)
   local T = icl.tensor
   local eye = T.zeros(d, d)
   for i = 1, d do eye:set(1, i, i) end
+  if opts.exact then ids = {0} end -- the runs below need some token; their values do not depend on it
   local tok = {}
   for i = 1, d do tok[i] = ids[(i - 1) % #ids + 1] end
   local o = {logits = "none", patch = {}, capture = {"blocks.*.attn.hook_v"}}
@@ -649,13 +673,7 @@ function O.ov_circuits_model(m, opts)
   local post = has_post_norm(m)
   if post then oz.capture[2] = "blocks.*.hook_attn_out" end
   local rz = assert(m:run(tz, oz))
-  -- E_S [n, d] and w_f; G = E_S^T diag(w_f) E_S... in row form: N_1 E^T W_U N_f = E_S^T (E_S * w_f)
-  local ES = opts.embed or assert(m:run(ids, {logits = "none", capture = {"hook_embed"}})).hook_embed
-  -- f(eye) [d, n]: row i = the logits of the sample for the residual e_i, (W_U N_f e_i)_S (tied: diag(w_f) E_S^T;
-  -- otherwise through a run whose final resid_post is e_i: RMSNorm of e_i is w_f sqrt(d) e_i), so
-  -- G = E_S^T f(eye)^T [d, d] = E^T W_U N_f over the sample (the ln1 part N_1 is in the V rows read above)
-  local f = tied_unembed(m, ids) or patched_unembed(m, ids)
-  local G = ES:transpose():matmul(f(eye):transpose())
+  local G = O.ov_gram(m, opts)
   local out = {}
   for L = 1, NL do
     local v = rv[("blocks.%d.attn.hook_v"):format(L - 1)] -- [d, kv, dh]
