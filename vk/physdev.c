@@ -1,4 +1,5 @@
 /* Physical devices: capability queries, the choice rule, and the public listing. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,10 +78,36 @@ static void query_properties(VkPhysicalDevice pd, icl_device_info *info) {
   info->max_alloc = m3.maxMemoryAllocationSize;
 }
 
+/* PCI address (when the driver offers VK_EXT_pci_bus_info) and device UUID: what ICL_DEVICE=gpu:N and GPU-<uuid>
+ * match, so a cluster's GPU numbering (PCI order) picks the same card under Vulkan. */
+static void query_ids(VkPhysicalDevice pd, icl_device_info *info) {
+  if (info->api_version < VK_API_VERSION_1_1) return;
+  VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {0};
+  pci.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
+  uint32_t n = 0;
+  int has_pci = 0;
+  if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) == VK_SUCCESS && n > 0) {
+    VkExtensionProperties *ext = calloc(n, sizeof *ext);
+    if (ext && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS)
+      for (uint32_t i = 0; i < n && !has_pci; i++)
+        has_pci = !strcmp(ext[i].extensionName, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+    free(ext);
+  }
+  VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
+  if (has_pci) id.pNext = &pci;
+  vkGetPhysicalDeviceProperties2(pd, &p);
+  memcpy(info->uuid, id.deviceUUID, sizeof info->uuid);
+  if (has_pci)
+    snprintf(info->pci, sizeof info->pci, "%04x:%02x:%02x.%x", pci.pciDomain & 0xffff, pci.pciBus & 0xff,
+             pci.pciDevice & 0x1f, pci.pciFunction & 0x7);
+}
+
 void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info) {
   memset(info, 0, sizeof *info);
   info->index = index;
   query_properties(pd, info);
+  query_ids(pd, info);
   query_features(pd, info);
   query_memory(pd, info);
   info->usable = info->api_version >= VK_API_VERSION_1_2 && info->subgroup_arith && info->storage16 &&
@@ -94,12 +121,51 @@ static int type_rank(const char *type) {
   return 4;
 }
 
-/* ICL_DEVICE=<index> or a case-sensitive substring of the device name. */
+/* "GPU-xxxxxxxx-xxxx-..." (hex digits, dashes ignored, any case) names uuid */
+static int uuid_matches(const char *want, const uint8_t uuid[16]) {
+  int nib = 0;
+  for (const char *p = want + 4; *p; p++) {
+    if (*p == '-') continue;
+    int c = tolower((unsigned char)*p);
+    int v = isdigit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0 || nib >= 32 || v != ((uuid[nib / 2] >> (nib % 2 ? 0 : 4)) & 15)) return 0;
+    nib++;
+  }
+  return nib == 32;
+}
+
+/* gpu:N: the index of the N-th non-CPU device in PCI bus order (devices without a PCI address after those with
+ * one, in enumeration order), or -1 */
+static int nth_gpu(const icl_device_info *infos, int n, long want) {
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(infos[i].type, "cpu")) continue;
+    long before = 0;
+    for (int j = 0; j < n; j++) {
+      if (j == i || !strcmp(infos[j].type, "cpu")) continue;
+      int ip = infos[i].pci[0] != 0, jp = infos[j].pci[0] != 0;
+      int c = ip && jp ? strcmp(infos[j].pci, infos[i].pci) : ip - jp; /* < 0: j comes first */
+      if (c < 0 || (c == 0 && j < i)) before++;
+    }
+    if (before == want) return i;
+  }
+  return -1;
+}
+
+/* ICL_DEVICE=<index>, gpu:<N>, GPU-<uuid>, or a case-sensitive substring of the device name. */
 static int choose_by_env(const icl_device_info *infos, int n, const char *want, int *chosen, icl_error *err) {
   char *end;
-  long idx = strtol(want, &end, 10);
+  long idx = strtol(want, &end, 10), gpu = -2;
+  if (!strncmp(want, "gpu:", 4)) {
+    long k = strtol(want + 4, &end, 10);
+    if (end == want + 4 || *end || k < 0)
+      return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_DEVICE=%s: expected gpu:N with N a GPU number from 0", want);
+    gpu = nth_gpu(infos, n, k);
+  }
+  int by_uuid = !strncmp(want, "GPU-", 4);
   for (int i = 0; i < n; i++)
-    if ((*end == '\0' && idx == i) || (*end != '\0' && strstr(infos[i].name, want))) {
+    if (gpu != -2 ? gpu == i
+        : by_uuid ? uuid_matches(want, infos[i].uuid)
+                  : (*end == '\0' && idx == i) || (*end != '\0' && strstr(infos[i].name, want))) {
       if (!infos[i].usable)
         return icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: ICL_DEVICE=%s selects '%s', which lacks Vulkan 1.2, "
                              "compute subgroup arithmetic or 16-bit storage", want, infos[i].name);

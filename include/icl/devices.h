@@ -38,11 +38,14 @@ typedef struct icl_device_info {
   int n_heaps;
   icl_device_heap heaps[ICL_DEVICE_MAX_HEAPS];
   int uma;                   /* device memory is host memory: map it instead of staging copies */
+  char pci[16];              /* PCI address "dddd:bb:dd.f" (VK_EXT_pci_bus_info), "" when the device has none */
+  uint8_t uuid[16];          /* VkPhysicalDeviceIDProperties.deviceUUID (NVIDIA: the GPU UUID nvidia-smi prints) */
   int usable;                /* meets icl's requirements (Vulkan 1.2, subgroup arithmetic, 16-bit storage) */
 } icl_device_info;
 
 /* Lists the Vulkan devices into out[0..cap) and sets *n to their count and *chosen to the index
- * the Vulkan backend would use (honouring ICL_DEVICE). When none would be chosen (nothing usable,
+ * the Vulkan backend would use (honouring ICL_DEVICE: an index in this list, gpu:N for the N-th GPU in PCI bus
+ * order as nvidia-smi and Slurm number them, GPU-<uuid> as in CUDA_VISIBLE_DEVICES, or a name substring). When none would be chosen (nothing usable,
  * or ICL_DEVICE matches nothing) it still succeeds, with *chosen = -1 and the reason in err.
  * Fails with ICL_EDEVICE when there is no Vulkan driver or no device. */
 int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_error *err);

@@ -20,6 +20,9 @@ static void print_device(const icl_device_info *d, int chosen) {
   printf("    %-34s %u.%u.%u\n", "Vulkan API", d->api_version >> 22, (d->api_version >> 12) & 0x3ff,
          d->api_version & 0xfff);
   printf("    %-34s %s\n", "driver", d->driver);
+  printf("    %-34s %s, uuid GPU-", "PCI address", d->pci[0] ? d->pci : "none");
+  for (int i = 0; i < 16; i++) printf("%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", d->uuid[i]);
+  printf("\n");
   printf("    %-34s %u (compute arithmetic: %s)\n", "subgroup size", d->subgroup_size, yes(d->subgroup_arith));
   printf("    %-34s fp16 %s, int8 %s, 8-bit storage %s, 16-bit storage %s\n", "features", yes(d->fp16),
          yes(d->int8), yes(d->storage8), yes(d->storage16));
@@ -61,7 +64,8 @@ static void print_backend_choice(const icl_device_info *infos, int n, int chosen
   else
     printf("default backend: cpu (%s; --backend vulkan runs on it anyway, slowly)\n",
            chosen >= 0 ? "the only Vulkan device is a CPU implementation" : "no usable Vulkan device");
-  printf("(override with --backend auto|cpu|vulkan, ICL_BACKEND, ICL_DEVICE=<index or name substring>)\n");
+  printf("(override with --backend auto|cpu|vulkan, ICL_BACKEND, ICL_DEVICE=<index, gpu:N in PCI order, GPU-uuid or "
+         "name substring>)\n");
 }
 
 int icl_cmd_devices(int argc, char **argv) {

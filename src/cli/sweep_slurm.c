@@ -19,6 +19,19 @@ static int safe_path(const char *what, const char *p) {
   return 0;
 }
 
+
+/* A GPU node: the first GPU Slurm gave the job, in the numbering the job sees (CUDA_VISIBLE_DEVICES, ROCm's
+ * ROCR_VISIBLE_DEVICES): with ConstrainDevices only the job's own GPUs, numbered from 0, else the node's, both in
+ * PCI order, which ICL_DEVICE=gpu:N follows; a GPU-<uuid> entry is passed as it is. SLURM_JOB_GPUS is not used:
+ * it holds node-wide numbers even where the job sees only its own GPUs. An ICL_DEVICE already set wins. */
+#define GPU_PICK                                                                                                    \
+  "# a GPU node: the first GPU Slurm gave this job (docs/sweeps.md), unless ICL_DEVICE is already set\n"            \
+  "gpu=${CUDA_VISIBLE_DEVICES:-${ROCR_VISIBLE_DEVICES:-}}\n"                                                         \
+  "gpu=${gpu%%,*}\n"                                                                                                 \
+  "if [ -n \"$gpu\" ] && [ -z \"${ICL_DEVICE:-}\" ]; then\n"                                                        \
+  "  case $gpu in GPU-*) export ICL_DEVICE=$gpu ;; *) export ICL_DEVICE=gpu:$gpu ;; esac\n"                         \
+  "fi\n"
+
 static int write_script(const sweep *sw, const char *file, const char *text) {
   char path[4096];
   return sweep_path(sw, path, sizeof path, NULL, file, NULL) ? -1 : sweep_write_file(path, text, strlen(text));
@@ -48,11 +61,7 @@ int sweep_slurm_scripts(const sweep *sw, const sweep_run *run) {
                    "%s"
                    "exec %s sweep task %s $(( ${1:-0} + SLURM_ARRAY_TASK_ID ))\n",
                    sw->experiment, sw->dir, array, sw->cwd, sw->dir, opts,
-                   run->gres[0] ? "# a GPU node: the first GPU Slurm gave this job, unless ICL_DEVICE is already set\n"
-                                  "gpu=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}\n"
-                                  "if [ -n \"$gpu\" ] && [ -z \"${ICL_DEVICE:-}\" ]; then\n"
-                                  "  export ICL_DEVICE=${gpu%%%%,*}\nfi\n"
-                                : "",
+                   run->gres[0] ? GPU_PICK : "",
                    sw->icl, sw->dir);
   if (n < 0 || (size_t)n >= sizeof text || write_script(sw, "sweep.sbatch", text)) return -1;
   char part[200] = "";

@@ -247,6 +247,16 @@ for l in "#SBATCH --partition=gpu" "#SBATCH --cpus-per-task=3" "#SBATCH --gres=g
   check "sweep.sbatch: $l" grep -qxF -- "$l" "$R/sweep.sbatch"
 done
 check "sweep.sbatch: ICL_DEVICE on GPU nodes" grep -q "export ICL_DEVICE=" "$R/sweep.sbatch"
+# the GPU choice, run as Slurm's environment would leave it: the first GPU of the job's numbering as gpu:N, a UUID
+# as it is, ROCm's variable where CUDA's is absent, nothing on a node without GPUs, a user's ICL_DEVICE kept
+sed -n '/^gpu=/,/^fi$/p' "$R/sweep.sbatch" >"$TMP/gpu_pick.sh"
+pick() { env -i PATH="$PATH" "$@" bash -c ". '$TMP/gpu_pick.sh'; echo \"\${ICL_DEVICE:-unset}\""; }
+check "gpu pick: CUDA_VISIBLE_DEVICES=2,3 -> gpu:2" [ "$(pick CUDA_VISIBLE_DEVICES=2,3)" = gpu:2 ]
+check "gpu pick: a UUID passes" [ "$(pick CUDA_VISIBLE_DEVICES=GPU-8a1b2c3d-0000-1111-2222-333344445555)" = \
+  GPU-8a1b2c3d-0000-1111-2222-333344445555 ]
+check "gpu pick: ROCR_VISIBLE_DEVICES=1" [ "$(pick ROCR_VISIBLE_DEVICES=1)" = gpu:1 ]
+check "gpu pick: no GPU variables -> unset" [ "$(pick SLURM_JOB_GPUS=3)" = unset ]
+check "gpu pick: ICL_DEVICE kept" [ "$(pick CUDA_VISIBLE_DEVICES=0 ICL_DEVICE=H100)" = H100 ]
 check "merge.sbatch: runs the merge" grep -qxF "exec $ICL sweep merge $R" "$R/merge.sbatch"
 # the stub's array elements, run by hand as Slurm would: task = offset + SLURM_ARRAY_TASK_ID
 for i in 0 1 2 3; do SLURM_ARRAY_TASK_ID=$i bash "$R/sweep.sbatch" 0 2>/dev/null; done

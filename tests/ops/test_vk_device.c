@@ -65,6 +65,41 @@ static void test_kernel_paths(void) {
   unsetenv("ICL_VK_SHAPE");
 }
 
+/* ICL_DEVICE=gpu:N (the N-th GPU in PCI order, CPU devices skipped, devices without a PCI address last) and
+ * GPU-<uuid>, on a made-up node whose Vulkan order differs from its PCI order. */
+static void test_choice_forms(void) {
+  icl_device_info d[4] = {
+      {.index = 0, .type = "discrete", .pci = "0000:c1:00.0", .usable = 1, .uuid = {0x8a, 0x1b, [15] = 0x55}},
+      {.index = 1, .type = "cpu", .pci = "", .usable = 1},
+      {.index = 2, .type = "discrete", .pci = "0000:41:00.0", .usable = 1, .uuid = {0x01, [15] = 0x02}},
+      {.index = 3, .type = "virtual", .pci = "", .usable = 1}};
+  snprintf(d[0].name, sizeof d[0].name, "GPU A");
+  snprintf(d[1].name, sizeof d[1].name, "llvmpipe");
+  snprintf(d[2].name, sizeof d[2].name, "GPU B");
+  snprintf(d[3].name, sizeof d[3].name, "virtio");
+  static const struct { const char *env; int want; } cases[] = {
+      {"gpu:0", 2}, {"gpu:1", 0}, {"gpu:2", 3}, {"1", 1}, {"B", 2},
+      {"GPU-8a1b0000-0000-0000-0000-000000000055", 0}, {"gpu-8A1B0000-0000-0000-0000-000000000055", -1},
+      {"GPU-01000000000000000000000000000002", 2}};
+  icl_error err;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int chosen = -7;
+    setenv("ICL_DEVICE", cases[i].env, 1);
+    int rc = vk_physdev_choose(d, 4, -1, &chosen, &err);
+    if (cases[i].want >= 0) CHECKF(rc == ICL_OK && chosen == cases[i].want, "ICL_DEVICE=%s chose %d, expected %d",
+                                   cases[i].env, chosen, cases[i].want);
+    else CHECKF(rc == ICL_EINVAL, "ICL_DEVICE=%s: expected no match (name substrings are case-sensitive)", cases[i].env);
+  }
+  static const char *bad[] = {"gpu:3", "gpu:", "gpu:-1", "gpu:1x", "GPU-8a1b", "GPU-zz"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int chosen = -7;
+    setenv("ICL_DEVICE", bad[i], 1);
+    CHECKF(vk_physdev_choose(d, 4, -1, &chosen, &err) == ICL_EINVAL && strstr(err.msg, bad[i]),
+           "ICL_DEVICE=%s: an error naming it (%s)", bad[i], err.msg);
+  }
+  unsetenv("ICL_DEVICE");
+}
+
 /* In a child: a buffer of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912). */
 static void test_validation_counts(void) {
   const char *v = getenv("ICL_VALIDATION");
@@ -188,6 +223,7 @@ int main(void) {
   test_validation_counts(); /* first: forks before this process touches Vulkan */
   test_listing();
   test_kernel_paths();
+  test_choice_forms();
   icl_backend *be = vt_backend();
   test_roundtrip(be, 1, 0);
   test_roundtrip(be, 4099, 6);
