@@ -162,6 +162,8 @@ devidx=$(sed -n 's/^vulkan device: \[\([0-9]*\)\] .*/\1/p' "$work/devices.log" |
 for t in device big fusion fusion_hooks counts; do
   ICL_VALIDATION=1 ICL_TEST=1 run_step "op_$t" 150 1 "$KIT/bin/test_vk_$t"
 done
+# attention with a NaN query row or a fully masked row, with and without a pattern (the query-block kernel's)
+ICL_VALIDATION=1 ICL_TEST=1 run_step op_attn_nan 120 1 "$KIT/bin/test_attn_nan"
 # the op table (tests/ops/test_backend_ops.c) on both Vulkan kernel families, judged against ref; it covers
 # every op and weight type, so --quick leaves out test_vk_matmul (which repeats its matmul rows at more shapes).
 # --quick: the device's own kernel family only, and matmul/get_rows on one type of each block family (a float
