@@ -54,6 +54,10 @@ for k, i in ipairs(seen) do labels[k], fill[k] = g.words[i], i end
 local npc = o.graph == "ring" and math.min(3, #seen) or 2
 local pca = icl.pca(cm, npc)
 local final = metrics.energy_with_null(cm, sub_edges, o.shuffles, icl.rng.new(o.seed))
+-- how well the plotted PCA plane recovers the graph: Spearman's rho of its pairwise distances against hop
+-- distances, beside the same with the class labels shuffled (so "recovers the layout" is a number, not a look)
+local fit = metrics.grid_fit(pca.projections:index_select(2, {npc == 3 and 2 or 1, npc == 3 and 3 or 2}), g, seen,
+                             {shuffles = o.shuffles, seed = o.seed + 1})
 local energy = metrics.energy_curve(acts, walks, g, {ts = TS, window = o.window, shuffles = o.shuffles, seed = o.seed})
 
 -- figures (the ring is drawn on PC2 and PC3, as Park et al. do)
@@ -110,11 +114,16 @@ if final.null_mean then
   lines[#lines + 1] = ("  label-shuffle null (%d shuffles): mean %.4f, %.0f%% of shuffles below the true graph"):format(
     o.shuffles, final.null_mean, 100 * final.null_below)
 end
+lines[#lines + 1] = ("  grid fit of the PCA plane (Spearman rho, layout vs hop distances) %.3f"):format(fit.rho)
+if fit.null_mean then
+  lines[#lines + 1] = ("  label-shuffle null: mean %.3f, sd %.3f, %.0f%% of shuffles at or above it"):format(
+    fit.null_mean, fit.null_sd, 100 * fit.null_above)
+end
 e:report({model_name = name, arch = m.arch, backend = m.backend, graph = o.graph, layer = layer, hook = hook,
           walks = o.walks, length = o.length, window = o.window, shuffles = o.shuffles, words = g.words,
           accuracy_by_range = by_range, accuracy_mean = mean, accuracy_std = std, absent_classes = absent_words,
           pca_explained_ratio = pca.explained_ratio, dirichlet_energy_final = final.energy,
-          dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy,
+          dirichlet_energy_final_raw = final.raw, energy_final_null = final, energy_curve = energy, grid_fit = fit,
           view_heads = view_heads,
           sweep_figures = {{field = "accuracy_mean", title = "Rule-following accuracy (mean ± SE over seeds)",
                             xlabel = "context length (words)", ylabel = "probability mass on valid neighbours"}}},

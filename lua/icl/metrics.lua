@@ -262,6 +262,98 @@ local function energy_with_null(X, edges, shuffles, rng)
 end
 metrics.energy_with_null = energy_with_null
 
+-- Hop distances between every pair of nodes of keep (a list of node numbers of g), by breadth-first search on the
+-- whole graph; pairs in keep order (i < j). math.huge where no path joins two nodes.
+local function hop_pairs(g, keep)
+  local out = {}
+  for a = 1, #keep do
+    local dist, queue, head = {[keep[a]] = 0}, {keep[a]}, 1
+    while head <= #queue do
+      local u = queue[head]
+      head = head + 1
+      for _, v in ipairs(g:neighbors(u)) do
+        if not dist[v] then dist[v] = dist[u] + 1; queue[#queue + 1] = v end
+      end
+    end
+    for b = a + 1, #keep do out[#out + 1] = dist[keep[b]] or math.huge end
+  end
+  return out
+end
+
+-- Ranks of xs (1 = smallest), ties given their average rank.
+local function ranks(xs)
+  local idx = {}
+  for i = 1, #xs do idx[i] = i end
+  table.sort(idx, function(a, b) if xs[a] ~= xs[b] then return xs[a] < xs[b] end return a < b end)
+  local r, i = {}, 1
+  while i <= #idx do
+    local j = i
+    while j < #idx and xs[idx[j + 1]] == xs[idx[i]] do j = j + 1 end
+    for k = i, j do r[idx[k]] = (i + j) / 2 end
+    i = j + 1
+  end
+  return r
+end
+
+-- spearman(xs, ys): Spearman's rank correlation of two equally long lists (Pearson's on average ranks); NaN when
+-- either list is constant.
+function metrics.spearman(xs, ys)
+  xs, ys = to_list(xs), to_list(ys)
+  if #xs ~= #ys or #xs < 2 then
+    error(("metrics.spearman: lists of %d and %d values (need equal, >= 2)"):format(#xs, #ys), 2)
+  end
+  local rx, ry, n = ranks(xs), ranks(ys), #xs
+  local mx, my, sxy, sxx, syy = (n + 1) / 2, (n + 1) / 2, 0, 0, 0
+  for i = 1, n do
+    local a, b = rx[i] - mx, ry[i] - my
+    sxy, sxx, syy = sxy + a * b, sxx + a * a, syy + b * b
+  end
+  return sxy / math.sqrt(sxx * syy)
+end
+
+-- grid_fit(points, g, keep, {shuffles = 200, seed = 1}): how well a layout (points [#keep, dims], row k the node
+-- keep[k], e.g. the PCA projections of class means) recovers the graph: Spearman's rho between the pairs' Euclidean
+-- distances in the layout and their hop distances on g (1 = the layout orders every pair as the graph does), beside
+-- the same rho with the rows' node labels shuffled (the null of a layout that carries no graph information).
+-- Returns {rho, null_mean, null_sd, null_above = the fraction of shuffles with rho >= the true one, shuffles, pairs}.
+function metrics.grid_fit(points, g, keep, opts)
+  opts = opts or {}
+  local shuffles = opts.shuffles or 200
+  rows_of(points, "metrics.grid_fit", "points")
+  local P = points:totable()
+  if #P ~= #keep then error(("metrics.grid_fit: %d points for %d nodes"):format(#P, #keep), 2) end
+  if #keep < 3 then error("metrics.grid_fit: need at least 3 nodes", 2) end
+  local hops = hop_pairs(g, keep)
+  local function layout_dists(perm)
+    local d = {}
+    for a = 1, #P do
+      for b = a + 1, #P do
+        local pa, pb, s = P[perm[a]], P[perm[b]], 0
+        for c = 1, #pa do s = s + (pa[c] - pb[c]) ^ 2 end
+        d[#d + 1] = math.sqrt(s)
+      end
+    end
+    return d
+  end
+  local id = {}
+  for i = 1, #P do id[i] = i end
+  local out = {rho = metrics.spearman(layout_dists(id), hops), shuffles = shuffles, pairs = #hops}
+  if shuffles > 0 then
+    local rng, s, ss, above = icl.rng.new(opts.seed or 1), 0, 0, 0
+    for _ = 1, shuffles do
+      local perm = {}
+      for i = 1, #P do perm[i] = i end
+      local v = metrics.spearman(layout_dists(rng:shuffle(perm)), hops)
+      s, ss = s + v, ss + v * v
+      if v >= out.rho then above = above + 1 end
+    end
+    out.null_mean = s / shuffles
+    out.null_sd = math.sqrt(math.max(0, ss / shuffles - out.null_mean ^ 2))
+    out.null_above = above / shuffles
+  end
+  return out
+end
+
 -- energy_curve(acts, walks, g, {ts = {...}, window = 200, shuffles = 0, seed = 1}): for each context length t
 -- (words), the Dirichlet energy of the class means over the window of words max(1, t - window + 1) .. t pooled over
 -- the walks: {t =, energy = normalized, raw = the mean over edges of |x_i - x_j|^2 (Park et al.'s measure),

@@ -72,6 +72,9 @@ if name == "park_grid" then
   t("words of the graph", #j.words == ({grid = 16, ring = 10, hex = 30})[j.graph])
   local f = j.energy_final_null
   t("final energy beside its shuffle null", f and in01(f.null_below) and num(f.null_mean) and num(f.raw) and f.raw >= 0)
+  local gf = j.grid_fit
+  t("grid fit: rho in [-1, 1] beside its label-shuffle null", gf and num(gf.rho) and math.abs(gf.rho) <= 1
+    and num(gf.null_mean) and in01(gf.null_above) and gf.shuffles == j.shuffles)
   t("energy curve: raw, null and fraction below, or the missing words",
     all(j.energy_curve, function(r) return (num(r.raw) and in01(r.null_below)) or #r.missing > 0 end))
 elseif name == "head_scores" then

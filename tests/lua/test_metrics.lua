@@ -102,4 +102,39 @@ do
   raises(function() M.paired({1, 2}, {1}) end, "different lengths", "paired: lengths must match")
 end
 
+do -- Spearman's rho and the layout-vs-graph fit with its label-shuffle null
+  local function rows(list) -- a tensor [#list, 2] of {x, y} rows
+    local flat = {}
+    for i, r in ipairs(list) do flat[2 * i - 1], flat[2 * i] = r[1], r[2] end
+    return icl.tensor.new({#list, 2}, flat)
+  end
+  check(near(M.spearman({1, 2, 3, 4}, {10, 20, 30, 41}), 1, 1e-12), "spearman: same order -> 1")
+  check(near(M.spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1, 1e-12), "spearman: reversed -> -1")
+  -- ties share the average rank: x ranks {1, 2.5, 2.5, 4}: rho = 4.5 / sqrt(4.5 * 5)
+  check(near(M.spearman({1, 2, 2, 3}, {1, 2, 3, 4}), 4.5 / math.sqrt(22.5), 1e-12), "spearman with ties")
+  local c = M.spearman({1, 1, 1}, {1, 2, 3})
+  check(c ~= c, "spearman of a constant list is NaN")
+  raises(function() M.spearman({1, 2}, {1}) end, "lists of 2 and 1 values", "spearman: lengths must match")
+  -- a path of 8 words laid out on a line at integer positions: distances equal hop counts, rho = 1; shuffled labels
+  -- fall far below
+  local words, edges, pts, keep = {}, {}, {}, {}
+  for i = 1, 8 do
+    words[i], pts[i], keep[i] = "w" .. i, {i - 1, 0}, i
+    if i > 1 then edges[#edges + 1] = {i - 1, i} end
+  end
+  local path = icl.graph.from_edges(words, edges)
+  local f = M.grid_fit(rows(pts), path, keep, {shuffles = 100, seed = 3})
+  check(near(f.rho, 1, 1e-12) and f.pairs == 28 and f.shuffles == 100, "grid_fit: a line fits the path exactly")
+  check(f.null_above == 0 and math.abs(f.null_mean) < 0.3 and f.null_sd > 0,
+        ("grid_fit: null mean %.3f, sd %.3f, above %.2f"):format(f.null_mean, f.null_sd, f.null_above))
+  -- the same points with two labels swapped fit worse; a subset of nodes uses hops on the whole graph
+  local swapped = {table.unpack(pts)}
+  swapped[1], swapped[5] = pts[5], pts[1]
+  check(M.grid_fit(rows(swapped), path, keep, {shuffles = 0}).rho < 0.8, "grid_fit: a wrong label lowers rho")
+  local sub = M.grid_fit(rows({{0, 0}, {5, 0}, {1, 0}}), path, {1, 6, 3}, {shuffles = 0})
+  check(near(sub.rho, 1, 1e-12) and sub.null_mean == nil, "grid_fit: nodes 1, 6, 3 at hops 5, 2, 3 on the whole path")
+  raises(function() M.grid_fit(rows(pts), path, {1, 2}) end, "8 points for 2 nodes", "grid_fit: rows = nodes")
+end
+
+
 tl.done()
