@@ -21,6 +21,9 @@ int vk_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, flo
                          icl_error *err);
 /* ops_rows.c: y += rms_norm(x, w, eps) (Gemma's post-norms with the residual add) */
 int vk_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+/* ops_attn.c: Gemma's per-head q/k RMS norms with RoPE of both in one dispatch */
+int vk_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                        float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
 /* ops_attn.c: RoPE of queries and keys in one dispatch */
 int vk_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                     int mode, icl_error *err);

@@ -104,15 +104,21 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   TRY(add_bias(be, &Q2, &L->bq, err));
   TRY(add_bias(be, &K2, &L->bk, err));
   TRY(add_bias(be, &V2, &L->bv, err));
-  if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
+  int rope = m->feat.pos == ICL_POS_ROPE;
+  int qk_fused = present(&L->q_norm) && rope && !m->feat.smeared_key &&
+                 !(hk && (icl_hook_wants(hk, il, HP_Q) || icl_hook_wants(hk, il, HP_K)));
+  if (qk_fused) { /* nothing looks at q or k before RoPE: the per-head norms and RoPE in one op */
+    TRY(icl_op_rms_rope_pair(be, &Q, &K, &L->q_norm, &L->k_norm, hp->eps, &P, hp->n_rot, L->rope_base,
+                             m->arch->rope_mode, err));
+  } else if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
     icl_dt Qh = view3(&Q, 0, hd, nh * n, 1), Kh = view3(&K, 0, hd, nkv * n, 1);
     TRY(icl_op_rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
     TRY(icl_op_rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
   }
-  HOOK(il, HP_Q, &Q);
-  if (!m->feat.smeared_key) HOOK(il, HP_K, &K);
+  if (!qk_fused) HOOK(il, HP_Q, &Q);
+  if (!qk_fused && !m->feat.smeared_key) HOOK(il, HP_K, &K);
   HOOK(il, HP_V, &V);
-  if (m->feat.pos == ICL_POS_ROPE) {
+  if (rope && !qk_fused) {
     TRY(icl_op_rope_pair(be, &Q, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
   }
   if (m->feat.smeared_key) { /* hook_k is the smeared key (after RoPE when both are on) */

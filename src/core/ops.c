@@ -206,6 +206,22 @@ int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const ic
   return be->ops->rope(be, k, pos, n_rot, base, mode, err);
 }
 
+int icl_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                         float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  TRY(chk_rope("rms_rope_pair", "q", q, pos, n_rot, base, mode, err));
+  TRY(chk_rope("rms_rope_pair", "k", k, pos, n_rot, base, mode, err));
+  TRY(chk_dim("rms_rope_pair", "k", k, "ne[0]", k->ne[0], q->ne[0], "q's head_dim", err));
+  TRY(chk_no_alias("rms_rope_pair", "q", q, "k", k, err));
+  if (!qw || !kw) return icl_error_set(err, ICL_EINVAL, "rms_rope_pair: the norm weights qw and kw are required");
+  TRY(chk_param("rms_rope_pair", "qw", qw, q->ne[0], err));
+  TRY(chk_param("rms_rope_pair", "kw", kw, q->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "rms_rope_pair: eps must be >= 0, got %g", eps);
+  if (be->ops->rms_rope_pair) return be->ops->rms_rope_pair(be, q, k, qw, kw, eps, pos, n_rot, base, mode, err);
+  TRY(be->ops->rms_norm(be, q, qw, eps, q, err));
+  TRY(be->ops->rms_norm(be, k, kw, eps, k, err));
+  return icl_op_rope_pair(be, q, k, pos, n_rot, base, mode, err);
+}
+
 /* Mask or pattern: f32 [n_kv, n_q, n_head]. */
 static int chk_scores(const char *name, const icl_dt *t, int64_t nkv, int64_t nq, int64_t nh, icl_error *err) {
   if (!t) return ICL_OK;

@@ -38,6 +38,10 @@ int icl_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, fl
  * normed. */
 int icl_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y,
                         icl_error *err);
+/* per-head rms_norm of q (weight qw) and k (kw) in place, then rope of both: the backend's rms_rope_pair, or
+ * rms_norm twice then rope_pair (same bits). */
+int icl_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                         float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
 int icl_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                      const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int icl_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);

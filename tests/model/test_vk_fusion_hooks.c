@@ -152,7 +152,7 @@ static int all_zero(const icl_tensor *t) {
   return 1;
 }
 
-/* The folded norms' points, judged without the forward pass's own decisions (every backend runs the same
+/* The folded norms' points (and q, k), judged without the forward pass's own decisions (every backend runs the same
  * forward.c): a captured norm output is computed (not left zero), and zeroing it zeroes the sublayer, so the
  * residual stream is unchanged across it, bit for bit (no bias on that path: llama and gemma3 for ln1, all three
  * for ln2; gemma3's post-norms). */
@@ -165,14 +165,17 @@ static void check_norm_points(icl_model *m, const char *arch) {
       {"blocks.0.ln2_post.hook_normalized", "blocks.0.hook_resid_mid", "blocks.0.hook_resid_post", gemma}};
   icl_capture c[] = {{.pattern = "blocks.*.hook_resid_pre"}, {.pattern = "blocks.*.hook_resid_mid"},
                      {.pattern = "blocks.*.hook_resid_post"}, {.pattern = "blocks.*.ln1.hook_normalized"},
-                     {.pattern = "blocks.*.ln2.hook_normalized"}};
+                     {.pattern = "blocks.*.ln2.hook_normalized"}, {.pattern = "blocks.*.attn.hook_q"},
+                     {.pattern = "blocks.*.attn.hook_k"}};
   for (int64_t n = 1; n <= NTOK; n += NTOK - 1) {
-    icl_run_opts o = {.logits = ICL_LOGITS_LAST, .captures = c, .n_captures = 5};
+    icl_run_opts o = {.logits = ICL_LOGITS_LAST, .captures = c, .n_captures = 7};
     icl_run_result r = {0};
     icl_error e = {0};
     CHECKF(icl_model_run(m, TOKS, n, &o, &r, &e) == 0, "%s: %s", arch, e.msg);
-    const char *norms[] = {"blocks.0.ln1.hook_normalized", "blocks.1.ln2.hook_normalized"};
-    for (int i = 0; i < 2; i++)
+    /* (q and k: gemma3's q/k norms with RoPE) */
+    const char *norms[] = {"blocks.0.ln1.hook_normalized", "blocks.1.ln2.hook_normalized", "blocks.0.attn.hook_q",
+                           "blocks.1.attn.hook_k"};
+    for (int i = 0; i < 4; i++)
       CHECKF(find(&r, norms[i]) && !all_zero(find(&r, norms[i])), "%s, %lld tokens: %s not computed", arch,
              (long long)n, norms[i]);
     icl_run_result_free(&r);

@@ -389,6 +389,42 @@ static void o_rope_pair(const ot_case *c, double *out[]) {
 static const ot_op OP_ROPE_PAIR = {"rope_pair", "hd,heads,tokens,n_rot,pos0,k_heads,base", "neox", g_rope_pair,
                                    r_rope_pair, o_rope_pair, {OT_NMSE, OT_NMSE}, 0};
 
+/* ---- rms_rope_pair: rope_pair's n, f and flag; per-head RMS norms (eps 1e-6) of q (input 0, weight input 3) and k
+ * (input 2, weight input 4) in place, then rope_pair. The oracle rounds each normed element to f32, as the op's
+ * definition stores it (rms_norm, then rope) ---------------------------------------------------------------------- */
+
+static int g_rms_rope_pair(ot_case *c) {
+  g_rope_pair(c);
+  ot_in_f32(c, 3, c->s->n[0], 1, 1, 0.5f, 1.5f);
+  ot_in_f32(c, 4, c->s->n[0], 1, 1, 0.5f, 1.5f);
+  return 1;
+}
+static int r_rms_rope_pair(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                           icl_error *err) {
+  return icl_op_rms_rope_pair(be, out[0], out[1], in[3], in[4], 1e-6f, in[1], (int)c->s->n[3], (float)c->s->f,
+                              c->s->flags & 1, err);
+}
+static void o_rms_rope_into(const ot_case *c, int xi, int wi, int64_t heads, double *out) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], half = n[3] / 2, neox = c->s->flags & 1;
+  double *h = o_rms_rows(ot_f(c, xi), ot_f(c, wi), hd, heads * n[2]);
+  for (int64_t i = 0; i < hd * heads * n[2]; i++) out[i] = h[i];
+  for (int64_t t = 0; t < n[2]; t++)
+    for (int64_t hh = 0; hh < heads; hh++)
+      for (int64_t i = 0; i < half; i++) {
+        double th = (double)ot_i(c, 1)[t] * pow((double)(float)c->s->f, -2.0 * (double)i / (double)n[3]);
+        int64_t a = (t * heads + hh) * hd + (neox ? i : 2 * i), b = a + (neox ? half : 1);
+        out[a] = h[a] * cos(th) - h[b] * sin(th), out[b] = h[a] * sin(th) + h[b] * cos(th);
+      }
+  free(h);
+}
+static void o_rms_rope_pair(const ot_case *c, double *out[]) {
+  o_rms_rope_into(c, 0, 3, c->s->n[1], out[0]);
+  o_rms_rope_into(c, 2, 4, c->s->n[5], out[1]);
+}
+static const ot_op OP_RMS_ROPE_PAIR = {"rms_rope_pair", "hd,heads,tokens,n_rot,pos0,k_heads,base", "neox",
+                                       g_rms_rope_pair, r_rms_rope_pair, o_rms_rope_pair, {OT_NMSE, OT_NMSE}, 0};
+
 /* ---- attention: n = {hd, heads, kv_heads, queries, n_past, window}, f = softcap; flags mask
  * (random additive, every 7th -inf), masked_row (one query row of head 1 all -inf), pattern, scale4 */
 

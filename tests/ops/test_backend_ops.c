@@ -109,6 +109,11 @@ static const ot_shape NORM[] = {
 static const ot_shape ROPE_PAIR[] = {{"tiny", {64, 9, 1, 64, 0, 3}, 1e4},       {"odd", {64, 3, 7, 32, 5, 2}, 1e5},
                                      {"model", {64, 9, 7, 64, 1393, 3}, 1e5},  {"model", {256, 4, 1, 256, 1393, 1}, 1e6, 1},
                                      {"model", {256, 4, 5, 256, 0, 1}, 1e4, 1}, {"odd", {64, 2, 3, 32, 17, 1}, 1e4, 1}};
+/* rope_pair's shapes (Gemma 3's 4 and 1 heads of 256 in NEOX mode first) and a head_dim with a partial chunk */
+static const ot_shape RMS_ROPE_PAIR[] = {
+    {"model", {256, 4, 1, 256, 1393, 1}, 1e6, 1}, {"model", {256, 4, 5, 256, 0, 1}, 1e4, 1},
+    {"odd", {64, 3, 7, 32, 5, 2}, 1e5},           {"odd", {100, 2, 3, 40, 17, 1}, 1e4, 1},
+    {"tiny", {64, 9, 1, 64, 0, 3}, 1e4}};
 static const ot_shape ROPE[] = {
     {"tiny", {64, 9, 1, 64, 0}, 1e4},        {"odd", {64, 3, 7, 64, 5}, 1e5},       {"odd", {64, 9, 7, 64, 0}, 1e4},
     {"model", {64, 3, 7, 64, 1393}, 1e5},    {"model", {256, 4, 7, 256, 0}, 1e6, 1}, {"model", {256, 4, 7, 256, 1393}, 1e6, 1},
@@ -273,6 +278,7 @@ static const ot_entry TABLE[] = {
     {&OP_RMS_MATMUL_GROUP, SH(RMS_MATMUL_GROUP), MATMUL_ADD_TYPES, TOL_MATMUL},
     {&OP_RMS_MATMUL_GLU, SH(RMS_MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
     {&OP_RMS_NORM_ADD, SH(RMS_NORM_ADD), NULL, TOL_NORM},
+    {&OP_RMS_ROPE_PAIR, SH(RMS_ROPE_PAIR), NULL, TOL_ROPE},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
@@ -281,7 +287,7 @@ static void check_every_op_listed(void) {
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
                               "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
                               "matmul_add", "rope_pair", "matmul_glu", "rms_matmul_group", "rms_matmul_glu",
-                              "rms_norm_add"};
+                              "rms_norm_add", "rms_rope_pair"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;

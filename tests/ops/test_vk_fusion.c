@@ -4,7 +4,8 @@
  * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
  * rope_pair against rope of q then of k; matmul_glu (gate, up and the activation) against matmul_group then
  * swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu: rms_norm into h then the group or glu) and
- * rms_norm_add (rms_norm in place then add), counting that the fused ones are one dispatch.
+ * rms_norm_add (rms_norm in place then add) and rms_rope_pair (rms_norm of q and of k, then rope_pair), counting
+ * that the fused ones are one dispatch.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +163,9 @@ static void check_rms_fold(int count, uint32_t type, int64_t K, const int64_t rs
   x.ne[0] = K, x.ne[1] = n;
   icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
   for (int i = 0; i < count; i++) {
-    w[i] = weights(type, K, rs[glu >= 0 ? 0 : i], 43 + (uint64_t)i);
-    y[i] = tensor(ICL_TYPE_F32, rs[glu >= 0 ? 0 : i], n, NULL), y1[i] = tensor(ICL_TYPE_F32, rs[glu >= 0 ? 0 : i], n, NULL);
+    int64_t rows = rs[glu >= 0 ? 0 : i];
+    w[i] = weights(type, K, rows, 43 + (uint64_t)i);
+    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
   }
   icl_error err;
   float eps = 1e-5f;
@@ -202,7 +204,8 @@ static void check_rms_add(int64_t d, int64_t rows) {
   t_rand_fill(yh, d * rows, 52, -8.0f, 8.0f);
   t_rand_fill(wh, d, 53, 0.5f, 1.5f);
   icl_dt x = tensor(ICL_TYPE_F32, d, rows, xh), x1 = tensor(ICL_TYPE_F32, d, rows, xh);
-  icl_dt y = tensor(ICL_TYPE_F32, d, rows, yh), y1 = tensor(ICL_TYPE_F32, d, rows, yh), w = tensor(ICL_TYPE_F32, d, 1, wh);
+  icl_dt y = tensor(ICL_TYPE_F32, d, rows, yh), y1 = tensor(ICL_TYPE_F32, d, rows, yh);
+  icl_dt w = tensor(ICL_TYPE_F32, d, 1, wh);
   w.ne[0] = d, w.ne[1] = 1;
   icl_error err;
   CHECKF(be->ops->rms_norm_add, "the Vulkan backend has no rms_norm_add");
@@ -216,6 +219,37 @@ static void check_rms_add(int64_t d, int64_t rows) {
   be->ops->buf_free(be, x.buf), be->ops->buf_free(be, x1.buf), be->ops->buf_free(be, y.buf);
   be->ops->buf_free(be, y1.buf), be->ops->buf_free(be, w.buf);
   free(xh), free(yh), free(wh);
+}
+
+/* rms_rope_pair against rms_norm of q, of k (per head) then rope_pair, one dispatch. */
+static void check_rms_rope(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n_rot, int mode, int32_t pos0) {
+  float *qh = malloc((size_t)(hd * nh * n) * 4), *kh = malloc((size_t)(hd * nk * n) * 4), *wh = malloc((size_t)hd * 8);
+  int32_t *ph = malloc((size_t)n * 4);
+  t_rand_fill(qh, hd * nh * n, 61, -3.0f, 3.0f);
+  t_rand_fill(kh, hd * nk * n, 62, -3.0f, 3.0f);
+  t_rand_fill(wh, 2 * hd, 63, 0.5f, 1.5f);
+  for (int64_t i = 0; i < n; i++) ph[i] = pos0 + (int32_t)i;
+  icl_dt q = tensor(ICL_TYPE_F32, hd, nh * n, qh), k = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt q1 = tensor(ICL_TYPE_F32, hd, nh * n, qh), k1 = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt qw = tensor(ICL_TYPE_F32, hd, 1, wh), kw = tensor(ICL_TYPE_F32, hd, 1, wh + hd);
+  icl_dt pos = tensor(ICL_TYPE_I32, n, 1, ph);
+  q.ne[1] = q1.ne[1] = nh, q.ne[2] = q1.ne[2] = n, k.ne[1] = k1.ne[1] = nk, k.ne[2] = k1.ne[2] = n;
+  icl_error err;
+  CHECKF(be->ops->rms_rope_pair, "the Vulkan backend has no rms_rope_pair");
+  uint64_t d0 = dispatches();
+  CHECKF(icl_op_rms_rope_pair(be, &q, &k, &qw, &kw, 1e-6f, &pos, n_rot, 1e4f, mode, &err) == ICL_OK,
+         "rms_rope_pair: %s", err.msg);
+  CHECKF(dispatches() - d0 == 1, "rms_rope_pair: not one dispatch");
+  CHECKF(icl_op_rms_norm(be, &q1, &qw, 1e-6f, &q1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  CHECKF(icl_op_rms_norm(be, &k1, &kw, 1e-6f, &k1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  CHECKF(icl_op_rope_pair(be, &q1, &k1, &pos, n_rot, 1e4f, mode, &err) == ICL_OK, "rope_pair: %s", err.msg);
+  CHECKF(same_bits(&q, &q1) && same_bits(&k, &k1), "rms_rope_pair hd=%lld heads %lld+%lld n=%lld n_rot=%d mode %d "
+         "differs from rms_norm twice then rope_pair", (long long)hd, (long long)nh, (long long)nk, (long long)n, n_rot,
+         mode);
+  be->ops->buf_free(be, q.buf), be->ops->buf_free(be, k.buf), be->ops->buf_free(be, q1.buf);
+  be->ops->buf_free(be, k1.buf), be->ops->buf_free(be, pos.buf), be->ops->buf_free(be, qw.buf);
+  be->ops->buf_free(be, kw.buf);
+  free(qh), free(kh), free(wh), free(ph);
 }
 
 static void run_family(void) {
@@ -245,6 +279,11 @@ static void run_family(void) {
   check_rms_add(640, 5);
   check_rms_add(100, 3);
   check_rms_add(8448, 2);
+  /* Gemma 3's q/k norms with RoPE: its 4 and 1 heads of 256, one token and several, partial rotation, normal mode */
+  check_rms_rope(256, 4, 1, 1, 256, ICL_ROPE_NEOX, 1393);
+  check_rms_rope(256, 4, 1, 5, 256, ICL_ROPE_NEOX, 0);
+  check_rms_rope(64, 3, 2, 3, 32, ICL_ROPE_NORMAL, 7);
+  check_rms_rope(100, 2, 1, 2, 40, ICL_ROPE_NEOX, 3);
   /* the fused kernels differ from the lone ones only in row mapping, loads and stores, the same for every type:
    * a float type, a block type and two k-quants (each is pipelines to compile, seconds each on lavapipe) */
   static const uint32_t TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -275,8 +314,8 @@ int main(void) {
     CHECKF(icl_vk_backend_new(-1, &be, &err) == ICL_OK, "no Vulkan backend: %s", err.msg);
     if (!be) return t_done();
     run_family();
-    printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair, matmul_glu, folded norms "
-           "and rms_norm_add equal the unfused sequence bit for bit\n",
+    printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair, matmul_glu, folded norms, "
+           "rms_norm_add and rms_rope_pair equal the unfused sequence bit for bit\n",
            families[f]);
     be->ops->destroy(be);
   }
