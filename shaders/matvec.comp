@@ -10,11 +10,14 @@
 // GROUP (variants matvec_group_<type>): up to 3 weights of one type on the same x (q, k, v; gate,
 // up) in one dispatch; each workgroup works on one member's rows (g_end: where each member's
 // workgroups end), with exactly the arithmetic of the lone mat-vec, so each output is the same bits.
+// NORM (GROUP only): x is first RMS-normed with weight nw (norm.glsl: the sum of squares in rms_norm.comp's order,
+// each element x * inv * nw as rms_norm stores it), so the pre-attention and pre-FFN norms cost no dispatch.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 1;  // threads per row group: 1 or the workgroup size
 layout(constant_id = 2) const uint NR = 1;   // rows per row group (at most 8)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
+layout(constant_id = 5) const uint NORM = 0; // GROUP: 1 the product of rms_norm(x, nw, eps) instead of x
 
 #ifdef GROUP
 layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
@@ -24,6 +27,7 @@ layout(std430, binding = 3) readonly buffer X { float x[]; };
 layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
 layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
+layout(std430, binding = 7) readonly buffer NW { float nw[]; }; // NORM: the norm's weight (else a stand-in)
 
 layout(push_constant) uniform P {
   uint cols, x_off, x_len;         // x_off: word offset of x; x_len: unused here (the layout matvec_cpu's)
@@ -31,6 +35,9 @@ layout(push_constant) uniform P {
   uint w_off0, w_off1, w_off2;     // byte offsets of each member's first row
   uint y_off0, y_off1, y_off2;     // word offsets of each member's output
   uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
+  uint nw_off, nw_len;             // NORM: word offset of nw; nw_len unused here (matvec_cpu's layout)
+  float eps;                       // NORM: the norm's epsilon
+  uint pad;
 } p;
 
 uint g_m = 0u; // this workgroup's member (uniform across the workgroup)
@@ -67,6 +74,19 @@ void load_x(uint base, uint valid, out vec4 xv[8]) {
   }
 }
 
+#ifdef GROUP
+#include "norm.glsl"
+// NORM: the chunk of x starting at element e0 normed in place, each element as rms_norm.comp stores it.
+void norm_chunk(uint e0, uint valid, float inv, inout vec4 xv[8]) {
+  for (uint i = 0u; i < 8u; i++)
+    for (uint k = 0u; k < 4u; k++)
+      if (4u * i + k < valid) {
+        precise float h = xv[i][k] * inv * nw[p.nw_off + e0 + 4u * i + k];
+        xv[i][k] = h;
+      } // past valid: load_x's zeros
+}
+#endif
+
 // Row r of this dispatch's output gets v.
 void store(uint col, uint r, float v) {
 #ifdef GROUP
@@ -87,6 +107,7 @@ void main() {
   rows = g_m == 0u ? p.rows0 : g_m == 1u ? p.rows1 : p.rows2;
   w_off = g_m == 0u ? p.w_off0 : g_m == 1u ? p.w_off1 : p.w_off2;
   col = 0u, xb = p.x_off;
+  float inv = NORM != 0u ? norm_inv(xb, p.cols, p.eps) : 1.0; // uniform: NORM is a constant
 #else
   rows = p.rows, w_off = p.w_off, col = gl_WorkGroupID.z, xb = p.x_off + col * p.cols;
 #endif
@@ -99,6 +120,9 @@ void main() {
     uint valid = min(32u, p.cols - 32u * ch);
     vec4 xv[8], wv[8];
     load_x(xb + 32u * ch, valid, xv);
+#ifdef GROUP
+    if (NORM != 0u) norm_chunk(32u * ch, valid, inv, xv);
+#endif
     for (uint r = 0u; r < NR; r++) {
       if (first + r >= rows) break;
 #ifdef GROUP

@@ -11,6 +11,7 @@ layout(constant_id = 1) const uint NR = 8;     // rows per invocation (at most 8
 layout(constant_id = 2) const uint XLEN = 16;  // declared vec4s of x (the bound range is x_len)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
+layout(constant_id = 5) const uint NORM = 0; // GROUP: 1 the product of rms_norm(x, nw, eps) (see matvec.comp)
 
 #ifdef GROUP
 // up to 3 weights of one type on the same x in one dispatch (see matvec.comp): each workgroup works on
@@ -22,6 +23,7 @@ layout(std140, binding = 3) uniform X { vec4 xu[XLEN]; };
 layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
 layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
+layout(std140, binding = 7) uniform NW { vec4 nwu[XLEN]; }; // NORM: the norm's weight (else a stand-in)
 
 layout(push_constant) uniform P {
   uint cols, x_off, x_len;         // x: word offset, vec4s bound
@@ -29,6 +31,9 @@ layout(push_constant) uniform P {
   uint w_off0, w_off1, w_off2;     // byte offsets of each member's first row
   uint y_off0, y_off1, y_off2;     // word offsets of each member's output
   uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
+  uint nw_off, nw_len;             // NORM: nw's word offset and vec4s bound
+  float eps;                       // NORM: the norm's epsilon
+  uint pad;
 } p;
 
 uint g_m = 0u; // this workgroup's member
@@ -56,6 +61,23 @@ layout(push_constant) uniform P {
 #include "quant.glsl"
 #include "ubo_x.glsl"
 #include "act.glsl"
+#ifdef GROUP
+#define NORM_SERIAL 1 // each invocation sums the squares alone, in the order of rms_norm.comp
+#include "norm.glsl"
+UBO_LOAD32(load_nw, nwu, p.nw_len)
+// NORM: a chunk of x normed in place, each element as rms_norm.comp stores it (past valid: zeros, as loaded).
+void norm_chunk(uint e0, uint valid, float inv, inout vec4 xv[8]) {
+  vec4 wv[8];
+  load_nw(p.nw_off + e0, valid, wv);
+  for (uint i = 0u; i < 8u; i++) {
+    precise vec4 h = xv[i] * inv * wv[i];
+    if (valid < 32u) // zeros past valid even where inv is not finite
+      for (uint k = 0u; k < 4u; k++)
+        if (4u * i + k >= valid) h[k] = 0.0;
+    xv[i] = h;
+  }
+}
+#endif
 
 // One row's contribution, written out per row (no dynamically indexed accumulator array, which
 // llvmpipe would keep in per-lane scratch memory). Rows past the range re-read the last row.
@@ -107,6 +129,7 @@ void main() {
   uint rb = row_bytes(p.cols);
 #ifdef GROUP
   if (first >= rows) return; // a member's last workgroup, or an absent member: no row to re-read
+  float inv = NORM != 0u ? norm_inv(p.x_off, p.cols, p.eps) : 1.0;
 #endif
   float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
   float up0 = 0.0, up1 = 0.0, up2 = 0.0, up3 = 0.0, up4 = 0.0, up5 = 0.0, up6 = 0.0, up7 = 0.0; // GLU
@@ -114,6 +137,9 @@ void main() {
     uint valid = min(32u, p.cols - 32u * ch);
     vec4 xv[8], wv[8];
     load_x(p.x_off + 32u * ch, valid, xv);
+#ifdef GROUP
+    if (NORM != 0u) norm_chunk(32u * ch, valid, inv, xv);
+#endif
     ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
   }
   STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5) STORE(6) STORE(7)

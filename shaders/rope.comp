@@ -2,8 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // RoPE in place on x[hd, nh, n] at positions pos[n], first n_rot dims of each head. One
 // invocation per rotated pair: (2i, 2i+1) in normal mode, (i, i + n_rot/2) in neox mode.
-// The angle is reduced to [-pi, pi) in turns before sin/cos, whose precision Vulkan only
-// bounds on that interval.
+// The angle and the rotation are rope.glsl's (rms_rope.comp uses the same).
 // PAIR (variant rope_pair): queries and keys of the same positions in one dispatch, heads 0..nh-1 of x and
 // then nh2 heads of x2, each element computed as the lone dispatch computes it.
 layout(local_size_x_id = 0) in;
@@ -24,6 +23,7 @@ layout(push_constant) uniform P {
 } p;
 
 #include "util.glsl"
+#include "rope.glsl"
 
 void main() {
   uint half_rot = p.n_rot / 2u, g = global_index();
@@ -34,22 +34,22 @@ void main() {
 #endif
   if (g >= half_rot * heads * p.n) return;
   uint i = g % half_rot, h = (g / half_rot) % heads, t = g / (half_rot * heads);
-  float inv_freq = exp2(-2.0 * float(i) / float(p.n_rot) * p.log2_base);
-  float turns = float(pos[p.pos_off + t]) * (inv_freq * 0.15915494309189535);
-  float theta = (turns - round(turns)) * 6.283185307179586;
-  float c = cos(theta), s = sin(theta);
+  float c, s;
+  rope_cs(i, p.n_rot, p.log2_base, pos[p.pos_off + t], c, s);
   uint ia = p.neox != 0u ? i : 2u * i, ib = p.neox != 0u ? i + half_rot : 2u * i + 1u;
 #ifdef PAIR
   if (h >= p.nh) {
     uint base2 = p.x2_off + (t * p.nh2 + h - p.nh) * p.hd;
-    float y0 = x2[base2 + ia], y1 = x2[base2 + ib];
-    x2[base2 + ia] = y0 * c - y1 * s;
-    x2[base2 + ib] = y0 * s + y1 * c;
+    float r0, r1;
+    rope_rot(x2[base2 + ia], x2[base2 + ib], c, s, r0, r1);
+    x2[base2 + ia] = r0;
+    x2[base2 + ib] = r1;
     return;
   }
 #endif
   uint base = p.x_off + (t * p.nh + h) * p.hd;
-  float x0 = x[base + ia], x1 = x[base + ib];
-  x[base + ia] = x0 * c - x1 * s;
-  x[base + ib] = x0 * s + x1 * c;
+  float r0, r1;
+  rope_rot(x[base + ia], x[base + ib], c, s, r0, r1);
+  x[base + ia] = r0;
+  x[base + ib] = r1;
 }

@@ -74,7 +74,10 @@ static void be_counts(icl_backend *be, icl_be_counts *out) { *out = vk_of(be)->c
   .counts = be_counts
 
 static const icl_backend_ops VK_OPS = {VK_OPS_COMMON, .matmul_group = vk_op_matmul_group, .matmul_add = vk_op_matmul_add,
-                                       .rope_pair = vk_op_rope_pair, .matmul_glu = vk_op_matmul_glu};
+                                       .rope_pair = vk_op_rope_pair, .matmul_glu = vk_op_matmul_glu,
+                                       .rms_matmul_group = vk_op_rms_matmul_group,
+                                       .rms_matmul_glu = vk_op_rms_matmul_glu, .rms_norm_add = vk_op_rms_norm_add,
+                                       .rms_rope_pair = vk_op_rms_rope_pair};
 
 /* ICL_VK_FUSION=0: the same backend without its fused ops, so the forward pass records the unfused sequence
  * (the old path, for timing the two side by side and for bisecting) */

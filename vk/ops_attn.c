@@ -65,6 +65,36 @@ int vk_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl
   return vk_dispatch(c, &kr, b, 3, &pc, sizeof pc, gx, gy, 1, err);
 }
 
+typedef struct rms_rope_pc { /* rms_rope.comp */
+  rope_pc one;
+  uint32_t nh2, x2_off, w_off, w2_off;
+  float eps;
+} rms_rope_pc;
+_Static_assert(sizeof(rms_rope_pc) <= VK_MAX_PUSH, "push constants");
+
+int vk_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                        float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  int64_t hd = q->ne[0], nh = q->ne[1], nh2 = k->ne[1], n = q->ne[2] * q->ne[3];
+  if (n_rot <= 0 || n_rot > hd || n_rot % 2 || k->ne[0] != hd || k->ne[2] * k->ne[3] != n)
+    return icl_error_set(err, ICL_EINVAL, "vulkan: rms_rope_pair n_rot %d must be even and in (0, %lld], k shaped "
+                         "as q", n_rot, (long long)hd);
+  vk_binding b[5];
+  rms_rope_pc pc = {{(uint32_t)hd, (uint32_t)nh, (uint32_t)n, (uint32_t)n_rot, log2f(base), mode == ICL_ROPE_NEOX, 0,
+                     0}, (uint32_t)nh2, 0, 0, 0, eps};
+  int rc = vk_check_u32(icl_dt_nelem(q) + icl_dt_nelem(k), "rms_rope_pair size", err);
+  if (!rc) rc = vk_bind_view(c, q, 1, &b[0], &pc.one.x_off, err);
+  if (!rc) rc = vk_bind_view(c, pos, 0, &b[1], &pc.one.pos_off, err);
+  if (!rc) rc = vk_bind_view(c, k, 1, &b[2], &pc.x2_off, err);
+  if (!rc) rc = vk_bind_view(c, qw, 0, &b[3], &pc.w_off, err);
+  if (!rc) rc = vk_bind_view(c, kw, 0, &b[4], &pc.w2_off, err);
+  if (rc) return rc;
+  vk_kernel kr = {.shader = "rms_rope", .n_bindings = 5, .push_size = sizeof pc, .n_spec = 1, .spec = {c->wg}};
+  uint32_t gx, gy;
+  vk_grid(c, (uint64_t)((nh + nh2) * n), &gx, &gy); /* a workgroup per head row */
+  return vk_dispatch(c, &kr, b, 5, &pc, sizeof pc, gx, gy, 1, err);
+}
+
 static int attn_shape_ok(const vk_ctx *c, const icl_dt *q, const icl_dt *k, icl_error *err) {
   int64_t hd = q->ne[0], nh = q->ne[1], nkvh = k->ne[1];
   if (hd > 1024 || nkvh <= 0 || nh % nkvh)

@@ -1,7 +1,9 @@
 /* matmul_group on one token: q, k and v (or gate and up) of one weight type as one dispatch of the grouped mat-vec
  * (matvec.comp / matvec_cpu.comp built with GROUP), each workgroup on one member's rows with the lone kernel's
  * arithmetic, so every output is bit-identical to its own matmul. Anything else (several tokens, mixed types,
- * a weight above one binding, four members) runs the matmuls in turn. */
+ * a weight above one binding, four members) runs the matmuls in turn. rms_matmul_group / rms_matmul_glu fold the
+ * RMS norm of x into the same dispatch (NORM): each workgroup recomputes the row's sum of squares in rms_norm.comp's
+ * order (shaders/common/norm.glsl); where the group does not fit, rms_norm then the unfused ops. */
 #include "vk_ops.h"
 
 enum { GROUP_MAX = 3 };
@@ -10,6 +12,9 @@ typedef struct group_pc { /* matvec.comp and matvec_cpu.comp with GROUP (x_len: 
   uint32_t cols, x_off, x_len;
   uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX];
   uint32_t g_end0, g_end1;
+  uint32_t nw_off, nw_len; /* NORM: the norm weight's word offset; vec4s bound (CPU only) */
+  float eps;
+  uint32_t pad;
 } group_pc;
 _Static_assert(sizeof(group_pc) <= VK_MAX_PUSH, "push constants");
 
@@ -35,10 +40,10 @@ static uint32_t rows_per_group(const vk_ctx *c, uint32_t spec[4]) {
 }
 
 /* glu 0: each member's product into its y; 1 (silu) or 2 (gelu): y[0] = act(w[0] . x) * (w[1] . x), one workgroup
- * per row group of member 0 computing both members' rows */
+ * per row group of member 0 computing both members' rows. nw: NULL, or the products are of rms_norm(x, nw, eps). */
 static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, uint32_t glu,
-                          icl_error *err) {
-  vk_binding b[7];
+                          const icl_dt *nw, float eps, icl_error *err) {
+  vk_binding b[8];
   uint32_t rows[GROUP_MAX], w_off[GROUP_MAX], y_off[GROUP_MAX], x_rem, spec[4], groups[GROUP_MAX] = {0};
   int64_t cols = w[0].ne[0];
   int cpu = vk_cpu_shape(c), rc = ICL_OK;
@@ -54,20 +59,27 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
   }
   if (!rc) rc = cpu ? vk_bind_ubo(c, x->buf, x->offset, (size_t)cols * 4, &b[3], &x_rem, err)
                     : vk_bind(c, x->buf, x->offset, (size_t)cols * 4, 0, &b[3], &x_rem, err);
+  /* without a norm, 16 bytes of x stand in for its weight (read by nothing) */
+  const icl_dt *nv = nw ? nw : x;
+  size_t nw_bytes = nw ? (size_t)cols * 4 : 16;
+  uint32_t nw_rem = 0;
+  if (!rc) rc = cpu ? vk_bind_ubo(c, nv->buf, nv->offset, nw_bytes, &b[7], &nw_rem, err)
+                    : vk_bind(c, nv->buf, nv->offset, nw_bytes, 0, &b[7], &nw_rem, err);
   if (rc) return rc;
   uint32_t g_end0 = groups[0], g_end1 = groups[0] + groups[1], total = g_end1 + groups[2], gx, gy;
   vk_grid(c, total, &gx, &gy);
-  group_pc pc = {(uint32_t)cols, x_rem / 4, cpu ? (uint32_t)(b[3].range / 16) : 0, {0}, {0}, {0}, g_end0, g_end1};
+  group_pc pc = {(uint32_t)cols, x_rem / 4, cpu ? (uint32_t)(b[3].range / 16) : 0, {0}, {0}, {0}, g_end0, g_end1,
+                 nw_rem / 4, cpu ? (uint32_t)(b[7].range / 16) : 0, eps, 0};
   for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
   vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
-                 .n_bindings = 7, .ubo_mask = cpu ? 1u << 3 : 0, .push_size = sizeof pc, .n_spec = 5,
-                 .spec = {spec[0], spec[1], spec[2], spec[3], glu}};
-  return vk_dispatch(c, &k, b, 7, &pc, sizeof pc, gx, gy, 1, err);
+                 .n_bindings = 8, .ubo_mask = cpu ? 1u << 3 | 1u << 7 : 0, .push_size = sizeof pc, .n_spec = 6,
+                 .spec = {spec[0], spec[1], spec[2], spec[3], glu, nw != NULL}};
+  return vk_dispatch(c, &k, b, 8, &pc, sizeof pc, gx, gy, 1, err);
 }
 
 int vk_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   vk_ctx *c = vk_of(be);
-  if (group_fits(c, count, w, x, y)) return group_dispatch(c, count, w, x, y, 0, err);
+  if (group_fits(c, count, w, x, y)) return group_dispatch(c, count, w, x, y, 0, NULL, 0.0f, err);
   for (int i = 0; i < count; i++) {
     int rc = vk_op_matmul(be, &w[i], x, &y[i], err);
     if (rc) return rc;
@@ -80,8 +92,32 @@ int vk_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, 
   vk_ctx *c = vk_of(be);
   icl_dt w[2] = {*w_gate, *w_up}, ys[2] = {*y, *u};
   if (group_fits(c, 2, w, x, ys) && icl_dt_nrows(w_gate) == icl_dt_nrows(w_up))
-    return group_dispatch(c, 2, w, x, (icl_dt[2]){*y, *y}, act == ICL_GLU_GELU ? 2 : 1, err);
+    return group_dispatch(c, 2, w, x, (icl_dt[2]){*y, *y}, act == ICL_GLU_GELU ? 2 : 1, NULL, 0.0f, err);
   int rc = vk_op_matmul_group(be, 2, w, x, ys, err);
   if (rc) return rc;
   return act == ICL_GLU_GELU ? vk_op_geglu(be, y, u, y, err) : vk_op_swiglu(be, y, u, y, err);
+}
+
+/* The norm weight can join the dispatch: f32, as long as x (CPU devices: it fits a uniform buffer as x does). */
+static int norm_fits(const icl_dt *x, const icl_dt *nw) {
+  return nw->type == ICL_TYPE_F32 && icl_dt_nelem(nw) == x->ne[0] && nw->offset % 4 == 0;
+}
+
+int vk_op_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h, int count,
+                           const icl_dt *w, const icl_dt *y, icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  if (group_fits(c, count, w, x, y) && norm_fits(x, nw)) return group_dispatch(c, count, w, x, y, 0, nw, eps, err);
+  int rc = vk_op_rms_norm(be, x, nw, eps, h, err);
+  return rc ? rc : vk_op_matmul_group(be, count, w, h, y, err);
+}
+
+int vk_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                         const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
+                         icl_error *err) {
+  vk_ctx *c = vk_of(be);
+  icl_dt w[2] = {*w_gate, *w_up}, ys[2] = {*y, *u};
+  if (group_fits(c, 2, w, x, ys) && icl_dt_nrows(w_gate) == icl_dt_nrows(w_up) && norm_fits(x, nw))
+    return group_dispatch(c, 2, w, x, (icl_dt[2]){*y, *y}, act == ICL_GLU_GELU ? 2 : 1, nw, eps, err);
+  int rc = vk_op_rms_norm(be, x, nw, eps, h, err);
+  return rc ? rc : vk_op_matmul_glu(be, w_gate, w_up, h, y, u, act, err);
 }

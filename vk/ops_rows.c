@@ -42,16 +42,29 @@ static int bind_optional(vk_ctx *c, const icl_dt *v, const icl_dt *x, vk_binding
   return vk_bind_view(c, v ? v : x, 0, b, off, err);
 }
 
-int vk_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
-  vk_ctx *c = vk_of(be);
+/* add 0: y = rms_norm(x, w); 1: y += it (rms_norm.comp's ADD) */
+static int rms_norm_rec(vk_ctx *c, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, uint32_t add,
+                        icl_error *err) {
   vk_binding b[3];
   rms_norm_pc pc = {(uint32_t)x->ne[0], (uint32_t)icl_dt_nrows(x), 0, eps, 0, 0, 0, 0};
   int rc = vk_check_u32(icl_dt_nelem(x), "rms_norm size", err);
   if (!rc) rc = vk_bind_view(c, x, 0, &b[0], &pc.x_off, err);
   if (!rc) rc = bind_optional(c, w, x, &b[1], &pc.w_off, &pc.has_w, err);
   if (!rc) rc = vk_bind_view(c, y, 1, &b[2], &pc.y_off, err);
-  if (!rc) rc = row_dispatch(c, "rms_norm", b, 3, &pc, sizeof pc, icl_dt_nrows(x), err);
-  return rc;
+  if (rc) return rc;
+  vk_kernel k = row_kernel(c, "rms_norm", 3, sizeof pc);
+  k.n_spec = 3, k.spec[2] = add;
+  uint32_t gx, gy;
+  vk_grid(c, (uint64_t)icl_dt_nrows(x), &gx, &gy);
+  return vk_dispatch(c, &k, b, 3, &pc, sizeof pc, gx, gy, 1, err);
+}
+
+int vk_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
+  return rms_norm_rec(vk_of(be), x, w, eps, y, 0, err);
+}
+
+int vk_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
+  return rms_norm_rec(vk_of(be), x, w, eps, y, 1, err);
 }
 
 int vk_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *bias, float eps, const icl_dt *y,

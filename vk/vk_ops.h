@@ -13,6 +13,17 @@ int vk_op_matmul_add(icl_backend *be, const icl_dt *w, const icl_dt *x, const ic
 /* ops_matmul_group.c: the gated FFN's gate, up and activation in one dispatch on one token */
 int vk_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
                      const icl_dt *u, int act, icl_error *err);
+/* ops_matmul_group.c: the RMS norm folded into the grouped mat-vec (q, k, v; gate, up with the activation) */
+int vk_op_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h, int count,
+                           const icl_dt *w, const icl_dt *y, icl_error *err);
+int vk_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                         const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
+                         icl_error *err);
+/* ops_rows.c: y += rms_norm(x, w, eps) (Gemma's post-norms with the residual add) */
+int vk_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+/* ops_attn.c: Gemma's per-head q/k RMS norms with RoPE of both in one dispatch */
+int vk_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                        float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
 /* ops_attn.c: RoPE of queries and keys in one dispatch */
 int vk_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                     int mode, icl_error *err);

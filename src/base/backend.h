@@ -148,6 +148,24 @@ typedef struct icl_backend_ops {
    * (y, u) then swiglu / geglu (y, u, y); u is scratch the backend may use; optional (NULL: the wrapper does that) */
   int (*matmul_glu)(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *x, const icl_dt *y,
                     const icl_dt *u, int act, icl_error *err);
+  /* The norm folded into its consumer: n = rms_norm(x, nw, eps) (nw f32 [ne0 of x]), then y[i] = n . w[i]^T for
+   * i < count (2..ICL_MATMUL_GROUP_MAX), each bit-identical to rms_norm into h then matmul_group; h (x's shape) is
+   * scratch the backend may leave unwritten; optional (NULL: the wrapper does exactly that) */
+  int (*rms_matmul_group)(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h, int count,
+                          const icl_dt *w, const icl_dt *y, icl_error *err);
+  /* y = act(n . w_gate^T) * (n . w_up^T), n = rms_norm(x, nw, eps): bit-identical to rms_norm into h then
+   * matmul_glu (u scratch as there); optional (NULL: the wrapper does that) */
+  int (*rms_matmul_glu)(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                        const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
+                        icl_error *err);
+  /* y += rms_norm(x, w, eps) per row (Gemma's post-norms with the residual add), bit-identical to rms_norm(x, w, eps,
+   * x) then add(y, x, y); x may be left normed or as it was; optional (NULL: the wrapper does exactly that) */
+  int (*rms_norm_add)(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+  /* per-head RMS norms of q [hd, nh, n] (weight qw [hd]) and k [hd, nh_k, n] (weight kw) in place, then RoPE of both
+   * at positions pos: bit-identical to rms_norm(q, qw, eps, q), rms_norm(k, kw, eps, k) then rope_pair (Gemma's q/k
+   * norms); optional (NULL: the wrapper does that) */
+  int (*rms_rope_pair)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                       float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
   /* ---- training (src/train/): the backward of the forward ops and the forward pieces inference lacks. f32 views
    * (ids and targets i32); gradient outputs d* ACCUMULATE (+=) unless marked "writes"; a NULL gradient output is
    * skipped. Optional: NULL where a backend has none (the wrapper fails naming the op). The float64 twins are

@@ -32,6 +32,12 @@ static icl_dt view3(const icl_dt *t, int64_t elems, int64_t ne0, int64_t ne1, in
 
 static int present(const icl_dt *t) { return t->buf != NULL; }
 
+/* Whether an RMS norm with weight w can be folded into what consumes it: nothing looks at its output (hook point
+ * hp of layer il: no capture, intervention or callback). */
+static int fold_norm(const icl_model *m, const icl_dt *w, struct icl_hookctx *hk, int il, int hp) {
+  return m->feat.norm == ICL_NORM_RMS && present(w) && !(hk && icl_hook_wants(hk, il, hp));
+}
+
 /* y += b when the model has the bias b (broadcast over rows). */
 static int add_bias(icl_backend *be, const icl_dt *y, const icl_dt *b, icl_error *err) {
   return present(b) ? icl_op_add(be, y, b, y, err) : ICL_OK;
@@ -86,24 +92,33 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   icl_dt P = view3(&a->pos, 0, n, 1, 1);
 
   HOOK(il, HP_RESID_PRE, &X);
-  TRY(norm(m, &X, &L->attn_norm, &L->attn_norm_b, &H, err));
-  HOOK(il, HP_LN1, &H);
-
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
   icl_dt Wqkv[3] = {L->wq, L->wk, L->wv}, Yqkv[3] = {Q2, K2, V2};
-  TRY(icl_op_matmul_group(be, 3, Wqkv, &H, Yqkv, err));
+  if (fold_norm(m, &L->attn_norm, hk, il, HP_LN1)) { /* nothing looks at ln1: the norm inside the q/k/v group */
+    TRY(icl_op_rms_matmul_group(be, &X, &L->attn_norm, hp->eps, &H, 3, Wqkv, Yqkv, err));
+  } else {
+    TRY(norm(m, &X, &L->attn_norm, &L->attn_norm_b, &H, err));
+    HOOK(il, HP_LN1, &H);
+    TRY(icl_op_matmul_group(be, 3, Wqkv, &H, Yqkv, err));
+  }
   TRY(add_bias(be, &Q2, &L->bq, err));
   TRY(add_bias(be, &K2, &L->bk, err));
   TRY(add_bias(be, &V2, &L->bv, err));
-  if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
+  int rope = m->feat.pos == ICL_POS_ROPE;
+  int qk_fused = present(&L->q_norm) && rope && !m->feat.smeared_key &&
+                 !(hk && (icl_hook_wants(hk, il, HP_Q) || icl_hook_wants(hk, il, HP_K)));
+  if (qk_fused) { /* nothing looks at q or k before RoPE: the per-head norms and RoPE in one op */
+    TRY(icl_op_rms_rope_pair(be, &Q, &K, &L->q_norm, &L->k_norm, hp->eps, &P, hp->n_rot, L->rope_base,
+                             m->arch->rope_mode, err));
+  } else if (present(&L->q_norm)) { /* per-head RMSNorm: rows of head_dim */
     icl_dt Qh = view3(&Q, 0, hd, nh * n, 1), Kh = view3(&K, 0, hd, nkv * n, 1);
     TRY(icl_op_rms_norm(be, &Qh, &L->q_norm, hp->eps, &Qh, err));
     TRY(icl_op_rms_norm(be, &Kh, &L->k_norm, hp->eps, &Kh, err));
   }
-  HOOK(il, HP_Q, &Q);
-  if (!m->feat.smeared_key) HOOK(il, HP_K, &K);
+  if (!qk_fused) HOOK(il, HP_Q, &Q);
+  if (!qk_fused && !m->feat.smeared_key) HOOK(il, HP_K, &K);
   HOOK(il, HP_V, &V);
-  if (m->feat.pos == ICL_POS_ROPE) {
+  if (rope && !qk_fused) {
     TRY(icl_op_rope_pair(be, &Q, &K, &P, hp->n_rot, L->rope_base, m->arch->rope_mode, err));
   }
   if (m->feat.smeared_key) { /* hook_k is the smeared key (after RoPE when both are on) */
@@ -158,6 +173,12 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     TRY(icl_op_scale(be, &Z2, 1.0f, &O, err));
   }
   TRY(add_bias(be, &O, &L->bo, err));
+  if (present(&L->post_attn_norm) &&
+      !(hk && (icl_hook_wants(hk, il, HP_LN1_POST) || icl_hook_wants(hk, il, HP_ATTN_OUT)))) {
+    TRY(icl_op_rms_norm_add(be, &O, &L->post_attn_norm, hp->eps, &X, err)); /* x += post_norm(o) in one op */
+    HOOK(il, HP_RESID_MID, &X);
+    return ICL_OK;
+  }
   if (present(&L->post_attn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_attn_norm, hp->eps, &O, err));
     HOOK(il, HP_LN1_POST, &O);
@@ -187,14 +208,23 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
     return ICL_OK;
   }
 
-  TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
-  HOOK(il, HP_LN2, &H);
   int glu = m->arch->act == ICL_ACT_GELU ? ICL_GLU_GELU : ICL_GLU_SILU;
+  int fold = m->feat.gated_ffn && fold_norm(m, &L->ffn_norm, hk, il, HP_LN2); /* into gate/up: nothing looks at ln2 */
+  if (!fold) {
+    TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
+    HOOK(il, HP_LN2, &H);
+  }
   if (m->feat.gated_ffn && !(hk && (icl_hook_wants(hk, il, HP_MLP_PRE) || icl_hook_wants(hk, il, HP_MLP_POST)))) {
-    TRY(icl_op_matmul_glu(be, &L->w_gate, &L->w_up, &H, &G, &U, glu, err)); /* nothing looks at pre or post */
+    if (fold) /* nothing looks at pre or post */
+      TRY(icl_op_rms_matmul_glu(be, &X, &L->ffn_norm, m->hp.eps, &H, &L->w_gate, &L->w_up, &G, &U, glu, err));
+    else
+      TRY(icl_op_matmul_glu(be, &L->w_gate, &L->w_up, &H, &G, &U, glu, err));
   } else if (m->feat.gated_ffn) {
     icl_dt Wgu[2] = {L->w_gate, L->w_up}, Ygu[2] = {G, U};
-    TRY(icl_op_matmul_group(be, 2, Wgu, &H, Ygu, err));
+    if (fold)
+      TRY(icl_op_rms_matmul_group(be, &X, &L->ffn_norm, m->hp.eps, &H, 2, Wgu, Ygu, err));
+    else
+      TRY(icl_op_matmul_group(be, 2, Wgu, &H, Ygu, err));
     HOOK(il, HP_MLP_PRE, &G);
     TRY((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &G, &U, &G, err));
   } else {
@@ -211,6 +241,12 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   }
   TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
   TRY(add_bias(be, &O, &L->b_down, err));
+  if (present(&L->post_ffn_norm) &&
+      !(hk && (icl_hook_wants(hk, il, HP_LN2_POST) || icl_hook_wants(hk, il, HP_MLP_OUT)))) {
+    TRY(icl_op_rms_norm_add(be, &O, &L->post_ffn_norm, m->hp.eps, &X, err)); /* x += post_norm(o) in one op */
+    HOOK(il, HP_RESID_POST, &X);
+    return ICL_OK;
+  }
   if (present(&L->post_ffn_norm)) {
     TRY(icl_op_rms_norm(be, &O, &L->post_ffn_norm, m->hp.eps, &O, err));
     HOOK(il, HP_LN2_POST, &O);

@@ -76,8 +76,7 @@ int icl_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up,
   return act == ICL_GLU_GELU ? be->ops->geglu(be, y, u, y, err) : be->ops->swiglu(be, y, u, y, err);
 }
 
-int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
-                        icl_error *err) {
+static int chk_group(int count, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err) {
   if (count < 1 || count > ICL_MATMUL_GROUP_MAX)
     return icl_error_set(err, ICL_EINVAL, "matmul_group: count %d outside 1..%d", count, ICL_MATMUL_GROUP_MAX);
   /* names for the messages, without formatting them on every call (decode makes two groups per layer) */
@@ -88,6 +87,12 @@ int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_d
     TRY(chk_matmul(op[i], &w[i], x, &y[i], err));
     for (int j = 0; j < i; j++) TRY(chk_no_alias("matmul_group", yn[j], &y[j], yn[i], &y[i], err));
   }
+  return ICL_OK;
+}
+
+int icl_op_matmul_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y,
+                        icl_error *err) {
+  TRY(chk_group(count, w, x, y, err));
   if (count > 1 && be->ops->matmul_group) return be->ops->matmul_group(be, count, w, x, y, err);
   for (int i = 0; i < count; i++) TRY(be->ops->matmul(be, &w[i], x, &y[i], err));
   return ICL_OK;
@@ -120,6 +125,57 @@ int icl_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const i
   return be->ops->layer_norm(be, x, w, b, eps, y, err);
 }
 
+/* The norm part of a folded norm (rms_matmul_group / glu): x and h f32 of one shape, nw present, h apart from x. */
+static int chk_folded_norm(const char *op, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                           icl_error *err) {
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, "h", h, err));
+  TRY(chk_same_shape(op, "x", x, "h", h, err));
+  if (!nw) return icl_error_set(err, ICL_EINVAL, "%s: nw: the norm weight is required", op);
+  TRY(chk_param(op, "nw", nw, x->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "%s: eps must be >= 0, got %g", op, eps);
+  return chk_no_alias(op, "x", x, "h", h, err);
+}
+
+int icl_op_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                            int count, const icl_dt *w, const icl_dt *y, icl_error *err) {
+  TRY(chk_folded_norm("rms_matmul_group", x, nw, eps, h, err));
+  TRY(chk_group(count, w, h, y, err));
+  for (int i = 0; i < count; i++) TRY(chk_no_alias("rms_matmul_group", "x", x, "y", &y[i], err));
+  if (count > 1 && be->ops->rms_matmul_group) return be->ops->rms_matmul_group(be, x, nw, eps, h, count, w, y, err);
+  TRY(be->ops->rms_norm(be, x, nw, eps, h, err));
+  return icl_op_matmul_group(be, count, w, h, y, err);
+}
+
+int icl_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                          const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
+                          icl_error *err) {
+  TRY(chk_folded_norm("rms_matmul_glu", x, nw, eps, h, err));
+  TRY(chk_no_alias("rms_matmul_glu", "x", x, "y", y, err));
+  TRY(chk_no_alias("rms_matmul_glu", "x", x, "u", u, err));
+  if (act != ICL_GLU_SILU && act != ICL_GLU_GELU)
+    return icl_error_set(err, ICL_EINVAL, "rms_matmul_glu: unknown activation %d (expected SILU 0 or GELU 1)", act);
+  TRY(chk_matmul("rms_matmul_glu", w_gate, h, y, err));
+  TRY(chk_matmul("rms_matmul_glu", w_up, h, u, err));
+  TRY(chk_no_alias("rms_matmul_glu", "y", y, "u", u, err));
+  if (be->ops->rms_matmul_glu) return be->ops->rms_matmul_glu(be, x, nw, eps, h, w_gate, w_up, y, u, act, err);
+  TRY(be->ops->rms_norm(be, x, nw, eps, h, err));
+  return icl_op_matmul_glu(be, w_gate, w_up, h, y, u, act, err);
+}
+
+int icl_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y,
+                        icl_error *err) {
+  TRY(chk_f32("rms_norm_add", "x", x, err));
+  TRY(chk_f32("rms_norm_add", "y", y, err));
+  TRY(chk_same_shape("rms_norm_add", "x", x, "y", y, err));
+  TRY(chk_param("rms_norm_add", "w", w, x->ne[0], err));
+  TRY(chk_no_alias("rms_norm_add", "x", x, "y", y, err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "rms_norm_add: eps must be >= 0, got %g", eps);
+  if (be->ops->rms_norm_add) return be->ops->rms_norm_add(be, x, w, eps, y, err);
+  TRY(be->ops->rms_norm(be, x, w, eps, x, err));
+  return be->ops->add(be, y, x, y, err);
+}
+
 static int chk_rope(const char *op, const char *xn, const icl_dt *x, const icl_dt *pos, int n_rot, float base,
                     int mode, icl_error *err) {
   TRY(chk_f32(op, xn, x, err));
@@ -148,6 +204,22 @@ int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const ic
   if (be->ops->rope_pair) return be->ops->rope_pair(be, q, k, pos, n_rot, base, mode, err);
   TRY(be->ops->rope(be, q, pos, n_rot, base, mode, err));
   return be->ops->rope(be, k, pos, n_rot, base, mode, err);
+}
+
+int icl_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                         float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err) {
+  TRY(chk_rope("rms_rope_pair", "q", q, pos, n_rot, base, mode, err));
+  TRY(chk_rope("rms_rope_pair", "k", k, pos, n_rot, base, mode, err));
+  TRY(chk_dim("rms_rope_pair", "k", k, "ne[0]", k->ne[0], q->ne[0], "q's head_dim", err));
+  TRY(chk_no_alias("rms_rope_pair", "q", q, "k", k, err));
+  if (!qw || !kw) return icl_error_set(err, ICL_EINVAL, "rms_rope_pair: the norm weights qw and kw are required");
+  TRY(chk_param("rms_rope_pair", "qw", qw, q->ne[0], err));
+  TRY(chk_param("rms_rope_pair", "kw", kw, q->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "rms_rope_pair: eps must be >= 0, got %g", eps);
+  if (be->ops->rms_rope_pair) return be->ops->rms_rope_pair(be, q, k, qw, kw, eps, pos, n_rot, base, mode, err);
+  TRY(be->ops->rms_norm(be, q, qw, eps, q, err));
+  TRY(be->ops->rms_norm(be, k, kw, eps, k, err));
+  return icl_op_rope_pair(be, q, k, pos, n_rot, base, mode, err);
 }
 
 /* Mask or pattern: f32 [n_kv, n_q, n_head]. */

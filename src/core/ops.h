@@ -25,6 +25,23 @@ int icl_op_matmul_glu(icl_backend *be, const icl_dt *w_gate, const icl_dt *w_up,
 /* rope of q and of k at the same positions: the backend's rope_pair, or rope twice (same bits). */
 int icl_op_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *pos, int n_rot, float base,
                      int mode, icl_error *err);
+/* y[i] = rms_norm(x, nw, eps) . w[i]^T: the backend's rms_matmul_group, or rms_norm into h then matmul_group (same
+ * bits); h is scratch shaped like x, possibly left unwritten. */
+int icl_op_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                            int count, const icl_dt *w, const icl_dt *y, icl_error *err);
+/* y = act(n . w_gate^T) * (n . w_up^T), n = rms_norm(x, nw, eps): the backend's rms_matmul_glu, or rms_norm into h
+ * then matmul_glu (same bits); h and u scratch. */
+int icl_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
+                          const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
+                          icl_error *err);
+/* y += rms_norm(x, w, eps): the backend's rms_norm_add, or rms_norm in place in x then add (same bits); x may be left
+ * normed. */
+int icl_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y,
+                        icl_error *err);
+/* per-head rms_norm of q (weight qw) and k (kw) in place, then rope of both: the backend's rms_rope_pair, or
+ * rms_norm twice then rope_pair (same bits). */
+int icl_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
+                         float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
 int icl_op_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                      const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int icl_op_add(icl_backend *be, const icl_dt *a, const icl_dt *b, const icl_dt *y, icl_error *err);

@@ -1,7 +1,8 @@
 /* Hooks keep working under the Vulkan fusions (issue 37): on tiny llama, qwen2 and gemma3 models on lavapipe,
  * capturing any one hook point of every layer, or intervening at the points a fusion would hide, gives the same
  * captures and logits bit for bit with the fused ops as without them (ICL_VK_FUSION=0). A fusion that hid a point
- * it should have given up (or computed it differently) fails here. */
+ * it should have given up (or computed it differently) fails here. Each fused run is also compared, within
+ * rounding, with the CPU backend (no fused ops), so a point the forward pass skips on both Vulkan paths fails too. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,10 @@
 static const int32_t TOKS[] = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 40, 41};
 enum { NTOK = sizeof TOKS / sizeof TOKS[0] };
 
-static icl_model *load(const char *path, int fused) {
+static icl_model *load(const char *path, int fused, const char *backend) {
   icl_error e = {0};
   icl_model *m = NULL;
-  icl_load_opts lo = {.backend = "vulkan", .device = -1, .n_ctx = 32, .chunk = 16};
+  icl_load_opts lo = {.backend = backend, .device = -1, .n_ctx = 32, .chunk = 16};
   if (fused) unsetenv("ICL_VK_FUSION");
   else setenv("ICL_VK_FUSION", "0", 1);
   int rc = icl_model_load(path, &lo, &m, &e);
@@ -30,6 +31,38 @@ static icl_model *load(const char *path, int fused) {
 static int same_tensor(const icl_tensor *a, const icl_tensor *b) {
   return a && b && a->numel == b->numel && memcmp(a->data, b->data, (size_t)a->numel * sizeof(float)) == 0;
 }
+
+/* a close to b: both present, same size, within 1e-3 of the largest magnitude (another backend's rounding) */
+static int close_tensor(const icl_tensor *a, const icl_tensor *b) {
+  if (!a || !b || a->numel != b->numel) return 0;
+  double worst = 0.0, scale = 1e-6;
+  for (int64_t i = 0; i < a->numel; i++) {
+    double d = fabs((double)a->data[i] - (double)b->data[i]);
+    worst = d > worst ? d : worst;
+    scale = fabs(b->data[i]) > scale ? fabs(b->data[i]) : scale;
+  }
+  return worst <= 1e-3 * scale;
+}
+
+/* The fused run against the CPU backend's (which has no fused ops): a hook point the forward pass skipped or an
+ * intervention it did not apply, on both Vulkan paths alike, shows up here. */
+static void compare_cpu(icl_model *mc, const icl_run_result *rf, const icl_run_opts *o, const char *arch,
+                        const char *what, int64_t n) {
+  icl_run_result rc_ = {0};
+  icl_error e = {0};
+  int rc = icl_model_run(mc, TOKS, n, o, &rc_, &e);
+  CHECKF(rc == 0, "%s %s (cpu, %lld tokens): %s", arch, what, (long long)n, e.msg);
+  if (!rc) {
+    CHECKF(close_tensor(rf->logits, rc_.logits), "%s %s, %lld tokens: logits differ vulkan/cpu", arch, what,
+           (long long)n);
+    for (int i = 0; i < rf->n_captures && i < rc_.n_captures; i++)
+      CHECKF(close_tensor(rf->captures[i], rc_.captures[i]), "%s %s, %lld tokens: capture %s differs vulkan/cpu", arch,
+             what, (long long)n, rf->names[i]);
+  }
+  icl_run_result_free(&rc_);
+}
+
+static icl_model *g_cpu; /* the current architecture's model on the CPU backend */
 
 static void compare_n(icl_model *mf, icl_model *mu, const icl_run_opts *o, const char *arch, const char *what,
                       int64_t n) {
@@ -46,6 +79,7 @@ static void compare_n(icl_model *mf, icl_model *mu, const icl_run_opts *o, const
     for (int i = 0; i < rf.n_captures && i < ru.n_captures; i++)
       CHECKF(same_tensor(rf.captures[i], ru.captures[i]), "%s %s, %lld tokens: capture %s differs fused/unfused", arch,
              what, (long long)n, rf.names[i]);
+    if (g_cpu) compare_cpu(g_cpu, &rf, o, arch, what, n);
   }
   icl_run_result_free(&rf);
   icl_run_result_free(&ru);
@@ -111,16 +145,64 @@ static void check_bypassed_points(icl_model *m, const char *arch) {
   }
 }
 
+
+static int all_zero(const icl_tensor *t) {
+  for (int64_t i = 0; t && i < t->numel; i++)
+    if (t->data[i] != 0.0f) return 0;
+  return 1;
+}
+
+/* The folded norms' points (and q, k), judged without the forward pass's own decisions (every backend runs the same
+ * forward.c): a captured norm output is computed (not left zero), and zeroing it zeroes the sublayer, so the
+ * residual stream is unchanged across it, bit for bit (no bias on that path: llama and gemma3 for ln1, all three
+ * for ln2; gemma3's post-norms). */
+static void check_norm_points(icl_model *m, const char *arch) {
+  int gemma = strcmp(arch, "gemma3") == 0, ln1_clean = strcmp(arch, "qwen2") != 0;
+  struct { const char *hook, *before, *after; int on; } zs[] = {
+      {"blocks.0.ln1.hook_normalized", "blocks.0.hook_resid_pre", "blocks.0.hook_resid_mid", ln1_clean},
+      {"blocks.1.ln2.hook_normalized", "blocks.1.hook_resid_mid", "blocks.1.hook_resid_post", 1},
+      {"blocks.1.ln1_post.hook_normalized", "blocks.1.hook_resid_pre", "blocks.1.hook_resid_mid", gemma},
+      {"blocks.0.ln2_post.hook_normalized", "blocks.0.hook_resid_mid", "blocks.0.hook_resid_post", gemma}};
+  icl_capture c[] = {{.pattern = "blocks.*.hook_resid_pre"}, {.pattern = "blocks.*.hook_resid_mid"},
+                     {.pattern = "blocks.*.hook_resid_post"}, {.pattern = "blocks.*.ln1.hook_normalized"},
+                     {.pattern = "blocks.*.ln2.hook_normalized"}, {.pattern = "blocks.*.attn.hook_q"},
+                     {.pattern = "blocks.*.attn.hook_k"}};
+  for (int64_t n = 1; n <= NTOK; n += NTOK - 1) {
+    icl_run_opts o = {.logits = ICL_LOGITS_LAST, .captures = c, .n_captures = 7};
+    icl_run_result r = {0};
+    icl_error e = {0};
+    CHECKF(icl_model_run(m, TOKS, n, &o, &r, &e) == 0, "%s: %s", arch, e.msg);
+    /* (q and k: gemma3's q/k norms with RoPE) */
+    const char *norms[] = {"blocks.0.ln1.hook_normalized", "blocks.1.ln2.hook_normalized", "blocks.0.attn.hook_q",
+                           "blocks.1.attn.hook_k"};
+    for (int i = 0; i < 4; i++)
+      CHECKF(find(&r, norms[i]) && !all_zero(find(&r, norms[i])), "%s, %lld tokens: %s not computed", arch,
+             (long long)n, norms[i]);
+    icl_run_result_free(&r);
+    for (size_t i = 0; i < sizeof zs / sizeof zs[0]; i++) {
+      if (!zs[i].on) continue;
+      icl_intervention iv = {.kind = ICL_IV_ZERO, .hook = zs[i].hook};
+      o.interventions = &iv, o.n_interventions = 1;
+      CHECKF(icl_model_run(m, TOKS, n, &o, &r, &e) == 0, "%s: %s", arch, e.msg);
+      CHECKF(same_tensor(find(&r, zs[i].before), find(&r, zs[i].after)),
+             "%s, %lld tokens: zeroing %s left %s != %s", arch, (long long)n, zs[i].hook, zs[i].after, zs[i].before);
+      icl_run_result_free(&r);
+    }
+  }
+}
+
 static void check_arch(const char *arch) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/icl-fusion-hooks-%d-%s.gguf", (int)getpid(), arch);
   icl_tiny_spec sp = {.arch = arch, .wtype = ICL_TYPE_Q8_0, .seed = 5, .n_layer = 2};
   icl_error e = {0};
   CHECKF(icl_write_tiny_model(path, &sp, &e) == 0, "%s: %s", arch, e.msg);
-  icl_model *mf = load(path, 1), *mu = load(path, 0);
+  icl_model *mf = load(path, 1, "vulkan"), *mu = load(path, 0, "vulkan");
+  g_cpu = load(path, 1, "cpu");
   unlink(path);
-  if (!mf || !mu) {
-    icl_model_free(mf), icl_model_free(mu);
+  if (!mf || !mu || !g_cpu) {
+    icl_model_free(mf), icl_model_free(mu), icl_model_free(g_cpu);
+    g_cpu = NULL;
     return;
   }
   static const char *POINTS[] = {
@@ -130,6 +212,7 @@ static void check_arch(const char *arch) {
       "blocks.*.mlp.hook_pre", "blocks.*.mlp.hook_post",  "blocks.*.hook_mlp_out",        "blocks.*.hook_resid_post",
       "ln_final.hook_normalized"};
   check_bypassed_points(mf, arch);
+  check_norm_points(mf, arch);
   icl_run_opts plain = {.logits = ICL_LOGITS_ALL};
   compare(mf, mu, &plain, arch, "no hooks");
   size_t n_points = sizeof POINTS / sizeof POINTS[0] + (strcmp(arch, "gemma3") == 0 ? 2 : 0);
@@ -148,9 +231,16 @@ static void check_arch(const char *arch) {
       {.kind = ICL_IV_ZERO, .hook = "blocks.0.hook_attn_out"},
       {.kind = ICL_IV_ADD, .hook = "blocks.1.hook_mlp_out", .value = vec, .coef = 2.0f},
       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_attn_out", .value = vec, .coef = -1.0f},
+      /* the norms folded into q/k/v and gate/up, and gemma3's post-norms added into the residual */
+      {.kind = ICL_IV_ADD, .hook = "blocks.0.ln1.hook_normalized", .value = vec, .coef = 3.0f},
+      {.kind = ICL_IV_ZERO, .hook = "blocks.1.ln2.hook_normalized"},
+      {.kind = ICL_IV_ADD, .hook = "blocks.1.ln1_post.hook_normalized", .value = vec, .coef = 2.0f},
+      {.kind = ICL_IV_ZERO, .hook = "blocks.0.ln2_post.hook_normalized"},
   };
-  const char *names[] = {"zero z head 0", "zero attn_out", "add to mlp_out", "add to attn_out"};
-  for (size_t i = 0; vec && i < sizeof ivs / sizeof ivs[0]; i++) {
+  const char *names[] = {"zero z head 0", "zero attn_out", "add to mlp_out", "add to attn_out", "add to ln1",
+                         "zero ln2", "add to ln1_post", "zero ln2_post"};
+  size_t n_ivs = sizeof ivs / sizeof ivs[0] - (strcmp(arch, "gemma3") == 0 ? 0 : 2);
+  for (size_t i = 0; vec && i < n_ivs; i++) {
     icl_capture c = {.pattern = "blocks.*.hook_resid_post"};
     icl_run_opts o = {.logits = ICL_LOGITS_ALL, .captures = &c, .n_captures = 1, .interventions = &ivs[i],
                       .n_interventions = 1};
@@ -159,8 +249,10 @@ static void check_arch(const char *arch) {
   icl_tensor_free(vec);
   icl_model_free(mf);
   icl_model_free(mu);
-  printf("%s: %zu hook points captured and 4 interventions: fused and unfused runs agree bit for bit\n", arch,
-         n_points);
+  icl_model_free(g_cpu);
+  g_cpu = NULL;
+  printf("%s: %zu hook points captured and %zu interventions: fused and unfused runs agree bit for bit\n", arch,
+         n_points, n_ivs);
 }
 
 int main(void) {

@@ -206,6 +206,124 @@ static const ot_op OP_RMS_NORM = {"rms_norm", "d,rows", "w,in_place", g_rms_norm
 static const ot_op OP_LAYER_NORM = {"layer_norm", "d,rows", "w_b,in_place", g_layer_norm, r_layer_norm, o_layer_norm,
                                     {OT_NMSE}, 0};
 
+/* ---- the folded norms: x RMS-normed (weight nw, eps 1e-6) into a mat-vec's input; the oracle rounds the normed
+ * row to f32, as every backend keeps it (the op's definition: rms_norm into h, then the matmuls) ---------------- */
+
+static double *o_rms_rows(const float *x, const float *w, int64_t d, int64_t rows) {
+  double *h = ot_xmalloc((size_t)(d * rows) * sizeof *h);
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; i++) ss += (double)x[r * d + i] * x[r * d + i];
+    double inv = 1.0 / sqrt(ss / (double)d + (double)1e-6f);
+    for (int64_t i = 0; i < d; i++) h[r * d + i] = (float)(x[r * d + i] * inv * w[i]);
+  }
+  return h;
+}
+
+/* rms_matmul_group: n = {K, rows0, tokens, rows1, rows2}: three weights of the case's type (inputs 0..2), x input
+ * 3, nw input 4, input 5 the scratch h (random: a fused path must not read it) */
+static int g_rms_matmul_group(ot_case *c) {
+  const int64_t *n = c->s->n;
+  if (n[0] % icl_type_block_elems(c->type)) return 0;
+  for (int i = 0; i < 3; i++) {
+    int64_t rows = n[i ? i + 2 : 1];
+    ot_in_weights(c, i, c->type, n[0], rows);
+    ot_out(c, i, ICL_TYPE_F32, rows, n[2], 1, -1);
+  }
+  ot_in_f32(c, 3, n[0], n[2], 1, -2.0f, 3.0f);
+  ot_in_f32(c, 4, n[0], 1, 1, 0.5f, 1.5f);
+  ot_in_f32(c, 5, n[0], n[2], 1, -1.0f, 1.0f);
+  c->fast_rows = n[2];
+  return 1;
+}
+static int r_rms_matmul_group(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                              icl_error *err) {
+  (void)c;
+  icl_dt w[3] = {*in[0], *in[1], *in[2]}, y[3] = {*out[0], *out[1], *out[2]};
+  return icl_op_rms_matmul_group(be, in[3], in[4], 1e-6f, in[5], 3, w, y, err);
+}
+static void o_rms_matmul_group(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], n = c->s->n[2];
+  double *h = o_rms_rows(ot_f(c, 3), ot_f(c, 4), K, n);
+  for (int i = 0; i < 3; i++) {
+    int64_t R = c->s->n[i ? i + 2 : 1];
+    double *w = ot_weights_f64(c, i);
+    for (int64_t t = 0; t < n; t++)
+      for (int64_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; k++) s += w[r * K + k] * h[t * K + k];
+        out[i][t * R + r] = s;
+      }
+    free(w);
+  }
+  free(h);
+}
+static const ot_op OP_RMS_MATMUL_GROUP = {"rms_matmul_group", "K,rows0,tokens,rows1,rows2", "", g_rms_matmul_group,
+                                          r_rms_matmul_group, o_rms_matmul_group, {OT_NMSE, OT_NMSE, OT_NMSE},
+                                          INT64_MAX};
+
+/* rms_matmul_glu: n = {K, rows, tokens}; flag gelu: gate and up weights inputs 0 and 1, x input 2, nw input 3, the
+ * scratch h and u inputs 4 and 5 */
+static int g_rms_matmul_glu(ot_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  if (K % icl_type_block_elems(c->type)) return 0;
+  ot_in_weights(c, 0, c->type, K, R);
+  ot_in_weights(c, 1, c->type, K, R);
+  ot_in_f32(c, 2, K, n, 1, -2.0f, 3.0f);
+  ot_in_f32(c, 3, K, 1, 1, 0.5f, 1.5f);
+  ot_in_f32(c, 4, K, n, 1, -1.0f, 1.0f);
+  ot_in_f32(c, 5, R, n, 1, -1.0f, 1.0f);
+  ot_out(c, 0, ICL_TYPE_F32, R, n, 1, -1);
+  c->fast_rows = n;
+  return 1;
+}
+static int r_rms_matmul_glu(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                            icl_error *err) {
+  return icl_op_rms_matmul_glu(be, in[2], in[3], 1e-6f, in[4], in[0], in[1], out[0], in[5],
+                               c->s->flags & 1 ? ICL_GLU_GELU : ICL_GLU_SILU, err);
+}
+static void o_rms_matmul_glu(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  double *wg = ot_weights_f64(c, 0), *wu = ot_weights_f64(c, 1), *h = o_rms_rows(ot_f(c, 2), ot_f(c, 3), K, n);
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t r = 0; r < R; r++) {
+      double g = 0.0, u = 0.0;
+      for (int64_t k = 0; k < K; k++) g += wg[r * K + k] * h[t * K + k], u += wu[r * K + k] * h[t * K + k];
+      double a = c->s->flags & 1 ? 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+                                 : g / (1.0 + exp(-g));
+      out[0][t * R + r] = a * u;
+    }
+  free(wg), free(wu), free(h);
+}
+static const ot_op OP_RMS_MATMUL_GLU = {"rms_matmul_glu", "K,rows,tokens", "gelu", g_rms_matmul_glu,
+                                        r_rms_matmul_glu, o_rms_matmul_glu, {OT_NMSE}, INT64_MAX};
+
+/* rms_norm_add: n = {d, rows}: y (input 2, written over) += rms_norm(x input 0, w input 1) */
+static int g_rms_norm_add(ot_case *c) {
+  int64_t d = c->s->n[0], rows = c->s->n[1];
+  ot_in_f32(c, 0, d, rows, 1, -2.0f, 3.0f);
+  ot_in_f32(c, 1, d, 1, 1, 0.5f, 1.5f);
+  ot_in_f32(c, 2, d, rows, 1, -4.0f, 4.0f);
+  ot_out(c, 0, ICL_TYPE_F32, d, rows, 1, 2);
+  return 1;
+}
+static int r_rms_norm_add(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[], icl_error *err) {
+  (void)c;
+  return icl_op_rms_norm_add(be, in[0], in[1], 1e-6f, out[0], err);
+}
+static void o_rms_norm_add(const ot_case *c, double *out[]) {
+  int64_t d = c->s->n[0], rows = c->s->n[1];
+  const float *x = ot_f(c, 0), *w = ot_f(c, 1), *y = ot_f(c, 2);
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; i++) ss += (double)x[r * d + i] * x[r * d + i];
+    double inv = 1.0 / sqrt(ss / (double)d + (double)1e-6f);
+    for (int64_t i = 0; i < d; i++) out[0][r * d + i] = y[r * d + i] + x[r * d + i] * inv * w[i];
+  }
+}
+static const ot_op OP_RMS_NORM_ADD = {"rms_norm_add", "d,rows", "", g_rms_norm_add, r_rms_norm_add, o_rms_norm_add,
+                                      {OT_NMSE}, 0};
+
 /* ---- rope: n = {head_dim, heads, tokens, n_rot, pos0}, f = base; flag neox --------------- */
 
 static int g_rope(ot_case *c) {
@@ -270,6 +388,42 @@ static void o_rope_pair(const ot_case *c, double *out[]) {
 }
 static const ot_op OP_ROPE_PAIR = {"rope_pair", "hd,heads,tokens,n_rot,pos0,k_heads,base", "neox", g_rope_pair,
                                    r_rope_pair, o_rope_pair, {OT_NMSE, OT_NMSE}, 0};
+
+/* ---- rms_rope_pair: rope_pair's n, f and flag; per-head RMS norms (eps 1e-6) of q (input 0, weight input 3) and k
+ * (input 2, weight input 4) in place, then rope_pair. The oracle rounds each normed element to f32, as the op's
+ * definition stores it (rms_norm, then rope) ---------------------------------------------------------------------- */
+
+static int g_rms_rope_pair(ot_case *c) {
+  g_rope_pair(c);
+  ot_in_f32(c, 3, c->s->n[0], 1, 1, 0.5f, 1.5f);
+  ot_in_f32(c, 4, c->s->n[0], 1, 1, 0.5f, 1.5f);
+  return 1;
+}
+static int r_rms_rope_pair(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                           icl_error *err) {
+  return icl_op_rms_rope_pair(be, out[0], out[1], in[3], in[4], 1e-6f, in[1], (int)c->s->n[3], (float)c->s->f,
+                              c->s->flags & 1, err);
+}
+static void o_rms_rope_into(const ot_case *c, int xi, int wi, int64_t heads, double *out) {
+  const int64_t *n = c->s->n;
+  int64_t hd = n[0], half = n[3] / 2, neox = c->s->flags & 1;
+  double *h = o_rms_rows(ot_f(c, xi), ot_f(c, wi), hd, heads * n[2]);
+  for (int64_t i = 0; i < hd * heads * n[2]; i++) out[i] = h[i];
+  for (int64_t t = 0; t < n[2]; t++)
+    for (int64_t hh = 0; hh < heads; hh++)
+      for (int64_t i = 0; i < half; i++) {
+        double th = (double)ot_i(c, 1)[t] * pow((double)(float)c->s->f, -2.0 * (double)i / (double)n[3]);
+        int64_t a = (t * heads + hh) * hd + (neox ? i : 2 * i), b = a + (neox ? half : 1);
+        out[a] = h[a] * cos(th) - h[b] * sin(th), out[b] = h[a] * sin(th) + h[b] * cos(th);
+      }
+  free(h);
+}
+static void o_rms_rope_pair(const ot_case *c, double *out[]) {
+  o_rms_rope_into(c, 0, 3, c->s->n[1], out[0]);
+  o_rms_rope_into(c, 2, 4, c->s->n[5], out[1]);
+}
+static const ot_op OP_RMS_ROPE_PAIR = {"rms_rope_pair", "hd,heads,tokens,n_rot,pos0,k_heads,base", "neox",
+                                       g_rms_rope_pair, r_rms_rope_pair, o_rms_rope_pair, {OT_NMSE, OT_NMSE}, 0};
 
 /* ---- attention: n = {hd, heads, kv_heads, queries, n_past, window}, f = softcap; flags mask
  * (random additive, every 7th -inf), masked_row (one query row of head 1 all -inf), pattern, scale4 */

@@ -76,6 +76,19 @@ static const ot_shape MATMUL_ADD[] = {{"odd", {256, 33, 1}},    {"odd", {96, 7, 
 static const ot_shape MATMUL_GLU[] = {{"odd", {256, 33, 1}},           {"model", {576, 1536, 1}}, {"odd", {256, 65, 1}, 0, 1},
                                       {"odd", {96, 7, 3}, 0, 1}};
 
+/* folded norms: {K, rows0, tokens, rows1, rows2} (SmolLM2's q, k, v; partial workgroups; a partial last chunk;
+ * more than one window of chunk partials; unaligned views; several tokens: rms_norm then the group) */
+static const ot_shape RMS_MATMUL_GROUP[] = {
+    {"model", {576, 576, 1, 192, 192}}, {"odd", {256, 33, 1, 7, 65}},  {"odd", {96, 5, 1, 64, 65}},
+    {"odd", {100, 5, 1, 3, 9}},         {"odd", {8448, 9, 1, 3, 2}},   {"odd", {256, 33, 1, 7, 65}, 0, OT_UNALIGNED},
+    {"odd", {256, 40, 5, 8, 9}}};
+/* {K, rows, tokens}; flag gelu */
+static const ot_shape RMS_MATMUL_GLU[] = {{"model", {576, 1536, 1}}, {"odd", {256, 65, 1}, 0, 1},
+                                          {"odd", {256, 33, 1}, 0, OT_UNALIGNED}, {"odd", {96, 7, 3}, 0, 1}};
+/* {d, rows}: Gemma 3's 640 (decode, prefill), a partial chunk, more than one window */
+static const ot_shape RMS_NORM_ADD[] = {{"model", {640, 1}}, {"model", {640, 9}}, {"odd", {100, 3}},
+                                        {"odd", {8448, 2}}, {"odd", {100, 3}, 0, OT_UNALIGNED}};
+
 /* {K, rows, ids} */
 static const ot_shape GET_ROWS[] = {{"tiny", {32, 3, 1}},     {"tiny", {256, 3, 1}},     {"odd", {256, 3, 6}},
                                     {"odd", {576, 50, 7}},    {"odd", {512, 50, 7}},     {"model", {1536, 576, 6}},
@@ -96,6 +109,11 @@ static const ot_shape NORM[] = {
 static const ot_shape ROPE_PAIR[] = {{"tiny", {64, 9, 1, 64, 0, 3}, 1e4},       {"odd", {64, 3, 7, 32, 5, 2}, 1e5},
                                      {"model", {64, 9, 7, 64, 1393, 3}, 1e5},  {"model", {256, 4, 1, 256, 1393, 1}, 1e6, 1},
                                      {"model", {256, 4, 5, 256, 0, 1}, 1e4, 1}, {"odd", {64, 2, 3, 32, 17, 1}, 1e4, 1}};
+/* rope_pair's shapes (Gemma 3's 4 and 1 heads of 256 in NEOX mode first) and a head_dim with a partial chunk */
+static const ot_shape RMS_ROPE_PAIR[] = {
+    {"model", {256, 4, 1, 256, 1393, 1}, 1e6, 1}, {"model", {256, 4, 5, 256, 0, 1}, 1e4, 1},
+    {"odd", {64, 3, 7, 32, 5, 2}, 1e5},           {"odd", {100, 2, 3, 40, 17, 1}, 1e4, 1},
+    {"tiny", {64, 9, 1, 64, 0, 3}, 1e4}};
 static const ot_shape ROPE[] = {
     {"tiny", {64, 9, 1, 64, 0}, 1e4},        {"odd", {64, 3, 7, 64, 5}, 1e5},       {"odd", {64, 9, 7, 64, 0}, 1e4},
     {"model", {64, 3, 7, 64, 1393}, 1e5},    {"model", {256, 4, 7, 256, 0}, 1e6, 1}, {"model", {256, 4, 7, 256, 1393}, 1e6, 1},
@@ -265,6 +283,10 @@ static const ot_entry TABLE[] = {
     {&OP_MATMUL_ADD, SH(MATMUL_ADD), MATMUL_ADD_TYPES, TOL_MATMUL},
     {&OP_ROPE_PAIR, SH(ROPE_PAIR), NULL, TOL_ROPE},
     {&OP_MATMUL_GLU, SH(MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
+    {&OP_RMS_MATMUL_GROUP, SH(RMS_MATMUL_GROUP), MATMUL_ADD_TYPES, TOL_MATMUL},
+    {&OP_RMS_MATMUL_GLU, SH(RMS_MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
+    {&OP_RMS_NORM_ADD, SH(RMS_NORM_ADD), NULL, TOL_NORM},
+    {&OP_RMS_ROPE_PAIR, SH(RMS_ROPE_PAIR), NULL, TOL_ROPE},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
@@ -272,7 +294,8 @@ static void check_every_op_listed(void) {
   static const char *ops[] = {"get_rows", "matmul", "rms_norm", "layer_norm", "rope",    "attention",  "add",
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
                               "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
-                              "matmul_add", "rope_pair", "matmul_glu"};
+                              "matmul_add", "rope_pair", "matmul_glu", "rms_matmul_group", "rms_matmul_glu",
+                              "rms_norm_add", "rms_rope_pair"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;

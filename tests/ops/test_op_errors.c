@@ -49,6 +49,21 @@ static void test_shape_errors(void) {
   expect_error(icl_op_matmul_add(g_be, &w, &x576, &y, &y, &err), &err, "matmul_add", "t"); /* t is y */
   CHECK(strstr(err.msg, "overlaps y"));
   expect_error(icl_op_rms_norm(g_be, &x, &y, 1e-5f, &x, &err), &err, "rms_norm", "w");
+  /* the fused ops with a norm check what both halves would (issue 37) */
+  icl_dt nw = mk(ICL_TYPE_F32, 576, 1, 1), h = mk(ICL_TYPE_F32, 576, 2, 1), gy2[2] = {y, y2};
+  expect_error(icl_op_rms_matmul_group(g_be, &x576, NULL, 1e-5f, &h, 2, gw, gy2, &err), &err, "rms_matmul_group", "nw");
+  expect_error(icl_op_rms_matmul_group(g_be, &x576, &nw, 1e-5f, &x576, 2, gw, gy2, &err), &err, "rms_matmul_group",
+               "h"); /* h is x */
+  expect_error(icl_op_rms_matmul_group(g_be, &x576, &y, 1e-5f, &h, 2, gw, gy2, &err), &err, "rms_matmul_group", "nw");
+  expect_error(icl_op_rms_matmul_glu(g_be, &x576, &nw, 1e-5f, &h, &w, &w, &x576, &y2, ICL_GLU_SILU, &err), &err,
+               "rms_matmul_glu", "y"); /* y is x */
+  expect_error(icl_op_rms_norm_add(g_be, &x576, &nw, 1e-5f, &x576, &err), &err, "rms_norm_add", "y"); /* y is x */
+  expect_error(icl_op_rms_norm_add(g_be, &x576, &y, 1e-5f, &h, &err), &err, "rms_norm_add", "w");
+  icl_dt kk = mk(ICL_TYPE_F32, 64, 3, 2), qkw = mk(ICL_TYPE_F32, 64, 1, 1);
+  expect_error(icl_op_rms_rope_pair(g_be, &q, &kk, &y, &qkw, 1e-5f, &i32, 64, 1e4f, ICL_ROPE_NEOX, &err), &err,
+               "rms_rope_pair", "qw"); /* 128 elements, head_dim 64 */
+  expect_error(icl_op_rms_rope_pair(g_be, &q, &kk, &qkw, NULL, 1e-5f, &i32, 64, 1e4f, ICL_ROPE_NEOX, &err), &err,
+               "rms_rope_pair", "the norm weights");
   expect_error(icl_op_add(g_be, &x576, &y, &x576, &err), &err, "add", "b");
   expect_error(icl_op_rope(g_be, &q, &i32, 7, 1e4f, ICL_ROPE_NORMAL, &err), &err, "rope", "n_rot");
   expect_error(icl_op_get_rows(g_be, &w, &x, &y, &err), &err, "get_rows", "ids");
@@ -62,7 +77,7 @@ static void test_shape_errors(void) {
   icl_dt wk = w;
   wk.type = ICL_TYPE_Q4_K; /* 576 columns are not a whole number of 256-blocks */
   expect_error(icl_op_matmul(g_be, &wk, &x576, &y, &err), &err, "matmul", "w");
-  icl_dt all[] = {w, x, y, y3, x576, i32, q};
+  icl_dt all[] = {w, x, y, y2, y3, x576, i32, q, nw, h, kk, qkw};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) g_be->ops->buf_free(g_be, all[i].buf);
 }
 

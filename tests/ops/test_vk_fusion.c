@@ -3,7 +3,9 @@
  * each output equals its weight's lone matmul) with 3 and 2 members of one type, and the fallbacks (mixed types,
  * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
  * rope_pair against rope of q then of k; matmul_glu (gate, up and the activation) against matmul_group then
- * swiglu / geglu.
+ * swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu: rms_norm into h then the group or glu) and
+ * rms_norm_add (rms_norm in place then add) and rms_rope_pair (rms_norm of q and of k, then rope_pair), counting
+ * that the fused ones are one dispatch.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,121 @@ static void check_glu(uint32_t type, int64_t K, int64_t rows, int64_t n, int act
   free(xh);
 }
 
+
+static uint64_t dispatches(void) {
+  icl_be_counts k = {0};
+  be->ops->counts(be, &k);
+  return k.dispatches;
+}
+
+/* A view of n floats at word offset `shift` of a fresh buffer (the uniform-buffer loads' unaligned word shift). */
+static icl_dt shifted(int64_t n, int shift, uint64_t seed, float lo, float hi) {
+  float *h = malloc((size_t)(n + shift) * 4);
+  t_rand_fill(h, n + shift, seed, lo, hi);
+  icl_dt t = tensor(ICL_TYPE_F32, n + shift, 1, h);
+  t.offset = (size_t)shift * 4, t.ne[0] = n;
+  free(h);
+  return t;
+}
+
+/* rms_matmul_group (glu < 0) or rms_matmul_glu (act glu) of weights of one type, x of K at word shift xs, the norm
+ * weight at shift ws, against rms_norm into h then matmul_group / matmul_glu; one dispatch when n = 1. */
+static void check_rms_fold(int count, uint32_t type, int64_t K, const int64_t rs[3], int64_t n, int glu, int xs,
+                           int ws) {
+  if (K % icl_type_block_elems(type)) return;
+  icl_dt x = shifted(K * n, xs, 41, -3.0f, 3.0f), nw = shifted(K, ws, 42, 0.5f, 1.5f);
+  x.ne[0] = K, x.ne[1] = n;
+  icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
+  for (int i = 0; i < count; i++) {
+    int64_t rows = rs[glu >= 0 ? 0 : i];
+    w[i] = weights(type, K, rows, 43 + (uint64_t)i);
+    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
+  }
+  icl_error err;
+  float eps = 1e-5f;
+  uint64_t d0 = dispatches();
+  if (glu < 0) {
+    CHECKF(be->ops->rms_matmul_group, "the Vulkan backend has no rms_matmul_group");
+    CHECKF(icl_op_rms_matmul_group(be, &x, &nw, eps, &h, count, w, y, &err) == ICL_OK, "rms_matmul_group: %s",
+           err.msg);
+  } else {
+    CHECKF(be->ops->rms_matmul_glu, "the Vulkan backend has no rms_matmul_glu");
+    CHECKF(icl_op_rms_matmul_glu(be, &x, &nw, eps, &h, &w[0], &w[1], &y[0], &y[1], glu, &err) == ICL_OK,
+           "rms_matmul_glu: %s", err.msg);
+  }
+  uint64_t used = dispatches() - d0;
+  if (n == 1) CHECKF(used == 1, "rms fold %s K=%lld: %llu dispatches, expected 1", icl_type_name(type), (long long)K,
+                     (unsigned long long)used);
+  CHECKF(icl_op_rms_norm(be, &x, &nw, eps, &h1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  if (glu < 0) {
+    CHECKF(icl_op_matmul_group(be, count, w, &h1, y1, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  } else {
+    CHECKF(icl_op_matmul_glu(be, &w[0], &w[1], &h1, &y1[0], &y1[1], glu, &err) == ICL_OK, "matmul_glu: %s", err.msg);
+  }
+  for (int i = 0; i < (glu < 0 ? count : 1); i++)
+    CHECKF(same_bits(&y[i], &y1[i]), "rms fold (count %d, glu %d) %s K=%lld n=%lld x+%d nw+%d: output %d differs "
+           "from rms_norm then the unfused op", count, glu, icl_type_name(type), (long long)K, (long long)n, xs, ws, i);
+  for (int i = 0; i < count; i++)
+    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+  be->ops->buf_free(be, x.buf), be->ops->buf_free(be, nw.buf), be->ops->buf_free(be, h.buf);
+  be->ops->buf_free(be, h1.buf);
+}
+
+/* rms_norm_add (y += rms_norm(x, w)) against rms_norm in place then add, one dispatch. */
+static void check_rms_add(int64_t d, int64_t rows) {
+  float *xh = malloc((size_t)(d * rows) * 4), *yh = malloc((size_t)(d * rows) * 4), *wh = malloc((size_t)d * 4);
+  t_rand_fill(xh, d * rows, 51, -3.0f, 3.0f);
+  t_rand_fill(yh, d * rows, 52, -8.0f, 8.0f);
+  t_rand_fill(wh, d, 53, 0.5f, 1.5f);
+  icl_dt x = tensor(ICL_TYPE_F32, d, rows, xh), x1 = tensor(ICL_TYPE_F32, d, rows, xh);
+  icl_dt y = tensor(ICL_TYPE_F32, d, rows, yh), y1 = tensor(ICL_TYPE_F32, d, rows, yh);
+  icl_dt w = tensor(ICL_TYPE_F32, d, 1, wh);
+  w.ne[0] = d, w.ne[1] = 1;
+  icl_error err;
+  CHECKF(be->ops->rms_norm_add, "the Vulkan backend has no rms_norm_add");
+  uint64_t d0 = dispatches();
+  CHECKF(icl_op_rms_norm_add(be, &x, &w, 1e-6f, &y, &err) == ICL_OK, "rms_norm_add: %s", err.msg);
+  CHECKF(dispatches() - d0 == 1, "rms_norm_add: not one dispatch");
+  CHECKF(icl_op_rms_norm(be, &x1, &w, 1e-6f, &x1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  CHECKF(icl_op_add(be, &y1, &x1, &y1, &err) == ICL_OK, "add: %s", err.msg);
+  CHECKF(same_bits(&y, &y1), "rms_norm_add d=%lld rows=%lld differs from rms_norm then add", (long long)d,
+         (long long)rows);
+  be->ops->buf_free(be, x.buf), be->ops->buf_free(be, x1.buf), be->ops->buf_free(be, y.buf);
+  be->ops->buf_free(be, y1.buf), be->ops->buf_free(be, w.buf);
+  free(xh), free(yh), free(wh);
+}
+
+/* rms_rope_pair against rms_norm of q, of k (per head) then rope_pair, one dispatch. */
+static void check_rms_rope(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n_rot, int mode, int32_t pos0) {
+  float *qh = malloc((size_t)(hd * nh * n) * 4), *kh = malloc((size_t)(hd * nk * n) * 4), *wh = malloc((size_t)hd * 8);
+  int32_t *ph = malloc((size_t)n * 4);
+  t_rand_fill(qh, hd * nh * n, 61, -3.0f, 3.0f);
+  t_rand_fill(kh, hd * nk * n, 62, -3.0f, 3.0f);
+  t_rand_fill(wh, 2 * hd, 63, 0.5f, 1.5f);
+  for (int64_t i = 0; i < n; i++) ph[i] = pos0 + (int32_t)i;
+  icl_dt q = tensor(ICL_TYPE_F32, hd, nh * n, qh), k = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt q1 = tensor(ICL_TYPE_F32, hd, nh * n, qh), k1 = tensor(ICL_TYPE_F32, hd, nk * n, kh);
+  icl_dt qw = tensor(ICL_TYPE_F32, hd, 1, wh), kw = tensor(ICL_TYPE_F32, hd, 1, wh + hd);
+  icl_dt pos = tensor(ICL_TYPE_I32, n, 1, ph);
+  q.ne[1] = q1.ne[1] = nh, q.ne[2] = q1.ne[2] = n, k.ne[1] = k1.ne[1] = nk, k.ne[2] = k1.ne[2] = n;
+  icl_error err;
+  CHECKF(be->ops->rms_rope_pair, "the Vulkan backend has no rms_rope_pair");
+  uint64_t d0 = dispatches();
+  CHECKF(icl_op_rms_rope_pair(be, &q, &k, &qw, &kw, 1e-6f, &pos, n_rot, 1e4f, mode, &err) == ICL_OK,
+         "rms_rope_pair: %s", err.msg);
+  CHECKF(dispatches() - d0 == 1, "rms_rope_pair: not one dispatch");
+  CHECKF(icl_op_rms_norm(be, &q1, &qw, 1e-6f, &q1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  CHECKF(icl_op_rms_norm(be, &k1, &kw, 1e-6f, &k1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  CHECKF(icl_op_rope_pair(be, &q1, &k1, &pos, n_rot, 1e4f, mode, &err) == ICL_OK, "rope_pair: %s", err.msg);
+  CHECKF(same_bits(&q, &q1) && same_bits(&k, &k1), "rms_rope_pair hd=%lld heads %lld+%lld n=%lld n_rot=%d mode %d "
+         "differs from rms_norm twice then rope_pair", (long long)hd, (long long)nh, (long long)nk, (long long)n, n_rot,
+         mode);
+  be->ops->buf_free(be, q.buf), be->ops->buf_free(be, k.buf), be->ops->buf_free(be, q1.buf);
+  be->ops->buf_free(be, k1.buf), be->ops->buf_free(be, pos.buf), be->ops->buf_free(be, qw.buf);
+  be->ops->buf_free(be, kw.buf);
+  free(qh), free(kh), free(wh), free(ph);
+}
+
 static void run_family(void) {
   check_rope_pair(64, 9, 3, 1, 64, ICL_ROPE_NORMAL, 1393);
   check_rope_pair(64, 9, 3, 7, 64, ICL_ROPE_NEOX, 0);
@@ -144,6 +261,29 @@ static void run_family(void) {
   check_glu(ICL_TYPE_Q4_1, 576, 1536, 1, ICL_GLU_SILU);
   check_glu(ICL_TYPE_Q4_K, 256, 65, 1, ICL_GLU_GELU);
   check_glu(ICL_TYPE_Q4_1, 256, 33, 3, ICL_GLU_SILU); /* several tokens: matmul_group then swiglu */
+  /* folded norms: SmolLM2's q/k/v and gate/up, partial workgroups, a partial last chunk (F32, K=100), more chunks
+   * than one window of the workgroup's partials (8448 = 264 chunks), unaligned x and norm weight, several tokens */
+  static const int64_t QKV[3] = {576, 192, 192}, ODD[3] = {33, 7, 65}, FF[3] = {1536, 1536}, FF_ODD[3] = {65, 65};
+  check_rms_fold(3, ICL_TYPE_Q4_1, 576, QKV, 1, -1, 0, 0);
+  check_rms_fold(2, ICL_TYPE_Q4_1, 576, FF, 1, -1, 0, 0);
+  check_rms_fold(2, ICL_TYPE_Q4_1, 576, FF, 1, ICL_GLU_SILU, 0, 0);
+  check_rms_fold(2, ICL_TYPE_Q4_K, 256, FF_ODD, 1, ICL_GLU_GELU, 1, 3);
+  check_rms_fold(3, ICL_TYPE_Q4_K, 256, ODD, 1, -1, 2, 1);
+  check_rms_fold(3, ICL_TYPE_F32, 100, ODD, 1, -1, 3, 2);
+  check_rms_fold(2, ICL_TYPE_F32, 100, FF_ODD, 1, ICL_GLU_SILU, 1, 0);
+  check_rms_fold(3, ICL_TYPE_Q8_0, 8448, ODD, 1, -1, 0, 1);
+  check_rms_fold(3, ICL_TYPE_Q4_1, 256, ODD, 3, -1, 0, 0);           /* several tokens: rms_norm then the group */
+  check_rms_fold(2, ICL_TYPE_Q4_1, 256, FF_ODD, 2, ICL_GLU_SILU, 0, 0); /* and then matmul_glu */
+  /* post-norms with the residual add: Gemma 3's 640, one and several rows, a partial chunk, > one window */
+  check_rms_add(640, 1);
+  check_rms_add(640, 5);
+  check_rms_add(100, 3);
+  check_rms_add(8448, 2);
+  /* Gemma 3's q/k norms with RoPE: its 4 and 1 heads of 256, one token and several, partial rotation, normal mode */
+  check_rms_rope(256, 4, 1, 1, 256, ICL_ROPE_NEOX, 1393);
+  check_rms_rope(256, 4, 1, 5, 256, ICL_ROPE_NEOX, 0);
+  check_rms_rope(64, 3, 2, 3, 32, ICL_ROPE_NORMAL, 7);
+  check_rms_rope(100, 2, 1, 2, 40, ICL_ROPE_NEOX, 3);
   /* the fused kernels differ from the lone ones only in row mapping, loads and stores, the same for every type:
    * a float type, a block type and two k-quants (each is pipelines to compile, seconds each on lavapipe) */
   static const uint32_t TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K};
@@ -174,7 +314,8 @@ int main(void) {
     CHECKF(icl_vk_backend_new(-1, &be, &err) == ICL_OK, "no Vulkan backend: %s", err.msg);
     if (!be) return t_done();
     run_family();
-    printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair and matmul_glu equal the unfused sequence bit for bit\n",
+    printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair, matmul_glu, folded norms, "
+           "rms_norm_add and rms_rope_pair equal the unfused sequence bit for bit\n",
            families[f]);
     be->ops->destroy(be);
   }
