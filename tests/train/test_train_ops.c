@@ -101,7 +101,7 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   CHECK(icl_op_matmul(&g_cb->be, &vw, &vx, &vy, &err) == ICL_OK);
   for (int64_t i = 0; i < n * R; i++) y[i] += b[i % R];
   mm_fwd(&c, yd);
-  CHECK(cpu_tr_matmul_bwd(g_cb, W, K, R, x, n, dy, dW, dx, &err) == ICL_OK);
+  CHECK(cpu_tr_matmul_bwd(g_cb, W, K, R, x, n, dy, dW, dx, 0, &err) == ICL_OK);
   cpu_tr_sum_rows(g_cb, dy, R, 1, n, db);
   icl_refd_matmul_bwd(c.W, K, R, c.x, n, rd, gW, gb, gx);
   char what[64];
@@ -113,6 +113,53 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   report("matmul dx", what, t_rel_err(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
   free(W), free(b), free(x), free(dy), free(y), free(dW), free(db), free(dx);
   free(c.W), free(c.b), free(c.x), free(yd), free(rd), free(gW), free(gb), free(gx);
+}
+
+/* matmul_bwd's write flags through the checked wrapper: a written dW / dx has the bits of accumulating into zeros
+ * and never reads its old contents (NaN-filled here); accumulating onto nonzero contents adds the written sum; a
+ * flag outside the two is rejected. K, R, n on both sides of the strided gemm's in-place limit (the dW reduction
+ * runs over the n tokens). */
+static void test_matmul_write(int64_t K, int64_t R, int64_t n) {
+  float *W = rnd(R * K, -1, 1), *x = rnd(n * K, -1, 1), *dy = rnd(n * R, -1, 1), *y0W = rnd(R * K, -1, 1);
+  float *y0x = rnd(n * K, -1, 1);
+  float *aW = zeros_f(R * K), *ax = zeros_f(n * K), *wW = malloc((size_t)(R * K) * 4), *wx = malloc((size_t)(n * K) * 4);
+  float *cW = malloc((size_t)(R * K) * 4), *cx = malloc((size_t)(n * K) * 4);
+  for (int64_t i = 0; i < R * K; i++) wW[i] = NAN, cW[i] = y0W[i];
+  for (int64_t i = 0; i < n * K; i++) wx[i] = NAN, cx[i] = y0x[i];
+  struct icl_buf b[9];
+  icl_dt vw = hv(&b[0], W, K, R, 1, ICL_TYPE_F32), vx = hv(&b[1], x, K, n, 1, ICL_TYPE_F32);
+  icl_dt vdy = hv(&b[2], dy, R, n, 1, ICL_TYPE_F32);
+  icl_dt vaW = hv(&b[3], aW, K, R, 1, ICL_TYPE_F32), vax = hv(&b[4], ax, K, n, 1, ICL_TYPE_F32);
+  icl_dt vwW = hv(&b[5], wW, K, R, 1, ICL_TYPE_F32), vwx = hv(&b[6], wx, K, n, 1, ICL_TYPE_F32);
+  icl_dt vcW = hv(&b[7], cW, K, R, 1, ICL_TYPE_F32), vcx = hv(&b[8], cx, K, n, 1, ICL_TYPE_F32);
+  icl_error err;
+  icl_backend *be = &g_cb->be;
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vaW, &vax, 0, &err) == ICL_OK);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX, &err) == ICL_OK);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vcW, &vcx, 0, &err) == ICL_OK);
+  int64_t badW = 0, badx = 0, badcW = 0, badcx = 0;
+  for (int64_t i = 0; i < R * K; i++) {
+    badW += memcmp(&aW[i], &wW[i], 4) != 0;
+    float s = y0W[i] + wW[i];
+    badcW += memcmp(&s, &cW[i], 4) != 0;
+  }
+  for (int64_t i = 0; i < n * K; i++) {
+    badx += memcmp(&ax[i], &wx[i], 4) != 0;
+    float s = y0x[i] + wx[i];
+    badcx += memcmp(&s, &cx[i], 4) != 0;
+  }
+  printf("matmul write %lldx%lldx%lld: dW %lld, dx %lld elements differ from accumulating into zeros; "
+         "accumulated onto old contents: %lld, %lld differ from old + written\n", (long long)K, (long long)R,
+         (long long)n, (long long)badW, (long long)badx, (long long)badcW, (long long)badcx);
+  CHECK(badW == 0 && badx == 0 && badcW == 0 && badcx == 0);
+  /* dx written alone: dW still accumulates (onto the written dW: twice the sum, exactly) */
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, ICL_BWD_WRITE_DX, &err) == ICL_OK);
+  int64_t twice = 0;
+  for (int64_t i = 0; i < R * K; i++) twice += wW[i] != 2.0f * aW[i];
+  CHECKF(twice == 0, "dW accumulated when only dx is written: %lld elements differ", (long long)twice);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, 4, &err) == ICL_EINVAL);
+  CHECKF(strstr(err.msg, "write flags") != NULL, "bad write flag message: %s", err.msg);
+  free(W), free(x), free(dy), free(y0W), free(y0x), free(aW), free(ax), free(wW), free(wx), free(cW), free(cx);
 }
 
 /* ---- norms --------------------------------------------------------------------------------------- */
@@ -389,6 +436,10 @@ int main(void) {
   test_matmul(6, 5, 4, 1);
   test_matmul(70, 33, 50, 0);
   test_matmul(256, 256, 300, 0);
+  test_matmul_write(6, 5, 4);
+  test_matmul_write(70, 33, 50);
+  test_matmul_write(128, 96, 600);
+  test_matmul_write(40, 64, 3000);
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
