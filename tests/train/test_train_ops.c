@@ -122,7 +122,8 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
 static void test_matmul_write(int64_t K, int64_t R, int64_t n) {
   float *W = rnd(R * K, -1, 1), *x = rnd(n * K, -1, 1), *dy = rnd(n * R, -1, 1), *y0W = rnd(R * K, -1, 1);
   float *y0x = rnd(n * K, -1, 1);
-  float *aW = zeros_f(R * K), *ax = zeros_f(n * K), *wW = malloc((size_t)(R * K) * 4), *wx = malloc((size_t)(n * K) * 4);
+  float *aW = zeros_f(R * K), *ax = zeros_f(n * K);
+  float *wW = malloc((size_t)(R * K) * 4), *wx = malloc((size_t)(n * K) * 4);
   float *cW = malloc((size_t)(R * K) * 4), *cx = malloc((size_t)(n * K) * 4);
   for (int64_t i = 0; i < R * K; i++) wW[i] = NAN, cW[i] = y0W[i];
   for (int64_t i = 0; i < n * K; i++) wx[i] = NAN, cx[i] = y0x[i];
@@ -203,6 +204,39 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   report(op, "dw", t_rel_err(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
+}
+
+/* The level's sixteen-row norm backward kernel (norm_bwd16) against the four-row loop it replaces (the kernel
+ * removed from the table): stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
+ * dx, row lengths that leave partial 8-column and 16-element blocks, row counts with a 4-row and 1-row remainder. */
+static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with_dx) {
+  if (!g_cb->k.norm_bwd16) {
+    printf("norm_bwd16  d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
+    return;
+  }
+  float *x = rnd(d * n, -2, 2), *w = with_w ? rnd(d, 0.5f, 1.5f) : NULL, *dy = rnd(d * n, -1, 1);
+  float *dx0 = rnd(d * n, -1, 1), *out[2][4];
+  for (int k = 0; k < 2; k++) {
+    out[k][0] = with_dx ? malloc((size_t)(d * n) * 4) : NULL, out[k][1] = zeros_f(d), out[k][2] = zeros_f(d);
+    out[k][3] = zeros_f(2 * n);
+    if (with_dx) memcpy(out[k][0], dx0, (size_t)(d * n) * 4);
+    cpu_kernels saved = g_cb->k;
+    if (k == 1) g_cb->k.norm_bwd16 = NULL;
+    if (rms) cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][3]);
+    else cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][2], out[k][3]);
+    g_cb->k = saved;
+  }
+  int64_t bad[4] = {0};
+  const int64_t len[4] = {with_dx ? d * n : 0, d, d, 2 * n};
+  for (int i = 0; i < 4; i++)
+    for (int64_t j = 0; j < len[i]; j++) bad[i] += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  printf("norm_bwd16  %s d=%lld n=%lld w=%d dx=%d: dx %lld, dw %lld, db %lld, stats %lld elements differ\n",
+         rms ? "rms  " : "layer", (long long)d, (long long)n, with_w, with_dx, (long long)bad[0], (long long)bad[1],
+         (long long)bad[2], (long long)bad[3]);
+  CHECK(bad[0] == 0 && bad[1] == 0 && bad[2] == 0 && bad[3] == 0);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 4; i++) free(out[k][i]);
+  free(x), free(w), free(dy), free(dx0);
 }
 
 /* ---- attention ------------------------------------------------------------------------------------- */
@@ -443,6 +477,12 @@ int main(void) {
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
+  const int64_t nd[] = {1, 5, 8, 13, 16, 37, 128};
+  for (int i = 0; i < 7; i++)
+    for (int rms = 0; rms < 2; rms++) test_norm_kernel(rms, nd[i], 37, 1, 1);
+  test_norm_kernel(0, 128, 53, 0, 1);
+  test_norm_kernel(1, 29, 48, 0, 0);
+  test_norm_kernel(0, 29, 48, 1, 0);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
