@@ -1,7 +1,7 @@
 /* The trainer's backward pass: the forward of train_fwd.c in reverse, one explicit backward op per forward op,
  * each an entry of the backend contract (backend.h, "training", through ops_train.c). The residual gradient
  * dres is one buffer updated in place from the top block down; every parameter gradient is overwritten by this
- * pass. */
+ * pass (the matmul weights' written by their product, the others zeroed first and accumulated). */
 #include <string.h>
 
 #include "train_internal.h"
@@ -30,6 +30,10 @@ static int bwd_norm(icl_trainer *tr, int w, int b, const float *x, const float *
 }
 
 static void zero(float *p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
+
+/* Parameter tensors zero_accumulated keeps a table for (a model has at most 8 + 2 per classifier layer + 17 per
+ * block; more falls back to zeroing every gradient). */
+#define TR_ZERO_TABLE (8 + 2 * TR_MAX_CLS + 17 * TR_MAX_LAYERS)
 
 /* Output layer and classifier: dlogits -> gradient of the final norm output in *dhf. */
 static int bwd_head(icl_trainer *tr, float **dhf, icl_error *err) {
@@ -115,10 +119,32 @@ static int bwd_embed(icl_trainer *tr, icl_error *err) {
   return rc;
 }
 
+/* Zeroes the gradients this pass accumulates into: all but the matmul weights', which bwd_linear writes. */
+static void zero_accumulated(icl_trainer *tr) {
+  const icl_attn_config *c = &tr->cfg;
+  unsigned char written[TR_ZERO_TABLE] = {0};
+  if (tr->np > TR_ZERO_TABLE) {
+    zero(tr->g, tr->n_floats);
+    return;
+  }
+  const int head[2] = {tr->out_w, tr->inp_w};
+  for (int i = 0; i < 2; i++)
+    if (head[i] >= 0) written[head[i]] = 1;
+  for (int i = 0; c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) written[tr->cls_w[i]] = 1;
+  for (int l = 0; l < c->n_layer; l++) {
+    const tr_layer *L = &tr->L[l];
+    const int m[6] = {L->wq, L->wk, L->wv, L->wo, L->up, L->down};
+    for (int i = 0; i < 6; i++)
+      if (m[i] >= 0) written[m[i]] = 1;
+  }
+  for (int i = 0; i < tr->np; i++)
+    if (!written[i]) zero(tr_g(tr, i), tr->p[i].ne[0] * tr->p[i].ne[1]);
+}
+
 int tr_backward(icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model, N = tr->N;
-  zero(tr->g, tr->n_floats);
+  zero_accumulated(tr);
   float *dhf;
   int rc = bwd_head(tr, &dhf, err);
   if (rc) return rc;
