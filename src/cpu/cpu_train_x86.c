@@ -42,28 +42,48 @@ static inline __attribute__((always_inline, target(AVX512))) void cols8(const fl
 #define SUM16(acc_a, acc_b, expr_a, expr_b) \
   ((acc_a) = _mm512_add_pd((acc_a), (expr_a)), (acc_b) = _mm512_add_pd((acc_b), (expr_b)))
 
+/* Rows up to which the kernel keeps x's columns after the first pass instead of transposing them again. */
+#define NORM_KEEP_COLS 256
+
+/* Columns j0 .. j0+nj-1 of the eight rows at x: from keep where an earlier pass stored them (have), else
+ * transposed (and stored into keep when there is one). */
+static inline __attribute__((always_inline, target(AVX512))) void xcols(const float *x, int64_t ld, int64_t j0, int nj,
+                                                                         __m256 c[8], __m256 *keep, int have) {
+  if (have) {
+    for (int u = 0; u < nj; u++) c[u] = keep[j0 + u];
+    return;
+  }
+  cols8(x, ld, j0, nj, c);
+  if (keep)
+    for (int u = 0; u < nj; u++) keep[j0 + u] = c[u];
+}
+
 __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, const float *g, int64_t ld,
                                                                const float *w, int64_t d, int rms, float eps,
                                                                float *stats, float *dx) {
   const float *x8 = x + 8 * ld, *g8 = g + 8 * ld;
-  __m256 c[8], c8[8], cg[8], cg8[8];
+  __m256 c[8], c8[8], cg[8], cg8[8], kept[2][NORM_KEEP_COLS];
+  __m256 *k0 = d <= NORM_KEEP_COLS ? kept[0] : NULL, *k1 = d <= NORM_KEEP_COLS ? kept[1] : NULL;
+  int have = 0; /* x's columns are in kept */
   __m512d mean = _mm512_setzero_pd(), mean8 = mean, v = mean, v8 = mean;
   if (!rms) {
     for (int64_t j0 = 0; j0 < d; j0 += 8) {
       int nj = d - j0 < 8 ? (int)(d - j0) : 8;
-      cols8(x, ld, j0, nj, c), cols8(x8, ld, j0, nj, c8);
+      xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
       for (int u = 0; u < nj; u++) SUM16(mean, mean8, _mm512_cvtps_pd(c[u]), _mm512_cvtps_pd(c8[u]));
     }
     mean = _mm512_div_pd(mean, _mm512_set1_pd((double)d)), mean8 = _mm512_div_pd(mean8, _mm512_set1_pd((double)d));
+    have = k0 != NULL;
   }
   for (int64_t j0 = 0; j0 < d; j0 += 8) {
     int nj = d - j0 < 8 ? (int)(d - j0) : 8;
-    cols8(x, ld, j0, nj, c), cols8(x8, ld, j0, nj, c8);
+    xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
     for (int u = 0; u < nj; u++) {
       __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(c[u]), mean), t8 = _mm512_sub_pd(_mm512_cvtps_pd(c8[u]), mean8);
       SUM16(v, v8, _mm512_mul_pd(t, t), _mm512_mul_pd(t8, t8));
     }
   }
+  have = k0 != NULL;
   double md[16], vd[16];
   float m[16], r[16];
   _mm512_storeu_pd(md, mean), _mm512_storeu_pd(md + 8, mean8);
@@ -79,7 +99,8 @@ __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, co
   __m512d s1 = _mm512_setzero_pd(), s2 = s1, s18 = s1, s28 = s1;
   for (int64_t j0 = 0; j0 < d; j0 += 8) {
     int nj = d - j0 < 8 ? (int)(d - j0) : 8;
-    cols8(x, ld, j0, nj, c), cols8(x8, ld, j0, nj, c8), cols8(g, ld, j0, nj, cg), cols8(g8, ld, j0, nj, cg8);
+    xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
+    cols8(g, ld, j0, nj, cg), cols8(g8, ld, j0, nj, cg8);
     for (int u = 0; u < nj; u++) {
       __m256 wj = _mm256_set1_ps(w ? w[j0 + u] : 1.0f), gh = _mm256_mul_ps(cg[u], wj), gh8 = _mm256_mul_ps(cg8[u], wj);
       __m256 t = _mm256_mul_ps(_mm256_mul_ps(gh, _mm256_sub_ps(c[u], mf)), rf);

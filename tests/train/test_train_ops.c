@@ -208,7 +208,8 @@ static void test_norm(int rms, int64_t d, int64_t n) {
 
 /* The level's sixteen-row norm backward kernel (norm_bwd16) against the four-row loop it replaces (the kernel
  * removed from the table): stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
- * dx, row lengths that leave partial 8-column and 16-element blocks, row counts with a 4-row and 1-row remainder. */
+ * dx, row lengths that leave partial 8-column and 16-element blocks or pass the columns it keeps (256), row counts
+ * with a 4-row and 1-row remainder. */
 static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with_dx) {
   if (!g_cb->k.norm_bwd16) {
     printf("norm_bwd16  d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
@@ -483,6 +484,8 @@ int main(void) {
   test_norm_kernel(0, 128, 53, 0, 1);
   test_norm_kernel(1, 29, 48, 0, 0);
   test_norm_kernel(0, 29, 48, 1, 0);
+  test_norm_kernel(0, 300, 20, 1, 1); /* past the kernel's kept columns: transposed again per pass */
+  test_norm_kernel(1, 257, 16, 1, 1);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
