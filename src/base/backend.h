@@ -44,6 +44,9 @@ enum { ICL_ROPE_NORMAL = 0, ICL_ROPE_NEOX = 1 };
 /* The gated FFN's activation (matmul_glu): swiglu or geglu. */
 enum { ICL_GLU_SILU = 0, ICL_GLU_GELU = 1 };
 
+/* matmul_bwd's write flags: the gradient output is written, not accumulated (the trainer's first contribution). */
+enum { ICL_BWD_WRITE_DW = 1, ICL_BWD_WRITE_DX = 2 };
+
 /* The most weights one matmul_group applies to one input (q, k and v: 3). */
 enum { ICL_MATMUL_GROUP_MAX = 4 };
 
@@ -174,9 +177,11 @@ typedef struct icl_backend_ops {
    * sequence bit-identical to attention on it alone (no mask, no window, no offset) */
   int (*attention_seqs)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                         const icl_dt *out, const icl_dt *pattern, icl_error *err);
-  /* for y [R, n] = x [K, n] . w [K, R]^T: dw [K, R] += dy^T x, dx [K, n] += dy . w (dy [R, n]) */
+  /* for y [R, n] = x [K, n] . w [K, R]^T: dw [K, R] += dy^T x, dx [K, n] += dy . w (dy [R, n]); with
+   * ICL_BWD_WRITE_DW / ICL_BWD_WRITE_DX in write, that output is WRITTEN instead, bit-identical to accumulating
+   * into zeros (its old contents, NaN included, are never read) */
   int (*matmul_bwd)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
-                    const icl_dt *dx, icl_error *err);
+                    const icl_dt *dx, int write, icl_error *err);
   /* for y = norm(x [d, n]) * w (+ b), LayerNorm (rms 0) or RMSNorm (rms 1), w NULL = ones: dx, dw, db (LayerNorm
    * only); stats [2, n] is scratch */
   int (*norm_bwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,

@@ -50,7 +50,10 @@ int icl_op_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, con
 }
 
 int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
-                      const icl_dt *dx, icl_error *err) {
+                      const icl_dt *dx, int write, icl_error *err) {
+  if (write & ~(ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX))
+    return icl_error_set(err, ICL_EINVAL, "matmul_bwd: write flags %#x: expected ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX",
+                         (unsigned)write);
   TRY(chk_f32("matmul_bwd", "w", w, err));
   TRY(chk_f32("matmul_bwd", "x", x, err));
   TRY(chk_f32("matmul_bwd", "dy", dy, err));
@@ -60,7 +63,7 @@ int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
   TRY(chk_grad("matmul_bwd", "dw", dw, icl_dt_nelem(w), "as many as w", err));
   TRY(chk_grad("matmul_bwd", "dx", dx, icl_dt_nelem(x), "as many as x", err));
   NEED(be, matmul_bwd);
-  return be->ops->matmul_bwd(be, w, x, dy, dw, dx, err);
+  return be->ops->matmul_bwd(be, w, x, dy, dw, dx, write, err);
 }
 
 int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,

@@ -22,6 +22,7 @@ const char *cpu_kernels_init(cpu_kernels *k, const char *want) {
   if (want && strcmp(want, "generic") == 0) return k->name;
   if (has512 && (!want || strcmp(want, "avx512") == 0)) {
     cpu_kernels_avx512(k);
+    cpu_kernels_train_avx512(k);
     if (f.avx512_bf16) cpu_kernels_bf16_avx512(k);
   } else if (has2) {
     cpu_kernels_avx2(k);

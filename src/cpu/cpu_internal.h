@@ -213,6 +213,11 @@ typedef struct cpu_kernels {
   double (*probe_fma)(int64_t iters, float *sink);
   double (*probe_dot8)(int64_t iters, float *sink);
   double (*probe_read)(const float *x, int64_t n, float *sink);
+  /* the trainer's norm backward, pass 1 of sixteen rows at x and g (ld floats apart, 16 ld < 2^31): stats [2, 16]
+   * (mean, 0 for rms, and 1/sqrt(var + eps)) and, when dx, dx += ..., the bits of cpu_train_ops.c's norm_bwd_tile;
+   * NULL where the level has none (that loop runs) */
+  void (*norm_bwd16)(const float *x, const float *g, int64_t ld, const float *w, int64_t d, int rms, float eps,
+                     float *stats, float *dx);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,
@@ -233,6 +238,8 @@ void cpu_kernels_avx512(cpu_kernels *k);
 /* AVX-512 BF16's gemm_tile_bf16, pack_x_bf16 and pair_rows_bf16 (cpu_bf16_x86.c), installed over the avx512 level
  * where the CPU has avx512bf16 */
 void cpu_kernels_bf16_avx512(cpu_kernels *k);
+/* The trainer's AVX-512 kernels (cpu_train_x86.c), installed with the avx512 level */
+void cpu_kernels_train_avx512(cpu_kernels *k);
 void cpu_probes_avx2(cpu_kernels *k);
 void cpu_probes_avx512(cpu_kernels *k);
 #endif
@@ -372,7 +379,7 @@ int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K);
 int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                        const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
-                   const icl_dt *dx, icl_error *err);
+                   const icl_dt *dx, int write, icl_error *err);
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
 int cpu_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,

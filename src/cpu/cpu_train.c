@@ -7,9 +7,9 @@ static float *f32_or_null(const icl_dt *t) { return t ? cpu_f32(t) : NULL; }
 static const int32_t *i32(const icl_dt *t) { return (const int32_t *)cpu_ptr(t); }
 
 int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
-                   const icl_dt *dx, icl_error *err) {
+                   const icl_dt *dx, int write, icl_error *err) {
   return cpu_tr_matmul_bwd(cpu_of(be), cpu_f32(w), w->ne[0], w->ne[1], cpu_f32(x), icl_dt_nrows(x), cpu_f32(dy),
-                           f32_or_null(dw), f32_or_null(dx), err);
+                           f32_or_null(dw), f32_or_null(dx), write, err);
 }
 
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,

@@ -66,6 +66,7 @@ void cpu_tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, in
 /* ---- norms ------------------------------------------------------------------------------------ */
 
 typedef struct norm_ctx {
+  const cpu_kernels *k;
   const float *x, *w, *dy;
   float *dx, *dw, *db, *stats; /* stats [2, n]: mean (0 for rms), rstd */
   int64_t d, n;
@@ -73,17 +74,16 @@ typedef struct norm_ctx {
   int rms;
 } norm_ctx;
 
-/* Pass 1 for NT rows from t0 (NT a constant per call, so the loops unroll): stats (mean, 0 for RMSNorm, and
- * 1/sqrt(var + eps), in double) and dx += r * (g*w - a - xhat * b), where a = mean(g*w) for LayerNorm (0 for
- * RMSNorm) and b = mean(g*w*xhat). Each row's sums run in element order, as one row alone would; the NT rows'
- * chains interleave so the double adds overlap instead of waiting on each other. */
-static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *c, int64_t t0, const int NT) {
+/* Pass 1's sums for NT rows x, g (NT a constant per call, so the loops unroll): m, r (mean, 0 for RMSNorm, and
+ * 1/sqrt(var + eps), in double) and sg = sum g*w, sgx = sum g*w*xhat. Each row's sums run in element order, as one
+ * row alone would; the NT rows' chains interleave so the double adds overlap instead of waiting on each other. */
+static inline __attribute__((always_inline)) void norm_bwd_sums(const norm_ctx *c, const float *const *x,
+                                                                const float *const *g, const int NT, float *m,
+                                                                float *r, double *sg, double *sgx) {
   const int64_t d = c->d;
-  const float *x[4], *g[4];
-  double mean[4], v[4], sg[4], sgx[4];
-  float m[4], r[4];
+  double mean[4], v[4];
   #pragma GCC unroll 4
-  for (int i = 0; i < NT; i++) x[i] = c->x + (t0 + i) * d, g[i] = c->dy + (t0 + i) * d, mean[i] = v[i] = 0.0;
+  for (int i = 0; i < NT; i++) mean[i] = v[i] = sg[i] = sgx[i] = 0.0;
   if (!c->rms) {
     for (int64_t j = 0; j < d; j++)
       #pragma GCC unroll 4
@@ -95,13 +95,7 @@ static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *
     #pragma GCC unroll 4
     for (int i = 0; i < NT; i++) v[i] += (x[i][j] - mean[i]) * (x[i][j] - mean[i]);
   #pragma GCC unroll 4
-  for (int i = 0; i < NT; i++) {
-    m[i] = (float)mean[i];
-    r[i] = (float)(1.0 / sqrt(v[i] / (double)d + c->eps));
-    c->stats[2 * (t0 + i)] = m[i];
-    c->stats[2 * (t0 + i) + 1] = r[i];
-    sg[i] = sgx[i] = 0.0;
-  }
+  for (int i = 0; i < NT; i++) m[i] = (float)mean[i], r[i] = (float)(1.0 / sqrt(v[i] / (double)d + c->eps));
   if (!c->dx) return;
   for (int64_t j = 0; j < d; j++) {
     float w = c->w ? c->w[j] : 1.0f;
@@ -112,6 +106,21 @@ static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *
       sgx[i] += gh * (x[i][j] - m[i]) * r[i];
     }
   }
+}
+
+/* Pass 1 for NT rows from t0: the stats and dx += r * (g*w - a - xhat * b), where a = mean(g*w) for LayerNorm (0
+ * for RMSNorm) and b = mean(g*w*xhat). */
+static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *c, int64_t t0, const int NT) {
+  const int64_t d = c->d;
+  const float *x[4], *g[4];
+  double sg[4], sgx[4];
+  float m[4], r[4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) x[i] = c->x + (t0 + i) * d, g[i] = c->dy + (t0 + i) * d;
+  norm_bwd_sums(c, x, g, NT, m, r, sg, sgx);
+  #pragma GCC unroll 4
+  for (int i = 0; i < NT; i++) c->stats[2 * (t0 + i)] = m[i], c->stats[2 * (t0 + i) + 1] = r[i];
+  if (!c->dx) return;
   #pragma GCC unroll 4
   for (int i = 0; i < NT; i++) {
     float a = c->rms ? 0.0f : (float)(sg[i] / (double)d), b = (float)(sgx[i] / (double)d);
@@ -120,11 +129,15 @@ static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *
   }
 }
 
-/* Pass 1, rows [lo, hi), four at a time. */
+/* Pass 1, rows [lo, hi): sixteen at a time on the level's kernel (the same bits), then four at a time. */
 static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const norm_ctx *c = arg;
   int64_t t = lo;
+  if (c->k->norm_bwd16 && c->d < ((int64_t)1 << 27))
+    for (; t + 16 <= hi; t += 16)
+      c->k->norm_bwd16(c->x + t * c->d, c->dy + t * c->d, c->d, c->w, c->d, c->rms, c->eps, c->stats + 2 * t,
+                       c->dx ? c->dx + t * c->d : NULL);
   for (; t + 4 <= hi; t += 4) norm_bwd_tile(c, t, 4);
   for (; t < hi; t++) norm_bwd_tile(c, t, 1);
 }
@@ -152,13 +165,15 @@ static void norm_bwd(cpu_backend *cb, norm_ctx *c) {
 
 void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                        const float *dy, float *dx, float *dw, float *db, float *stats) {
-  norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .stats = stats, .d = d, .n = n, .eps = eps};
+  norm_ctx c = {.k = &cb->k, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .stats = stats, .d = d, .n = n,
+                .eps = eps};
   norm_bwd(cb, &c);
 }
 
 void cpu_tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                      const float *dy, float *dx, float *dw, float *stats) {
-  norm_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .stats = stats, .d = d, .n = n, .eps = eps, .rms = 1};
+  norm_ctx c = {.k = &cb->k, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .stats = stats, .d = d, .n = n,
+                .eps = eps, .rms = 1};
   norm_bwd(cb, &c);
 }
 

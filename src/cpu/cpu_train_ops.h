@@ -20,9 +20,10 @@ void cpu_tr_embed_bwd(cpu_backend *cb, const int32_t *ids, const float *dx, int6
 /* dst[d, T] += sum over b < B of src[d, T, B] (position-table and bias gradients: T = 1). */
 void cpu_tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, int64_t B, float *dst);
 /* y[n, R] = x[n, K] . W[R, K]^T backward: dW[R, K] += dy^T x; dx[n, K] += dy W, both on the backend's strided
- * gemm (operands read in place). */
+ * gemm (operands read in place); ICL_BWD_WRITE_DW / _DX in write: that output WRITTEN (the sum stored as it is,
+ * the same bits as adding it to zeros). */
 int cpu_tr_matmul_bwd(cpu_backend *cb, const float *W, int64_t K, int64_t R, const float *x, int64_t n, const float *dy,
-                  float *dW, float *dx, icl_error *err);
+                  float *dW, float *dx, int write, icl_error *err);
 /* LayerNorm / RMSNorm backward (w may be NULL = ones); stats is scratch [2, n]. */
 void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                        const float *dy, float *dx, float *dw, float *db, float *stats);

@@ -1,19 +1,21 @@
 /* The trainer's backward pass: the forward of train_fwd.c in reverse, one explicit backward op per forward op,
  * each an entry of the backend contract (backend.h, "training", through ops_train.c). The residual gradient
  * dres is one buffer updated in place from the top block down; every parameter gradient is overwritten by this
- * pass. */
+ * pass (the matmul weights' written by their product, the others zeroed first and accumulated). */
 #include <string.h>
 
 #include "train_internal.h"
 
-/* Gradient of y[R, N] = x[K, N] . W^T + b: dW, db and (when dx) dx += dy W. */
+/* Gradient of y[R, N] = x[K, N] . W^T + b: dW and db, and (when dx) dx = dy W (first, the buffer's first
+ * contribution, stored without reading it) or dx += dy W. dW is written: each weight has one product. */
 static int bwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, int64_t R, const float *dy,
-                      float *dx, icl_error *err) {
+                      float *dx, int first, icl_error *err) {
   tr_views v = {.tr = tr};
   int rc = b >= 0 ? icl_op_sum_rows(tr->be, tr_v4(&v, dy, R, 1, tr->N, 1), tr_v(&v, tr_g(tr, b), R, 1), err) : ICL_OK;
   if (rc) return rc;
   return icl_op_matmul_bwd(tr->be, tr_v(&v, tr_w(tr, w), K, R), tr_v(&v, x, K, tr->N), tr_v(&v, dy, R, tr->N),
-                           tr_v(&v, tr_g(tr, w), K, R), tr_v(&v, dx, K, tr->N), err);
+                           tr_v(&v, tr_g(tr, w), K, R), tr_v(&v, dx, K, tr->N),
+                           ICL_BWD_WRITE_DW | (first ? ICL_BWD_WRITE_DX : 0), err);
 }
 
 /* dx += gradient of y = norm(x) with weight w, bias b. */
@@ -29,19 +31,21 @@ static int bwd_norm(icl_trainer *tr, int w, int b, const float *x, const float *
 
 static void zero(float *p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
 
+/* Parameter tensors zero_accumulated keeps a table for (a model has at most 8 + 2 per classifier layer + 17 per
+ * block; more falls back to zeroing every gradient). */
+#define TR_ZERO_TABLE (8 + 2 * TR_MAX_CLS + 17 * TR_MAX_LAYERS)
+
 /* Output layer and classifier: dlogits -> gradient of the final norm output in *dhf. */
 static int bwd_head(icl_trainer *tr, float **dhf, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model, N = tr->N;
   int nh = c->output == ICL_OUT_CLASSIFIER ? c->cls_hidden : 0;
   float *g = tr->dc0, *g2 = tr->dc1;
-  zero(g, d * N);
-  int rc = bwd_linear(tr, tr->out_w, tr->out_b, nh ? tr->ch[nh - 1] : tr->hf, d, tr_n_out(c), tr->dlogits, g, err);
+  int rc = bwd_linear(tr, tr->out_w, tr->out_b, nh ? tr->ch[nh - 1] : tr->hf, d, tr_n_out(c), tr->dlogits, g, 1, err);
   for (int i = nh - 1; !rc && i >= 0; i--) {
     tr_views v = {.tr = tr};
     if ((rc = icl_op_relu_bwd(tr->be, tr_v(&v, tr->ch[i], d, N), tr_v(&v, g, d, N), tr_v(&v, g, d, N), err))) break;
-    zero(g2, d * N);
-    rc = bwd_linear(tr, tr->cls_w[i], tr->cls_b[i], i > 0 ? tr->ch[i - 1] : tr->hf, d, d, g, g2, err);
+    rc = bwd_linear(tr, tr->cls_w[i], tr->cls_b[i], i > 0 ? tr->ch[i - 1] : tr->hf, d, d, g, g2, 1, err);
     float *t = g;
     g = g2, g2 = t;
   }
@@ -54,13 +58,11 @@ static int bwd_mlp(icl_trainer *tr, int l, icl_error *err) {
   const tr_layer *L = &tr->L[l];
   const tr_acts *a = &tr->A[l];
   int64_t d = tr->cfg.d_model, ff = tr->cfg.d_ff, N = tr->N;
-  zero(tr->du, ff * N);
-  int rc = bwd_linear(tr, L->down, L->down_b, a->a, ff, d, tr->dres, tr->du, err);
+  int rc = bwd_linear(tr, L->down, L->down_b, a->a, ff, d, tr->dres, tr->du, 1, err);
   if (rc) return rc;
   tr_views v = {.tr = tr};
   rc = icl_op_gelu_bwd(tr->be, tr_v(&v, a->u, ff, N), tr_v(&v, tr->du, ff, N), tr_v(&v, tr->du, ff, N), err);
-  zero(tr->dh, d * N);
-  if (!rc) rc = bwd_linear(tr, L->up, L->up_b, a->h2, d, ff, tr->du, tr->dh, err);
+  if (!rc) rc = bwd_linear(tr, L->up, L->up_b, a->h2, d, ff, tr->du, tr->dh, 1, err);
   return rc ? rc : bwd_norm(tr, L->ffn_norm_w, L->ffn_norm_b, a->mid, tr->dh, tr->dres, err);
 }
 
@@ -73,8 +75,7 @@ static int bwd_attention(icl_trainer *tr, int l, const float *xin, icl_error *er
   const float *dz = tr->dres;
   int rc = ICL_OK;
   if (L->wo >= 0) {
-    zero(tr->dz, qd * N);
-    if ((rc = bwd_linear(tr, L->wo, L->bo, a->z, qd, d, tr->dres, tr->dz, err))) return rc;
+    if ((rc = bwd_linear(tr, L->wo, L->bo, a->z, qd, d, tr->dres, tr->dz, 1, err))) return rc;
     dz = tr->dz;
   }
   int64_t hd = tr->hd, nh = c->n_head, T = tr->T, B = tr->B;
@@ -97,10 +98,9 @@ static int bwd_attention(icl_trainer *tr, int l, const float *xin, icl_error *er
     rc = icl_op_rope_bwd(tr->be, tr_v4(&r, i ? dk : tr->dq, hd, nh, N, 1), tr_vi(&r, tr->pos_ids, N), (int)hd,
                          c->rope_base, err);
   }
-  zero(tr->dh, d * N);
-  if (!rc) rc = bwd_linear(tr, L->wq, L->bq, a->h, d, qd, tr->dq, tr->dh, err);
-  if (!rc) rc = bwd_linear(tr, L->wk, L->bk, a->h, d, qd, dk, tr->dh, err);
-  if (!rc) rc = bwd_linear(tr, L->wv, L->bv, a->h, d, qd, tr->dv, tr->dh, err);
+  if (!rc) rc = bwd_linear(tr, L->wq, L->bq, a->h, d, qd, tr->dq, tr->dh, 1, err);
+  if (!rc) rc = bwd_linear(tr, L->wk, L->bk, a->h, d, qd, dk, tr->dh, 0, err);
+  if (!rc) rc = bwd_linear(tr, L->wv, L->bv, a->h, d, qd, tr->dv, tr->dh, 0, err);
   return rc ? rc : bwd_norm(tr, L->norm_w, L->norm_b, xin, tr->dh, tr->dres, err);
 }
 
@@ -115,14 +115,36 @@ static int bwd_embed(icl_trainer *tr, icl_error *err) {
                           tr_v(&v, tr_g(tr, tr->tok), d, c->vocab), err);
   if (!rc && tr->pos >= 0)
     rc = icl_op_sum_rows(tr->be, tr_v4(&v, tr->dres, d, tr->T, tr->B, 1), tr_v(&v, tr_g(tr, tr->pos), d, tr->T), err);
-  if (!rc && tr->inp_w >= 0) rc = bwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->dres, NULL, err);
+  if (!rc && tr->inp_w >= 0) rc = bwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->dres, NULL, 1, err);
   return rc;
+}
+
+/* Zeroes the gradients this pass accumulates into: all but the matmul weights', which bwd_linear writes. */
+static void zero_accumulated(icl_trainer *tr) {
+  const icl_attn_config *c = &tr->cfg;
+  unsigned char written[TR_ZERO_TABLE] = {0};
+  if (tr->np > TR_ZERO_TABLE) {
+    zero(tr->g, tr->n_floats);
+    return;
+  }
+  const int head[2] = {tr->out_w, tr->inp_w};
+  for (int i = 0; i < 2; i++)
+    if (head[i] >= 0) written[head[i]] = 1;
+  for (int i = 0; c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) written[tr->cls_w[i]] = 1;
+  for (int l = 0; l < c->n_layer; l++) {
+    const tr_layer *L = &tr->L[l];
+    const int m[6] = {L->wq, L->wk, L->wv, L->wo, L->up, L->down};
+    for (int i = 0; i < 6; i++)
+      if (m[i] >= 0) written[m[i]] = 1;
+  }
+  for (int i = 0; i < tr->np; i++)
+    if (!written[i]) zero(tr_g(tr, i), tr->p[i].ne[0] * tr->p[i].ne[1]);
 }
 
 int tr_backward(icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model, N = tr->N;
-  zero(tr->g, tr->n_floats);
+  zero_accumulated(tr);
   float *dhf;
   int rc = bwd_head(tr, &dhf, err);
   if (rc) return rc;

@@ -17,6 +17,22 @@ static int fwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, 
   return icl_op_add(tr->be, &vy, &vb, &vy, err);
 }
 
+/* q, k, v = h . W^T (+ bias) as one matmul group: the backend prepares h once for the three, each product
+ * bit-identical to its own matmul. */
+static int fwd_qkv(icl_trainer *tr, const tr_layer *L, tr_acts *a, icl_error *err) {
+  int64_t d = tr->cfg.d_model, qd = tr->qd;
+  const int w[3] = {L->wq, L->wk, L->wv}, b[3] = {L->bq, L->bk, L->bv};
+  float *y[3] = {a->q, a->k, a->v};
+  icl_dt vw[3], vy[3], vx = tr_view(tr, a->h, d, tr->N);
+  for (int i = 0; i < 3; i++) vw[i] = tr_view(tr, tr_w(tr, w[i]), d, qd), vy[i] = tr_view(tr, y[i], qd, tr->N);
+  int rc = icl_op_matmul_group(tr->be, 3, vw, &vx, vy, err);
+  for (int i = 0; !rc && i < 3 && b[i] >= 0; i++) {
+    icl_dt vb = tr_view(tr, tr_w(tr, b[i]), qd, 1);
+    rc = icl_op_add(tr->be, &vy[i], &vb, &vy[i], err);
+  }
+  return rc;
+}
+
 /* y = norm(x) per the model's norm kind (a copy for none). */
 static int fwd_norm(icl_trainer *tr, int w, int b, const float *x, float *y, icl_error *err) {
   int64_t d = tr->cfg.d_model;
@@ -69,8 +85,8 @@ static int fwd_embed(icl_trainer *tr, float *x, icl_error *err) {
     if (!(rc = fwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->tmp, err)))
       rc = fwd_add(tr, x, tr->tmp, x, d, N, err);
   } else if (c->input_len > 0) rc = fwd_add(tr, x, tr->inputs, x, d, N, err);
-  for (int64_t b = 0; !rc && tr->pos >= 0 && b < tr->B; b++) {
-    icl_dt vx = tr_view(tr, x + b * tr->T * d, d, tr->T), vp = tr_view(tr, tr_w(tr, tr->pos), d, tr->T);
+  if (!rc && tr->pos >= 0) { /* one add for every sequence: x as B rows of d*T, the table one row broadcast */
+    icl_dt vx = tr_view(tr, x, d * tr->T, tr->B), vp = tr_view(tr, tr_w(tr, tr->pos), d * tr->T, 1);
     rc = icl_op_add(tr->be, &vx, &vp, &vx, err);
   }
   return rc;
@@ -84,9 +100,7 @@ static int fwd_block(icl_trainer *tr, int l, const float *xin, float *xout, icl_
   int64_t d = c->d_model, qd = tr->qd;
   float *mid = c->d_ff ? a->mid : xout;
   int rc = fwd_norm(tr, L->norm_w, L->norm_b, xin, a->h, err);
-  if (!rc) rc = fwd_linear(tr, L->wq, L->bq, a->h, d, qd, a->q, err);
-  if (!rc) rc = fwd_linear(tr, L->wk, L->bk, a->h, d, qd, a->k, err);
-  if (!rc) rc = fwd_linear(tr, L->wv, L->bv, a->h, d, qd, a->v, err);
+  if (!rc) rc = fwd_qkv(tr, L, a, err);
   if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->q, err);
   if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->k, err);
   if (!rc && L->smear >= 0) {

@@ -40,9 +40,13 @@ int tr_optim_update(icl_trainer *tr, const icl_optim_config *o, icl_error *err) 
                       .adam = o->kind == ICL_OPTIM_ADAMW};
   c.c1 = (float)(1.0 - pow(c.b1, t));
   c.c2 = (float)(1.0 - pow(c.b2, t));
-  for (int i = 0; i < tr->np; i++) {
+  for (int i = 0, j; i < tr->np; i = j) {
+    /* one call for a run of tensors that lie end to end with the same decay (elementwise: the same bits as one call
+     * per tensor, and one hand-off to the threads instead of one per tensor) */
     int64_t off = tr->p[i].off, n = tr->p[i].ne[0] * tr->p[i].ne[1];
     c.wd = tr->p[i].decay ? o->weight_decay : 0.0f;
+    for (j = i + 1; j < tr->np && tr->p[j].off == off + n && (tr->p[j].decay ? o->weight_decay : 0.0f) == c.wd; j++)
+      n += tr->p[j].ne[0] * tr->p[j].ne[1];
     tr_views v = {.tr = tr};
     int rc = icl_op_optim_update(tr->be, tr_v(&v, tr->w + off, n, 1), tr_v(&v, tr->g + off, n, 1),
                                  tr_v(&v, tr->m1 + off, n, 1), tr_v(&v, tr->m2 + off, n, 1), &c, err);

@@ -14,7 +14,7 @@ static int br_matmul(icl_backend *be, const ob_case *c, float *g[], icl_error *e
   int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
   ob_views v = {be};
   return ob_views_free(&v, icl_op_matmul_bwd(be, ob_f(&v, c->in[0], K, R), ob_f(&v, c->in[1], K, n),
-                                             ob_f(&v, c->dy, R, n), ob_f(&v, g[0], K, R), ob_f(&v, g[1], K, n), err));
+                                             ob_f(&v, c->dy, R, n), ob_f(&v, g[0], K, R), ob_f(&v, g[1], K, n), 0, err));
 }
 static void bo_matmul(const ob_case *c, double *xd[], double *g[]) {
   double *dy = ob_dyd(c);

@@ -101,7 +101,7 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   CHECK(icl_op_matmul(&g_cb->be, &vw, &vx, &vy, &err) == ICL_OK);
   for (int64_t i = 0; i < n * R; i++) y[i] += b[i % R];
   mm_fwd(&c, yd);
-  CHECK(cpu_tr_matmul_bwd(g_cb, W, K, R, x, n, dy, dW, dx, &err) == ICL_OK);
+  CHECK(cpu_tr_matmul_bwd(g_cb, W, K, R, x, n, dy, dW, dx, 0, &err) == ICL_OK);
   cpu_tr_sum_rows(g_cb, dy, R, 1, n, db);
   icl_refd_matmul_bwd(c.W, K, R, c.x, n, rd, gW, gb, gx);
   char what[64];
@@ -113,6 +113,54 @@ static void test_matmul(int64_t K, int64_t R, int64_t n, int fd) {
   report("matmul dx", what, t_rel_err(dx, gx, n * K), fd ? fd_check(mm_fwd, &c, c.x, n * K, gx, rd, n * R) : -1);
   free(W), free(b), free(x), free(dy), free(y), free(dW), free(db), free(dx);
   free(c.W), free(c.b), free(c.x), free(yd), free(rd), free(gW), free(gb), free(gx);
+}
+
+/* matmul_bwd's write flags through the checked wrapper: a written dW / dx has the bits of accumulating into zeros
+ * and never reads its old contents (NaN-filled here); accumulating onto nonzero contents adds the written sum; a
+ * flag outside the two is rejected. K, R, n on both sides of the strided gemm's in-place limit (the dW reduction
+ * runs over the n tokens). */
+static void test_matmul_write(int64_t K, int64_t R, int64_t n) {
+  float *W = rnd(R * K, -1, 1), *x = rnd(n * K, -1, 1), *dy = rnd(n * R, -1, 1), *y0W = rnd(R * K, -1, 1);
+  float *y0x = rnd(n * K, -1, 1);
+  float *aW = zeros_f(R * K), *ax = zeros_f(n * K);
+  float *wW = malloc((size_t)(R * K) * 4), *wx = malloc((size_t)(n * K) * 4);
+  float *cW = malloc((size_t)(R * K) * 4), *cx = malloc((size_t)(n * K) * 4);
+  for (int64_t i = 0; i < R * K; i++) wW[i] = NAN, cW[i] = y0W[i];
+  for (int64_t i = 0; i < n * K; i++) wx[i] = NAN, cx[i] = y0x[i];
+  struct icl_buf b[9];
+  icl_dt vw = hv(&b[0], W, K, R, 1, ICL_TYPE_F32), vx = hv(&b[1], x, K, n, 1, ICL_TYPE_F32);
+  icl_dt vdy = hv(&b[2], dy, R, n, 1, ICL_TYPE_F32);
+  icl_dt vaW = hv(&b[3], aW, K, R, 1, ICL_TYPE_F32), vax = hv(&b[4], ax, K, n, 1, ICL_TYPE_F32);
+  icl_dt vwW = hv(&b[5], wW, K, R, 1, ICL_TYPE_F32), vwx = hv(&b[6], wx, K, n, 1, ICL_TYPE_F32);
+  icl_dt vcW = hv(&b[7], cW, K, R, 1, ICL_TYPE_F32), vcx = hv(&b[8], cx, K, n, 1, ICL_TYPE_F32);
+  icl_error err;
+  icl_backend *be = &g_cb->be;
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vaW, &vax, 0, &err) == ICL_OK);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX, &err) == ICL_OK);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vcW, &vcx, 0, &err) == ICL_OK);
+  int64_t badW = 0, badx = 0, badcW = 0, badcx = 0;
+  for (int64_t i = 0; i < R * K; i++) {
+    badW += memcmp(&aW[i], &wW[i], 4) != 0;
+    float s = y0W[i] + wW[i];
+    badcW += memcmp(&s, &cW[i], 4) != 0;
+  }
+  for (int64_t i = 0; i < n * K; i++) {
+    badx += memcmp(&ax[i], &wx[i], 4) != 0;
+    float s = y0x[i] + wx[i];
+    badcx += memcmp(&s, &cx[i], 4) != 0;
+  }
+  printf("matmul write %lldx%lldx%lld: dW %lld, dx %lld elements differ from accumulating into zeros; "
+         "accumulated onto old contents: %lld, %lld differ from old + written\n", (long long)K, (long long)R,
+         (long long)n, (long long)badW, (long long)badx, (long long)badcW, (long long)badcx);
+  CHECK(badW == 0 && badx == 0 && badcW == 0 && badcx == 0);
+  /* dx written alone: dW still accumulates (onto the written dW: twice the sum, exactly) */
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, ICL_BWD_WRITE_DX, &err) == ICL_OK);
+  int64_t twice = 0;
+  for (int64_t i = 0; i < R * K; i++) twice += wW[i] != 2.0f * aW[i];
+  CHECKF(twice == 0, "dW accumulated when only dx is written: %lld elements differ", (long long)twice);
+  CHECK(icl_op_matmul_bwd(be, &vw, &vx, &vdy, &vwW, &vwx, 4, &err) == ICL_EINVAL);
+  CHECKF(strstr(err.msg, "write flags") != NULL, "bad write flag message: %s", err.msg);
+  free(W), free(x), free(dy), free(y0W), free(y0x), free(aW), free(ax), free(wW), free(wx), free(cW), free(cx);
 }
 
 /* ---- norms --------------------------------------------------------------------------------------- */
@@ -156,6 +204,40 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   report(op, "dw", t_rel_err(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
+}
+
+/* The level's sixteen-row norm backward kernel (norm_bwd16) against the four-row loop it replaces (the kernel
+ * removed from the table): stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
+ * dx, row lengths that leave partial 8-column and 16-element blocks or pass the columns it keeps (256), row counts
+ * with a 4-row and 1-row remainder. */
+static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with_dx) {
+  if (!g_cb->k.norm_bwd16) {
+    printf("norm_bwd16  d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
+    return;
+  }
+  float *x = rnd(d * n, -2, 2), *w = with_w ? rnd(d, 0.5f, 1.5f) : NULL, *dy = rnd(d * n, -1, 1);
+  float *dx0 = rnd(d * n, -1, 1), *out[2][4];
+  for (int k = 0; k < 2; k++) {
+    out[k][0] = with_dx ? malloc((size_t)(d * n) * 4) : NULL, out[k][1] = zeros_f(d), out[k][2] = zeros_f(d);
+    out[k][3] = zeros_f(2 * n);
+    if (with_dx) memcpy(out[k][0], dx0, (size_t)(d * n) * 4);
+    cpu_kernels saved = g_cb->k;
+    if (k == 1) g_cb->k.norm_bwd16 = NULL;
+    if (rms) cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][3]);
+    else cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][2], out[k][3]);
+    g_cb->k = saved;
+  }
+  int64_t bad[4] = {0};
+  const int64_t len[4] = {with_dx ? d * n : 0, d, d, 2 * n};
+  for (int i = 0; i < 4; i++)
+    for (int64_t j = 0; j < len[i]; j++) bad[i] += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  printf("norm_bwd16  %s d=%lld n=%lld w=%d dx=%d: dx %lld, dw %lld, db %lld, stats %lld elements differ\n",
+         rms ? "rms  " : "layer", (long long)d, (long long)n, with_w, with_dx, (long long)bad[0], (long long)bad[1],
+         (long long)bad[2], (long long)bad[3]);
+  CHECK(bad[0] == 0 && bad[1] == 0 && bad[2] == 0 && bad[3] == 0);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 4; i++) free(out[k][i]);
+  free(x), free(w), free(dy), free(dx0);
 }
 
 /* ---- attention ------------------------------------------------------------------------------------- */
@@ -389,9 +471,21 @@ int main(void) {
   test_matmul(6, 5, 4, 1);
   test_matmul(70, 33, 50, 0);
   test_matmul(256, 256, 300, 0);
+  test_matmul_write(6, 5, 4);
+  test_matmul_write(70, 33, 50);
+  test_matmul_write(128, 96, 600);
+  test_matmul_write(40, 64, 3000);
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
+  const int64_t nd[] = {1, 5, 8, 13, 16, 37, 128};
+  for (int i = 0; i < 7; i++)
+    for (int rms = 0; rms < 2; rms++) test_norm_kernel(rms, nd[i], 37, 1, 1);
+  test_norm_kernel(0, 128, 53, 0, 1);
+  test_norm_kernel(1, 29, 48, 0, 0);
+  test_norm_kernel(0, 29, 48, 1, 0);
+  test_norm_kernel(0, 300, 20, 1, 1); /* past the kernel's kept columns: transposed again per pass */
+  test_norm_kernel(1, 257, 16, 1, 1);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);

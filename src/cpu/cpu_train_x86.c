@@ -1,0 +1,135 @@
+/* AVX-512 kernels of the trainer's ops (cpu_train_ops.c): the norm backward's per-row double sums with eight rows
+ * in the eight double lanes of a register, each lane's sum in its own row's element order, with the very operations
+ * (float products, then each term widened and added in double) the scalar loop does, so the bits are the scalar
+ * loop's; the scalar loop waited on every add (one row's chain), here eight rows' adds are one instruction, the rows
+ * turned into columns by 8x8 transposes in registers. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_internal.h"
+
+#define AVX512 "avx512f,avx512vl,avx2"
+
+/* Columns j0 .. j0+7 of the eight rows at x (ld floats apart): c[u] = x[0..7][j0 + u], an 8x8 transpose in
+ * registers (gathers are slow where microcode mitigates them); the last columns (nj < 8) one element at a time. */
+static inline __attribute__((always_inline, target(AVX512))) void cols8(const float *x, int64_t ld, int64_t j0, int nj,
+                                                                         __m256 c[8]) {
+  if (nj < 8) {
+    for (int u = 0; u < nj; u++) {
+      const float *p = x + j0 + u;
+      c[u] = _mm256_setr_ps(p[0], p[ld], p[2 * ld], p[3 * ld], p[4 * ld], p[5 * ld], p[6 * ld], p[7 * ld]);
+    }
+    return;
+  }
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + i * ld + j0);
+  for (int i = 0; i < 8; i += 2)
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  /* t[0] = a0 b0 a1 b1 | a4 b4 a5 b5, t[1] = a2 b2 a3 b3 | a6 b6 a7 b7 (rows a, b), likewise t[2..7] */
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  /* r[0..3] = columns 0, 1, 2, 3 of rows 0-3 (low half) and columns 4..7 (high half); r[4..7] rows 4-7 */
+  for (int u = 0; u < 4; u++) {
+    c[u] = _mm256_permute2f128_ps(r[u], r[u + 4], 0x20);
+    c[u + 4] = _mm256_permute2f128_ps(r[u], r[u + 4], 0x31);
+  }
+}
+
+/* Sums of rows 0-7 (lanes of a) and 8-15 (lanes of b): two independent chains, so each add waits on half as many. */
+#define SUM16(acc_a, acc_b, expr_a, expr_b) \
+  ((acc_a) = _mm512_add_pd((acc_a), (expr_a)), (acc_b) = _mm512_add_pd((acc_b), (expr_b)))
+
+/* Rows up to which the kernel keeps x's columns after the first pass instead of transposing them again. */
+#define NORM_KEEP_COLS 256
+
+/* Columns j0 .. j0+nj-1 of the eight rows at x: from keep where an earlier pass stored them (have), else
+ * transposed (and stored into keep when there is one). */
+static inline __attribute__((always_inline, target(AVX512))) void xcols(const float *x, int64_t ld, int64_t j0, int nj,
+                                                                         __m256 c[8], __m256 *keep, int have) {
+  if (have) {
+    for (int u = 0; u < nj; u++) c[u] = keep[j0 + u];
+    return;
+  }
+  cols8(x, ld, j0, nj, c);
+  if (keep)
+    for (int u = 0; u < nj; u++) keep[j0 + u] = c[u];
+}
+
+__attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, const float *g, int64_t ld,
+                                                               const float *w, int64_t d, int rms, float eps,
+                                                               float *stats, float *dx) {
+  const float *x8 = x + 8 * ld, *g8 = g + 8 * ld;
+  __m256 c[8], c8[8], cg[8], cg8[8], kept[2][NORM_KEEP_COLS];
+  __m256 *k0 = d <= NORM_KEEP_COLS ? kept[0] : NULL, *k1 = d <= NORM_KEEP_COLS ? kept[1] : NULL;
+  int have = 0; /* x's columns are in kept */
+  __m512d mean = _mm512_setzero_pd(), mean8 = mean, v = mean, v8 = mean;
+  if (!rms) {
+    for (int64_t j0 = 0; j0 < d; j0 += 8) {
+      int nj = d - j0 < 8 ? (int)(d - j0) : 8;
+      xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
+      for (int u = 0; u < nj; u++) SUM16(mean, mean8, _mm512_cvtps_pd(c[u]), _mm512_cvtps_pd(c8[u]));
+    }
+    mean = _mm512_div_pd(mean, _mm512_set1_pd((double)d)), mean8 = _mm512_div_pd(mean8, _mm512_set1_pd((double)d));
+    have = k0 != NULL;
+  }
+  for (int64_t j0 = 0; j0 < d; j0 += 8) {
+    int nj = d - j0 < 8 ? (int)(d - j0) : 8;
+    xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
+    for (int u = 0; u < nj; u++) {
+      __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(c[u]), mean), t8 = _mm512_sub_pd(_mm512_cvtps_pd(c8[u]), mean8);
+      SUM16(v, v8, _mm512_mul_pd(t, t), _mm512_mul_pd(t8, t8));
+    }
+  }
+  have = k0 != NULL;
+  double md[16], vd[16];
+  float m[16], r[16];
+  _mm512_storeu_pd(md, mean), _mm512_storeu_pd(md + 8, mean8);
+  _mm512_storeu_pd(vd, v), _mm512_storeu_pd(vd + 8, v8);
+  for (int i = 0; i < 16; i++) {
+    m[i] = (float)md[i];
+    r[i] = (float)(1.0 / sqrt(vd[i] / (double)d + eps));
+    stats[2 * i] = m[i], stats[2 * i + 1] = r[i];
+  }
+  if (!dx) return;
+  const __m256 mf = _mm256_loadu_ps(m), rf = _mm256_loadu_ps(r);
+  const __m256 mf8 = _mm256_loadu_ps(m + 8), rf8 = _mm256_loadu_ps(r + 8);
+  __m512d s1 = _mm512_setzero_pd(), s2 = s1, s18 = s1, s28 = s1;
+  for (int64_t j0 = 0; j0 < d; j0 += 8) {
+    int nj = d - j0 < 8 ? (int)(d - j0) : 8;
+    xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
+    cols8(g, ld, j0, nj, cg), cols8(g8, ld, j0, nj, cg8);
+    for (int u = 0; u < nj; u++) {
+      __m256 wj = _mm256_set1_ps(w ? w[j0 + u] : 1.0f), gh = _mm256_mul_ps(cg[u], wj), gh8 = _mm256_mul_ps(cg8[u], wj);
+      __m256 t = _mm256_mul_ps(_mm256_mul_ps(gh, _mm256_sub_ps(c[u], mf)), rf);
+      __m256 t8 = _mm256_mul_ps(_mm256_mul_ps(gh8, _mm256_sub_ps(c8[u], mf8)), rf8);
+      SUM16(s1, s18, _mm512_cvtps_pd(gh), _mm512_cvtps_pd(gh8));
+      SUM16(s2, s28, _mm512_cvtps_pd(t), _mm512_cvtps_pd(t8));
+    }
+  }
+  double sg[16], sgx[16];
+  _mm512_storeu_pd(sg, s1), _mm512_storeu_pd(sg + 8, s18), _mm512_storeu_pd(sgx, s2), _mm512_storeu_pd(sgx + 8, s28);
+  /* dx += r * (g*w - a - (x - m) * r * b), row by row, 16 elements at a time (elementwise: the scalar loop's bits) */
+  for (int i = 0; i < 16; i++) {
+    const float *xi = x + i * ld, *gi = g + i * ld;
+    float *di = dx + i * ld;
+    const __m512 a = _mm512_set1_ps(rms ? 0.0f : (float)(sg[i] / (double)d));
+    const __m512 b = _mm512_set1_ps((float)(sgx[i] / (double)d));
+    const __m512 mi = _mm512_set1_ps(m[i]), ri = _mm512_set1_ps(r[i]), one = _mm512_set1_ps(1.0f);
+    for (int64_t j = 0; j < d; j += 16) {
+      __mmask16 k = d - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - j)) - 1);
+      __m512 xv = _mm512_maskz_loadu_ps(k, xi + j), gv = _mm512_maskz_loadu_ps(k, gi + j);
+      __m512 wv = w ? _mm512_maskz_loadu_ps(k, w + j) : one;
+      __m512 xh = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mi), ri), b);
+      __m512 e = _mm512_sub_ps(_mm512_sub_ps(_mm512_mul_ps(gv, wv), a), xh);
+      _mm512_mask_storeu_ps(di + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, di + j), _mm512_mul_ps(ri, e)));
+    }
+  }
+}
+
+void cpu_kernels_train_avx512(cpu_kernels *k) { k->norm_bwd16 = norm_bwd16_avx512; }
+#else
+typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */
+#endif
