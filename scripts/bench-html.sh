@@ -6,6 +6,7 @@
 # when its first screen is drawn (data-render-ms: from navigation start, so parsing the 5 MB data block is
 # included). Prints size and times.
 # Usage: scripts/bench-html.sh [RUNS] [--model GGUF [--layer L]]   (after scripts/build.sh; needs Debian's chromium)
+# (ICL=<binary> to time another build than build/icl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=5 model= layer=5
@@ -44,10 +45,10 @@ icl.html.attention{out = out, tokens = toks, patterns = {[nm] = r[nm]},
                    title = ("%s, layer %d, one park_grid walk"):format(path:match("[^/]*$"), layer)}
 LUA
 if [ -n "$model" ]; then
-  build/icl script "$tmp/real.lua" "$tmp/view.html" "$model" "$layer"
+  "${ICL:-build/icl}" script "$tmp/real.lua" "$tmp/view.html" "$model" "$layer"
   what="$(basename "$model") layer $layer"
 else
-  build/icl script "$tmp/make.lua" "$tmp/view.html"
+  "${ICL:-build/icl}" script "$tmp/make.lua" "$tmp/view.html"
   what="synthetic"
 fi
 echo "bench-html: $what: 1400 tokens: $(stat -c %s "$tmp/view.html") bytes; load average $(cut -d' ' -f1-3 /proc/loadavg)"
