@@ -5,7 +5,7 @@
 --   ICL_THREADS=1 icl script scripts/train-ckpt-check.lua OUTDIR/t1; ICL_THREADS=2 ... OUTDIR/t2
 local out = assert(arg[1], "usage: icl script scripts/train-ckpt-check.lua OUTDIR")
 local threads = tonumber(os.getenv("ICL_THREADS") or "1")
-os.execute("mkdir -p '" .. out .. "'")
+assert(icl.fs.make_dirs(out))
 
 local B, T, IN = 4, 5, 8
 -- deterministic batch generators, a function of the step (every option of each configuration in use)
