@@ -373,12 +373,14 @@ for _, mode in ipairs(modes) do
     local keep = metrics.present(means)
     local edges = metrics.induced_edges(g, keep)
     local entry = {kind = kind, k = k, classes_seen = #keep, explained_ratio = json.null,
-                   dirichlet_energy = json.null, projections = json.null}
+                   dirichlet_energy = json.null, projections = json.null, grid_fit = json.null}
     if #keep >= 3 then
       local sub = #keep < g.n and means:index_select(1, keep) or means
       local p = icl.pca(sub, 2)
       entry.explained_ratio, entry.projections = p.explained_ratio, p.projections
       entry.dirichlet_energy = #edges > 0 and metrics.dirichlet_energy(sub, edges, {normalized = true}) or json.null
+      -- how well the plane recovers the grid (Spearman rho vs hop distances) beside its label-shuffle null
+      entry.grid_fit = metrics.grid_fit(p.projections, g, keep, {shuffles = 200, seed = o.seed + 1})
       entry._pca, entry._keep, entry._edges = p, keep, edges
     end
     pca[kind] = entry
@@ -566,9 +568,10 @@ for _, mode in ipairs(modes) do
   for _, kind in ipairs(U.pca_conds) do
     local e = U.pca[kind]
     if e.explained_ratio ~= json.null and (kind ~= "baseline" or mode == modes[1]) then
-      lines[#lines + 1] = (("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes)"):format(
-        kind, e.k, 100 * e.explained_ratio[1], 100 * e.explained_ratio[2],
-        e.dirichlet_energy == json.null and "-" or ("%.4f"):format(e.dirichlet_energy), e.classes_seen))
+      lines[#lines + 1] = (("  PCA %-15s k=%-3d explained %.1f%% + %.1f%%, Dirichlet energy %s (%d classes), grid fit "
+        .. "%.3f (null %.3f +- %.3f)"):format(kind, e.k, 100 * e.explained_ratio[1], 100 * e.explained_ratio[2],
+        e.dirichlet_energy == json.null and "-" or ("%.4f"):format(e.dirichlet_energy), e.classes_seen,
+        e.grid_fit.rho, e.grid_fit.null_mean, e.grid_fit.null_sd))
     end
   end
 end

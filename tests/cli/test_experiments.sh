@@ -110,6 +110,13 @@ elseif name == "head_ablation" then
     end
   end
   t("random heads avoid the top heads", disjoint and #j.random_sets[1].sets == 2)
+  local fits = true
+  for _, kind in ipairs({"baseline", "induction", "previous_token", "random"}) do
+    local f = j.pca[kind] and j.pca[kind].grid_fit
+    fits = fits and type(f) == "table" and num(f.rho) and math.abs(f.rho) <= 1 and num(f.null_mean)
+      and in01(f.null_above) and f.shuffles == 200
+  end
+  t("each PCA's grid fit beside its label-shuffle null", fits)
   for _, k in ipairs({"baseline", "induction", "previous_token", "random"}) do
     t("pca " .. k, j.pca[k] and ratio2(j.pca[k].explained_ratio))
   end
