@@ -56,13 +56,13 @@ local pca = icl.pca(cm, npc)
 local final = metrics.energy_with_null(cm, sub_edges, o.shuffles, icl.rng.new(o.seed))
 -- how well the plotted PCA plane recovers the graph: Spearman's rho of its pairwise distances against hop
 -- distances, beside the same with the class labels shuffled (so "recovers the layout" is a number, not a look)
-local fit = metrics.grid_fit(pca.projections:index_select(2, {npc == 3 and 2 or 1, npc == 3 and 3 or 2}), g, seen,
+local pcx, pcy = npc == 3 and 2 or 1, npc == 3 and 3 or 2 -- the plotted plane (the ring: PC2 and PC3)
+local fit = metrics.grid_fit(pca.projections:index_select(2, {pcx, pcy}), g, seen,
                              {shuffles = o.shuffles, seed = o.seed + 1})
 local energy = metrics.energy_curve(acts, walks, g, {ts = TS, window = o.window, shuffles = o.shuffles, seed = o.seed})
 
 -- figures (the ring is drawn on PC2 and PC3, as Park et al. do)
 local name = m.name or o.model
-local pcx, pcy = npc == 3 and 2 or 1, npc == 3 and 3 or 2
 e:figure(plot.line{series = {{y = metrics.moving_average(mean, 30), std = metrics.moving_average(std, 30),
                               label = "mean over walks (30-wide moving average)"}},
                    title = ("Rule-following accuracy, %s, %s"):format(o.graph, name), xlabel = "context length (words)",

@@ -56,9 +56,15 @@ static int r_matmul_group(icl_backend *be, const ot_case *c, const icl_dt *in[],
   icl_dt w[3] = {*in[0], *in[1], *in[2]}, y[3] = {*out[0], *out[1], *out[2]};
   return icl_op_matmul_group(be, 3, w, in[3], y, err);
 }
-static void o_matmul_group(const ot_case *c, double *out[]) {
+/* x [tokens, K] in float64 (an f32 input widened exactly). */
+static double *o_f64_rows(const float *x, int64_t n) {
+  double *d = ot_xmalloc((size_t)n * sizeof *d);
+  for (int64_t i = 0; i < n; i++) d[i] = x[i];
+  return d;
+}
+/* matmul_group's three products of x [tokens, K] (the plain and the RMS-folded group share them). */
+static void o_group_products(const ot_case *c, const double *x, double *out[]) {
   int64_t K = c->s->n[0], n = c->s->n[2];
-  const float *x = ot_f(c, 3);
   for (int i = 0; i < 3; i++) {
     int64_t R = c->s->n[i ? i + 2 : 1];
     double *w = ot_weights_f64(c, i);
@@ -70,6 +76,11 @@ static void o_matmul_group(const ot_case *c, double *out[]) {
       }
     free(w);
   }
+}
+static void o_matmul_group(const ot_case *c, double *out[]) {
+  double *x = o_f64_rows(ot_f(c, 3), c->s->n[0] * c->s->n[2]);
+  o_group_products(c, x, out);
+  free(x);
 }
 static const ot_op OP_MATMUL_GROUP = {"matmul_group", "K,rows0,tokens,rows1,rows2", "", g_matmul_group,
                                       r_matmul_group, o_matmul_group, {OT_NMSE, OT_NMSE, OT_NMSE}, INT64_MAX};
@@ -116,19 +127,24 @@ static int r_matmul_glu(icl_backend *be, const ot_case *c, const icl_dt *in[], c
   return icl_op_matmul_glu(be, in[0], in[1], in[2], out[0], in[3], c->s->flags & 1 ? ICL_GLU_GELU : ICL_GLU_SILU,
                            err);
 }
-static void o_matmul_glu(const ot_case *c, double *out[]) {
+/* matmul_glu's act(x . w_gate^T) * (x . w_up^T) of x [tokens, K] (the plain and the RMS-folded GLU share it). */
+static void o_glu_products(const ot_case *c, const double *x, double *out) {
   int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
   double *wg = ot_weights_f64(c, 0), *wu = ot_weights_f64(c, 1);
-  const float *x = ot_f(c, 2);
   for (int64_t t = 0; t < n; t++)
     for (int64_t r = 0; r < R; r++) {
       double g = 0.0, u = 0.0;
       for (int64_t k = 0; k < K; k++) g += wg[r * K + k] * x[t * K + k], u += wu[r * K + k] * x[t * K + k];
       double a = c->s->flags & 1 ? 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
                                  : g / (1.0 + exp(-g));
-      out[0][t * R + r] = a * u;
+      out[t * R + r] = a * u;
     }
   free(wg), free(wu);
+}
+static void o_matmul_glu(const ot_case *c, double *out[]) {
+  double *x = o_f64_rows(ot_f(c, 2), c->s->n[0] * c->s->n[2]);
+  o_glu_products(c, x, out[0]);
+  free(x);
 }
 static const ot_op OP_MATMUL_GLU = {"matmul_glu", "K,rows,tokens", "gelu", g_matmul_glu, r_matmul_glu, o_matmul_glu,
                                     {OT_NMSE}, INT64_MAX};
@@ -243,19 +259,8 @@ static int r_rms_matmul_group(icl_backend *be, const ot_case *c, const icl_dt *i
   return icl_op_rms_matmul_group(be, in[3], in[4], 1e-6f, in[5], 3, w, y, err);
 }
 static void o_rms_matmul_group(const ot_case *c, double *out[]) {
-  int64_t K = c->s->n[0], n = c->s->n[2];
-  double *h = o_rms_rows(ot_f(c, 3), ot_f(c, 4), K, n);
-  for (int i = 0; i < 3; i++) {
-    int64_t R = c->s->n[i ? i + 2 : 1];
-    double *w = ot_weights_f64(c, i);
-    for (int64_t t = 0; t < n; t++)
-      for (int64_t r = 0; r < R; r++) {
-        double s = 0.0;
-        for (int64_t k = 0; k < K; k++) s += w[r * K + k] * h[t * K + k];
-        out[i][t * R + r] = s;
-      }
-    free(w);
-  }
+  double *h = o_rms_rows(ot_f(c, 3), ot_f(c, 4), c->s->n[0], c->s->n[2]);
+  o_group_products(c, h, out);
   free(h);
 }
 static const ot_op OP_RMS_MATMUL_GROUP = {"rms_matmul_group", "K,rows0,tokens,rows1,rows2", "", g_rms_matmul_group,
@@ -283,17 +288,9 @@ static int r_rms_matmul_glu(icl_backend *be, const ot_case *c, const icl_dt *in[
                                c->s->flags & 1 ? ICL_GLU_GELU : ICL_GLU_SILU, err);
 }
 static void o_rms_matmul_glu(const ot_case *c, double *out[]) {
-  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
-  double *wg = ot_weights_f64(c, 0), *wu = ot_weights_f64(c, 1), *h = o_rms_rows(ot_f(c, 2), ot_f(c, 3), K, n);
-  for (int64_t t = 0; t < n; t++)
-    for (int64_t r = 0; r < R; r++) {
-      double g = 0.0, u = 0.0;
-      for (int64_t k = 0; k < K; k++) g += wg[r * K + k] * h[t * K + k], u += wu[r * K + k] * h[t * K + k];
-      double a = c->s->flags & 1 ? 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
-                                 : g / (1.0 + exp(-g));
-      out[0][t * R + r] = a * u;
-    }
-  free(wg), free(wu), free(h);
+  double *h = o_rms_rows(ot_f(c, 2), ot_f(c, 3), c->s->n[0], c->s->n[2]);
+  o_glu_products(c, h, out[0]);
+  free(h);
 }
 static const ot_op OP_RMS_MATMUL_GLU = {"rms_matmul_glu", "K,rows,tokens", "gelu", g_rms_matmul_glu,
                                         r_rms_matmul_glu, o_rms_matmul_glu, {OT_NMSE}, INT64_MAX};
