@@ -12,13 +12,18 @@
 -- Also the zero-shot accuracy (k = 0, the query alone: the paper's Table 1 baseline) and the accuracy a pure copy of
 -- the last demonstration's label would get with true and with random labels (small models copy it, and in a
 -- sample of ~100 prompts that agreement is far enough from 1/2 to decide which of the two scores is higher).
+-- Step 2 (semantics merge), after the code's Fig. 5 (right) protocol: a nearest-class-mean classifier of the
+-- sentence's class trained on the forerunner tokens s_i (true-label runs) reads the label tokens y_i of the
+-- random-label runs, apart for labels that happen to be right and labels that are wrong (cross-fitted over prompt
+-- folds). Step 3's read-out: each layer's residual at s_q through the final norm and the label rows of the LM head
+-- (logit lens; icl.readout), and each layer's attention output's direct logit attribution there.
 -- Per-prompt outcomes go to summary.json, and paired differences (true - random labels, knockout - none,
 -- knockout - random-edge control) come with their standard errors over prompts. Outputs (icl.experiment):
 -- summary.json, probe/heads/knockout figures, patterns.html (the top induction and forerunner heads attending over
 -- the first prompt) and index.html linking them.
 -- Cost: 2 runs per prompt (true and random labels) + 1 short zero-shot run + 1 + 2 x kinds x ranges runs per
 -- knockout prompt; --skip probe,heads drops the captures (not the runs), --edges the knockout kinds not named.
-local prompt, knockout = require("icl.prompt"), require("icl.knockout")
+local prompt, knockout, readout = require("icl.prompt"), require("icl.knockout"), require("icl.readout")
 local plot, json = icl.plot, icl.json
 
 local ex = icl.experiment{name = "icl_circuit",
@@ -38,7 +43,8 @@ local ex = icl.experiment{name = "icl_circuit",
     {"parts", 4, "layer ranges of the knockouts (quarters of the depth by default)", int = {1, 1 << 12}},
     {"edges", "all", "knockout edge kinds, comma-separated (all: x->s,xq->sq,s->y,y->sq,s->s); a subset draws " ..
                      "the same random edges as the full set"},
-    {"skip", "", "parts left out, comma-separated: probe (the x captures and the probe), heads (the attention " ..
+    {"skip", "", "parts left out, comma-separated: probe (the residual captures: the probe at x, the merge " ..
+                 "probe at y and the LM-head read-out at s_q), heads (the attention " ..
                  "patterns, head counts and the view), accuracy (with probe,heads: no runs but the knockouts', " ..
                  "e.g. for a knockout shard)"},
     {"times", 5, "C of the head thresholds C / n_t (the paper's 5)", num = {0, 1e6, open = true}},
@@ -185,6 +191,13 @@ for l = 0, NL - 1 do
   if not SKIP.heads then captures[#captures + 1] = ("blocks.%d.attn.hook_pattern"):format(l) end
   if not SKIP.probe then captures[#captures + 1] = ("blocks.%d.hook_resid_post"):format(l) end
 end
+-- the random-label runs' captures (merge probe at y) and the attention outputs at s_q (direct attribution)
+local rcaptures = {}
+for l = 0, SKIP.probe and -1 or NL - 1 do
+  rcaptures[#rcaptures + 1] = ("blocks.%d.hook_resid_post"):format(l)
+  captures[#captures + 1] = {name = ("blocks.%d.hook_attn_out"):format(l), pos = {-1, -1}}
+end
+local head = not SKIP.probe and readout.head(m, label_ids) or nil
 
 local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end
 local heads = {forerunner = zeros(NL), induction = zeros(NL), correct_induction = zeros(NL)}
@@ -195,6 +208,13 @@ for l = 1, NL do head_mass.forerunner[l], head_mass.induction[l] = zeros(NH), ze
 local view_prompt -- {pr =, pats = {[layer] = pattern [head, q, k]}} of the first prompt, for the view
 local feats, feat_labels = {}, {} -- feats[l + 1] = list of [k + 1, d] tensors (rows x_1..x_k, x_q)
 for l = 1, NL do feats[l] = {} end
+-- merge probe: s_i rows of the true-label runs (train) and y_i rows of the random-label runs (test), per layer,
+-- with each row's sentence class, prompt fold and (y) random label
+local sfeats, yfeats, srow, yrow = {}, {}, {}, {}
+for l = 1, NL do sfeats[l], yfeats[l] = {}, {} end
+-- LM-head read-out at s_q per layer: lens agreement counts and the attention's direct attribution (sums, squares)
+local lens = {truth = zeros(NL), prediction = zeros(NL), last_label = zeros(NL), check = 0}
+local dla = {truth = zeros(NL), truth2 = zeros(NL), last_label = zeros(NL), last_label2 = zeros(NL)}
 local pred_counts = {true_labels = zeros(#LABELS), random_labels = zeros(#LABELS), zero_shot = zeros(#LABELS)}
 -- predictions equal to the last demonstration's label (a recency copy)
 local follows_last = {true_labels = 0, random_labels = 0}
@@ -238,6 +258,48 @@ local function x_positions(p)
   return xs
 end
 
+-- step 2's rows: the forerunners s_i of a true-label run, the labels y_i of a random-label run (prompt number pi)
+local function collect_s(r, pr, pi)
+  local pos = {}
+  for i, d in ipairs(pr.p.demos) do
+    pos[i] = d.s
+    srow[#srow + 1] = {c = pr.items[i].c, fold = (pi - 1) % o.folds}
+  end
+  for l = 0, NL - 1 do table.insert(sfeats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, pos)) end
+end
+local function collect_y(r, pr, pi)
+  local pos = {}
+  for i, d in ipairs(pr.pr.demos) do
+    pos[i] = d.y[1]
+    yrow[#yrow + 1] = {c = pr.items[i].c, label = pr.rand[i], fold = (pi - 1) % o.folds}
+  end
+  for l = 0, NL - 1 do table.insert(yfeats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, pos)) end
+end
+
+-- step 3's read-out at s_q of a true-label run: which label each layer's residual gives through the final norm
+-- and the LM head (beside the truth, the model's prediction and the last demonstration's label), and how much each
+-- layer's attention output writes toward the truth and toward the last label (direct attribution, centred over
+-- the labels). The last layer's lens is the model's own logits: its largest deviation is kept as a check.
+local function read_out(r, pr, guess)
+  local sq, truth, last = pr.p.query.s, pr.items[o.k + 1].c, pr.items[o.k].c
+  local x = r[("blocks.%d.hook_resid_post"):format(NL - 1)][sq]
+  for l = 1, NL do
+    local v = readout.lens(head, r[("blocks.%d.hook_resid_post"):format(l - 1)][sq])
+    local c = v:argmax()
+    lens.truth[l] = lens.truth[l] + (c == truth and 1 or 0)
+    lens.prediction[l] = lens.prediction[l] + (c == guess and 1 or 0)
+    lens.last_label[l] = lens.last_label[l] + (c == last and 1 or 0)
+    if l == NL then
+      for j, id in ipairs(label_ids) do lens.check = math.max(lens.check, math.abs(v[j] - r.logits:get(1, id + 1))) end
+    end
+    local a = readout.direct(head, r[("blocks.%d.hook_attn_out"):format(l - 1)][1], x)
+    local mean = a:mean()
+    local t, u = a[truth] - mean, a[last] - mean
+    dla.truth[l], dla.truth2[l] = dla.truth[l] + t, dla.truth2[l] + t * t
+    dla.last_label[l], dla.last_label2[l] = dla.last_label[l] + u, dla.last_label2[l] + u * u
+  end
+end
+
 -- reuse: the positions shared with the previous run come from the cache (m:run's reuse; same logits)
 local REUSE = not o.recompute
 local function predict(tokens, ko)
@@ -271,9 +333,19 @@ for _, pr in ipairs(SKIP.accuracy and {} or prompts) do
       table.insert(feats[l + 1], r[("blocks.%d.hook_resid_post"):format(l)]:index_select(1, xs))
     end
     for i = 1, o.k + 1 do feat_labels[#feat_labels + 1] = pr.items[i].c end
+    collect_s(r, pr, pi)
+    read_out(r, pr, guess)
   end
   r = nil
-  local rguess = predict(pr.pr.tokens)
+  local rguess
+  if SKIP.probe then
+    rguess = predict(pr.pr.tokens)
+  else -- the merge probe's y rows: a full run with captures (nothing is reused)
+    local rr = assert(m:run(pr.pr.tokens, {logits = "last", capture = rcaptures}))
+    bar:update(1)
+    rguess = prompt.predict(rr.logits, label_ids)
+    collect_y(rr, pr, pi)
+  end
   pred_counts.random_labels[rguess] = pred_counts.random_labels[rguess] + 1
   per.random_labels[pi] = rguess == truth and 1 or 0
   if rguess == pr.rand[o.k] then follows_last.random_labels = follows_last.random_labels + 1 end
@@ -373,6 +445,63 @@ for l = 1, SKIP.probe and 0 or NL do
 end
 collectgarbage()
 
+-- step 2: the s-trained classifier on the y rows, cross-fitted (rows of prompt fold f read by means of the other
+-- folds), scored against the sentence's class, apart for right and wrong random labels; also how often a wrong
+-- label's row is read as its label
+local merge = {right_label = {}, wrong_label = {}, wrong_read_as_label = {}, n_right = 0, n_wrong = 0}
+for _, y in ipairs(yrow) do
+  if y.label == y.c then merge.n_right = merge.n_right + 1 else merge.n_wrong = merge.n_wrong + 1 end
+end
+for l = 1, SKIP.probe and 0 or NL do
+  local S, Y = icl.tensor.cat(sfeats[l], 1), icl.tensor.cat(yfeats[l], 1)
+  local pred = {}
+  for f = 0, o.folds - 1 do
+    local tr, lab, te = {}, {}, {}
+    for i, sr in ipairs(srow) do if sr.fold ~= f then tr[#tr + 1], lab[#lab + 1] = i, sr.c end end
+    for i, yr in ipairs(yrow) do if yr.fold == f then te[#te + 1] = i end end
+    if #te > 0 then
+      local got = icl.linalg.ncm_fit(S:index_select(1, tr), lab, Y:index_select(1, te))
+      for j, i in ipairs(te) do pred[i] = got[j] end
+    end
+  end
+  local ok_r, ok_w, as_label = 0, 0, 0
+  for i, yr in ipairs(yrow) do
+    if yr.label == yr.c then ok_r = ok_r + (pred[i] == yr.c and 1 or 0)
+    else
+      ok_w = ok_w + (pred[i] == yr.c and 1 or 0)
+      as_label = as_label + (pred[i] == yr.label and 1 or 0)
+    end
+  end
+  merge.right_label[l] = ok_r / math.max(merge.n_right, 1)
+  merge.wrong_label[l] = ok_w / math.max(merge.n_wrong, 1)
+  merge.wrong_read_as_label[l] = as_label / math.max(merge.n_wrong, 1)
+  sfeats[l], yfeats[l] = nil, nil
+end
+collectgarbage()
+-- binomial standard error of an accuracy p over n rows
+local function bse(p, n) return n > 0 and math.sqrt(p * (1 - p) / n) or 0 / 0 end
+merge.wrong_label_se, merge.right_label_se = {}, {}
+for l = 1, #merge.wrong_label do
+  merge.wrong_label_se[l] = bse(merge.wrong_label[l], merge.n_wrong)
+  merge.right_label_se[l] = bse(merge.right_label[l], merge.n_right)
+end
+-- step 3: per layer, fractions of prompts and mean ± SE of the attention's direct attribution
+local lm_head = {lens_truth = {}, lens_prediction = {}, lens_last_label = {}, attn_toward_truth = {},
+                 attn_toward_truth_se = {}, attn_toward_last_label = {}, attn_toward_last_label_se = {},
+                 last_layer_lens_max_diff = lens.check}
+local function mean_se(s1, s2, n)
+  local mu = s1 / n
+  return mu, n > 1 and math.sqrt(math.max(s2 / n - mu * mu, 0) * n / (n - 1) / n) or 0 / 0
+end
+for l = 1, SKIP.probe and 0 or NL do
+  local N0 = #per.true_labels
+  lm_head.lens_truth[l], lm_head.lens_prediction[l] = lens.truth[l] / N0, lens.prediction[l] / N0
+  lm_head.lens_last_label[l] = lens.last_label[l] / N0
+  lm_head.attn_toward_truth[l], lm_head.attn_toward_truth_se[l] = mean_se(dla.truth[l], dla.truth2[l], N0)
+  lm_head.attn_toward_last_label[l], lm_head.attn_toward_last_label_se[l] =
+    mean_se(dla.last_label[l], dla.last_label2[l], N0)
+end
+
 local paired = icl.metrics.paired -- a - b (- (c - d)) per prompt: mean, SE over prompts, 95% interval
 local diffs = {
   true_minus_random = paired(per.true_labels, per.random_labels),
@@ -415,6 +544,18 @@ if not SKIP.probe then
                                 {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
                       ylim = {0, 1}, xlabel = "layer", ylabel = "probe accuracy",
                       title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}, "probe")
+end
+if not SKIP.probe then
+  ex:figure(plot.line{series = {{x = layers, y = merge.wrong_label, label = "wrong label: sentence's class"},
+                                {x = layers, y = merge.right_label, label = "right label: sentence's class"},
+                                {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
+                      ylim = {0, 1}, xlabel = "layer", ylabel = "accuracy of an s-trained NCM classifier at y",
+                      title = ("Semantics merge: the sentence's class at its label token, %s"):format(name)}, "merge")
+  ex:figure(plot.line{series = {{x = layers, y = lm_head.lens_truth, label = "lens = truth"},
+                                {x = layers, y = lm_head.lens_prediction, label = "lens = the model's prediction"},
+                                {x = layers, y = lm_head.lens_last_label, label = "lens = last demonstration's label"}},
+                      ylim = {0, 1}, xlabel = "layer", ylabel = "fraction of prompts",
+                      title = ("LM head on the residual at s_q (logit lens), %s"):format(name)}, "lens")
 end
 if not SKIP.heads then
   ex:figure(plot.line{series = {{x = layers, y = heads.forerunner, label = "forerunner (y_i -> s_i)"},
@@ -492,6 +633,8 @@ local summary = {
   per_prompt = acc(per),
   probe = SKIP.probe and json.null or {layers = layers, accuracy = probe, cos_within = within, cos_between = between,
            samples = #feat_labels},
+  merge = SKIP.probe and json.null or merge,
+  lm_head = SKIP.probe and json.null or lm_head,
   heads = SKIP.heads and json.null or heads,
   knockout = {ranges = range_list, none = ko_none / NK, kinds = KINDS, accuracy = ko_acc, random = ko_rand,
               mean_edges = ko_edges, differences = ko_diffs, per_prompt = ko_per},
@@ -516,7 +659,20 @@ if not SKIP.accuracy then
   say(("    copy of the last label, true - random %s; true - random beyond the copy's %s"):format(
         pm(diffs.copy_true_minus_copy_random), pm(diffs.true_minus_random_beyond_copy)))
 end
-if not SKIP.probe then say("  probe by layer   " .. row(probe)) end
+if not SKIP.probe then
+  say("  probe by layer   " .. row(probe))
+  say(("  merge at y (s-trained NCM, sentence's class; wrong labels n = %d, right n = %d):"):format(merge.n_wrong,
+        merge.n_right))
+  say("    wrong labels   " .. row(merge.wrong_label))
+  say("    right labels   " .. row(merge.right_label))
+  say("    wrong read as its label " .. row(merge.wrong_read_as_label))
+  say(("  logit lens at s_q (last layer = logits within %.2g): = truth      %s"):format(lm_head.last_layer_lens_max_diff,
+        row(lm_head.lens_truth)))
+  say("    = prediction   " .. row(lm_head.lens_prediction))
+  say("    = last label   " .. row(lm_head.lens_last_label))
+  say("  attention's direct attribution at s_q toward the truth      " .. row(lm_head.attn_toward_truth, "%+.2f"))
+  say("    toward the last demonstration's label                    " .. row(lm_head.attn_toward_last_label, "%+.2f"))
+end
 if not SKIP.heads then
   say("  forerunner heads " .. row(heads.forerunner, "%.1f"))
   say("  induction heads  " .. row(heads.induction, "%.1f"))

@@ -33,6 +33,7 @@ int icl_lua_open_model(lua_State *L);    /* icl.load, model methods, icl.devices
 int icl_lua_open_rng(lua_State *L);      /* icl.rng */
 int icl_lua_open_linalg(lua_State *L);   /* icl.pca and friends (LAPACKE) */
 int icl_lua_ncm_probe(lua_State *L);     /* icl.linalg.ncm_probe (l_probe.c) */
+int icl_lua_ncm_fit(lua_State *L);       /* icl.linalg.ncm_fit (l_probe.c) */
 int icl_lua_open_plot(lua_State *L);     /* icl.plot (cairo) */
 int icl_lua_open_json(lua_State *L);     /* icl.json (cJSON) */
 int icl_lua_open_progress(lua_State *L); /* icl.progress */

@@ -366,6 +366,7 @@ static const luaL_Reg linalg_funcs[] = {{"pca", l_pca},
                                         {"pattern_diag_mean", l_pattern_diag_mean},
                                         {"pattern_match_mass", l_pattern_match_mass},
                                         {"ncm_probe", icl_lua_ncm_probe},
+                                        {"ncm_fit", icl_lua_ncm_fit},
                                         {NULL, NULL}};
 
 /* Pushes icl.linalg; icl.pca and icl.class_means are also set when the global `icl` table exists already. */

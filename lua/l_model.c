@@ -165,6 +165,7 @@ static int push_geometry(lua_State *L, icl_model *m, const char *k) {
   if (!strcmp(k, "rope_style")) return lua_pushstring(L, li.rope_neox ? "neox" : "interleaved"), 1;
   if (!strcmp(k, "attn_scale")) return lua_pushnumber(L, li.attn_scale), 1;
   if (!strcmp(k, "rope_base")) return lua_pushnumber(L, icl_model_hparams(m)->rope_base), 1;
+  if (!strcmp(k, "norm_eps")) return lua_pushnumber(L, icl_model_hparams(m)->eps), 1;
   if (!per_kind && !per_base) return 0;
   int n = icl_model_hparams(m)->n_layer;
   lua_createtable(L, n, 1);
@@ -294,15 +295,38 @@ static int m_token_text(lua_State *L) {
   return 1;
 }
 
-/* m:weight(name): a weight by its GGUF name as an f32 tensor (icl_model_weight) */
+/* The rows option of m:weight ({ids = {id, ...}}): 0-based row indices into a userdata left on the stack. */
+static int64_t weight_ids(lua_State *L, int idx, int64_t **out) {
+  *out = NULL;
+  if (lua_isnoneornil(L, idx)) return 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  if (lua_getfield(L, idx, "ids") == LUA_TNIL) return luaL_argerror(L, idx, "expected {ids = {row, ...}}");
+  if (!lua_istable(L, -1)) return luaL_argerror(L, idx, "ids: expected a list of row indices (token ids)");
+  int64_t n = (int64_t)lua_rawlen(L, -1);
+  if (n < 1 || n > (1 << 24)) return luaL_argerror(L, idx, "ids: expected 1 to 16777216 row indices");
+  int64_t *ids = lua_newuserdatauv(L, (size_t)n * sizeof *ids, 0);
+  for (int64_t i = 0; i < n; i++) {
+    int isint = 0;
+    lua_rawgeti(L, -2, (lua_Integer)i + 1);
+    ids[i] = (int64_t)lua_tointegerx(L, -1, &isint);
+    if (!isint)
+      return luaL_argerror(L, idx, lua_pushfstring(L, "ids[%I]: expected an integer row index", (lua_Integer)i + 1));
+    lua_pop(L, 1);
+  }
+  *out = ids;
+  return n;
+}
+
+/* m:weight(name [, {ids = rows}]): a weight (or some of its rows) by its GGUF name as an f32 tensor */
 static int m_weight(lua_State *L) {
   int *busy;
   icl_model *m = box_model(L, 1, &busy);
   const char *name = luaL_checkstring(L, 2);
+  int64_t *ids, n = weight_ids(L, 3, &ids);
   if (*busy) return luaL_error(L, "m:weight: cannot read a weight while the model runs (called from a hook?)");
   icl_error err = {0};
   icl_lua_tbox *box = icl_lua_new_tbox(L);
-  int rc = icl_model_weight(m, name, &box->t, &err);
+  int rc = icl_model_weight_rows(m, name, ids, n, &box->t, &err);
   return icl_lua_tensor_done(L, rc, &err);
 }
 

@@ -1,4 +1,4 @@
-/* icl.linalg.ncm_probe: the Lua binding of the nearest-class-mean probe (src/linalg_probe.c). */
+/* icl.linalg.ncm_probe and ncm_fit: the Lua bindings of the nearest-class-mean classifier (src/host/linalg_probe.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,4 +46,23 @@ int icl_lua_ncm_probe(lua_State *L) {
   lua_createtable(L, (int)n, 0);
   for (int64_t i = 0; i < n; i++) lua_pushinteger(L, pred[i] + 1), lua_seti(L, -2, i + 1);
   return 2;
+}
+
+/* ncm_fit(X [n, d], labels, Xt [nt, d]) -> predictions for the rows of Xt (1-based labels). */
+int icl_lua_ncm_fit(lua_State *L) {
+  icl_tensor *x = icl_lua_check_tensor(L, 1), *xt = icl_lua_check_tensor(L, 3);
+  luaL_argcheck(L, x->ndim == 2 && x->shape[0] >= 1, 1, "expected a 2-d tensor [rows, cols] with rows >= 1");
+  luaL_argcheck(L, xt->ndim == 2 && xt->shape[1] == x->shape[1], 3,
+                lua_pushfstring(L, "expected a 2-d tensor [rows, %I] (the columns of X)", (lua_Integer)x->shape[1]));
+  lua_settop(L, 3);
+  int64_t n = x->shape[0], nt = xt->shape[0], d = x->shape[1];
+  int nc;
+  int32_t *lab = check_labels(L, 2, n, &nc);
+  int32_t *pred = lua_newuserdatauv(L, (size_t)(nt ? nt : 1) * sizeof *pred, 0);
+  icl_error err;
+  if (icl_ncm_fit_predict(x->data, n, d, lab, nc, xt->data, nt, pred, &err) != ICL_OK)
+    return luaL_error(L, "%s", err.msg);
+  lua_createtable(L, (int)nt, 0);
+  for (int64_t i = 0; i < nt; i++) lua_pushinteger(L, pred[i] + 1), lua_seti(L, -2, i + 1);
+  return 1;
 }

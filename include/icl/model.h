@@ -89,6 +89,11 @@ int icl_model_layer_info(const icl_model *m, int layer, icl_layer_info *out, icl
  * the embedding. Errors name the model and the weight. */
 int icl_model_weight(icl_model *m, const char *name, icl_tensor **out, icl_error *err);
 
+/* Rows sel[0..n_sel-1] (0-based; token ids for token_embd.weight and output.weight) of a weight as icl_model_weight
+ * decodes them: *out [n_sel, columns]; sel NULL gives every row. A row out of range is an error naming it. */
+int icl_model_weight_rows(icl_model *m, const char *name, const int64_t *sel, int64_t n_sel, icl_tensor **out,
+                          icl_error *err);
+
 /* The sliding window of the model's sliding layers (0 when it has none). */
 int icl_model_window(const icl_model *m);
 

@@ -56,11 +56,9 @@ void icl_pattern_match_mass(const icl_tensor *p, const int32_t *tokens, int shif
 int icl_ncm_probe(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, int folds,
                   int32_t *pred, double *accuracy, icl_error *err);
 
-/* Nearest-class-mean classifier of rows x [n, d] with labels in [0, n_classes), scored by stratified k-fold
- * cross-validation: the j-th sample of each class (in row order) is in fold j mod folds; each fold is classified
- * by the squared Euclidean distance to the class means of the other folds. pred [n] receives the predicted
- * classes and *accuracy the fraction right. */
-int icl_ncm_probe(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, int folds,
-                  int32_t *pred, double *accuracy, icl_error *err);
+/* The same classifier trained on all of x [n, d] (labels in [0, n_classes)) and applied to other rows xt [nt, d]:
+ * pred [nt] receives the class of the nearest mean (ties to the lower class; classes absent from x never). */
+int icl_ncm_fit_predict(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, const float *xt,
+                        int64_t nt, int32_t *pred, icl_error *err);
 
 #endif

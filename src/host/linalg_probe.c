@@ -12,13 +12,14 @@ static void assign_folds(const int32_t *labels, int64_t n, int n_classes, int fo
   for (int64_t i = 0; i < n; i++) fold[i] = (int32_t)(seen[labels[i]]++ % folds);
 }
 
-/* Class means [n_classes][d] of the samples outside fold f; counts[c] = 0 for a class absent there. */
+/* Class means [n_classes][d] of the samples outside fold f (all samples when fold is NULL); counts[c] = 0 for a
+ * class absent there. */
 static void train_means(const float *x, int64_t n, int64_t d, const int32_t *labels, const int32_t *fold, int f,
                         int n_classes, double *means, int64_t *counts) {
   memset(means, 0, (size_t)(n_classes * d) * sizeof *means);
   memset(counts, 0, (size_t)n_classes * sizeof *counts);
   for (int64_t i = 0; i < n; i++) {
-    if (fold[i] == f) continue;
+    if (fold && fold[i] == f) continue;
     double *m = means + labels[i] * d;
     for (int64_t j = 0; j < d; j++) m[j] += x[i * d + j];
     counts[labels[i]]++;
@@ -74,3 +75,21 @@ int icl_ncm_probe(const float *x, int64_t n, int64_t d, const int32_t *labels, i
 /* ---- Lua binding --------------------------------------------------------------------------------------------- */
 
 /* Labels (1-based integers) of a list with n entries, into a 0-based buffer left on the stack; *nc = max label. */
+
+int icl_ncm_fit_predict(const float *x, int64_t n, int64_t d, const int32_t *labels, int n_classes, const float *xt,
+                        int64_t nt, int32_t *pred, icl_error *err) {
+  if (n < 1 || d < 1 || nt < 0 || n_classes < 1)
+    return icl_error_set(err, ICL_EINVAL, "ncm_fit: need n >= 1 training rows, d >= 1 (n %lld, d %lld)",
+                         (long long)n, (long long)d);
+  double *means = malloc((size_t)(n_classes * d) * sizeof *means);
+  int64_t *counts = malloc((size_t)n_classes * sizeof *counts);
+  if (!means || !counts) {
+    free(means), free(counts);
+    return icl_error_set(err, ICL_ENOMEM, "ncm_fit: out of memory for %d classes of %lld values", n_classes,
+                         (long long)d);
+  }
+  train_means(x, n, d, labels, NULL, 0, n_classes, means, counts);
+  for (int64_t i = 0; i < nt; i++) pred[i] = nearest(xt + i * d, d, means, counts, n_classes);
+  free(means), free(counts);
+  return ICL_OK;
+}

@@ -59,10 +59,11 @@ local function in01(v) return type(v) == "number" and v == v and v >= 0 and v <=
 local function all(list, n, f) if type(list) ~= "table" or #list ~= n then return false end
   for _, v in ipairs(list) do if not f(v) then return false end end return true end
 local NL, NH = j.n_layers, j.n_heads
--- the top-level keys of summary.json before icl_circuit moved onto icl.experiment (issue 42): none added or lost
+-- the top-level keys of summary.json before icl_circuit moved onto icl.experiment (issue 42), plus merge and
+-- lm_head (issue 40): none other added or lost
 local KEYS = "accuracy arch backend bos copy_last_accuracy data differences edges experiment folds " ..
-  "follows_last_label heads k knockout knockout_from label_ids labels max_tokens mean_prompt_tokens model " ..
-  "model_name n n_heads n_knockout n_layers per_prompt pool_sizes predicted probe seed skip skipped_prompts task " ..
+  "follows_last_label heads k knockout knockout_from label_ids labels lm_head max_tokens mean_prompt_tokens merge " ..
+  "model model_name n n_heads n_knockout n_layers per_prompt pool_sizes predicted probe seed skip skipped_prompts task " ..
   "template threshold times too_long_sentences"
 local keys = {}
 for key in pairs(j) do keys[#keys + 1] = key end
@@ -83,6 +84,20 @@ t("accuracy of a pure last-label copy, in steps of 1 / n", in01(j.copy_last_accu
   in01(j.copy_last_accuracy.random_labels) and (j.copy_last_accuracy.true_labels * j.n) % 1 == 0)
 t("probe: one accuracy per layer", all(j.probe.accuracy, NL, in01) and j.probe.samples == j.n * (j.k + 1))
 t("cosine similarities per layer", all(j.probe.cos_within, NL, function(v) return v >= -1 and v <= 1 end))
+local mg, lh = j.merge, j.lm_head
+t("merge: k rows per prompt, split into right and wrong random labels", mg.n_right + mg.n_wrong == j.n * j.k)
+for _, k in ipairs({"right_label", "wrong_label", "wrong_read_as_label", "right_label_se", "wrong_label_se"}) do
+  t("merge." .. k .. " per layer in [0, 1]", all(mg[k], NL, in01))
+end
+t("a wrong label's row is read as the sentence's class or as its label (2 classes)", task ~= "sentiment" or
+  math.abs(mg.wrong_label[1] + mg.wrong_read_as_label[1] - 1) < 1e-9)
+for _, k in ipairs({"lens_truth", "lens_prediction", "lens_last_label"}) do
+  t("lm_head." .. k .. " per layer in [0, 1]", all(lh[k], NL, in01))
+end
+t("the last layer's lens is the model's own read-out: agrees with every prediction, within 1e-3 of the logits",
+  lh.lens_prediction[NL] == 1 and lh.last_layer_lens_max_diff < 1e-3)
+t("attention's direct attribution per layer with its SE", all(lh.attn_toward_truth, NL, function(v) return v == v end)
+  and all(lh.attn_toward_last_label_se, NL, function(v) return v >= 0 end))
 for _, k in ipairs({"forerunner", "induction", "correct_induction"}) do
   t(k .. " counts per layer in [0, heads]", all(j.heads[k], NL, function(v) return v >= 0 and v <= NH end))
 end
@@ -110,7 +125,7 @@ if run "$out"; then
   while read -r status rest; do
     if [ "$status" = PASS ]; then ok; else bad "$rest"; fi
   done <"$TMP/check.txt"
-  for f in probe heads knockout; do
+  for f in probe merge lens heads knockout; do
     check "$f.png is a PNG" bash -c "head -c 8 '$out/$f.png' | od -An -tx1 | tr -d ' \n' | grep -q '^89504e470d0a1a0a$'"
     check "$f.svg is an SVG" grep -q "<svg" "$out/$f.svg"
   done
@@ -120,8 +135,8 @@ if run "$out"; then
   check "patterns.html labels the model's head numbers" grep -qF '"head_ids":[' "$out/patterns.html"
   check "the printed summary names the view's heads" grep -q '^  view heads (mean attention per prompt): induction L[0-9]*\.H[0-9]* ' "$out.log"
   check_index icl_circuit "$out"
-  check "index.html shows the three figures and links the view" bash -c \
-    "grep -c -e '<img src=\"probe.png\"' -e '<img src=\"heads.png\"' -e '<img src=\"knockout.png\"' -e 'href=\"patterns.html\"' '$out/index.html' | grep -qx 4"
+  check "index.html shows the five figures and links the view" bash -c \
+    "grep -c -e '<img src=\"probe.png\"' -e '<img src=\"merge.png\"' -e '<img src=\"lens.png\"' -e '<img src=\"heads.png\"' -e '<img src=\"knockout.png\"' -e 'href=\"patterns.html\"' '$out/index.html' | grep -qx 6"
   check "chromium is installed (scripts/setup.sh) for the view's self-test" test -n "$CHROMIUM"
   if [ -n "$CHROMIUM" ]; then
     timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/profile" --dump-dom \

@@ -188,6 +188,21 @@ do
   end
   check(worst == 0, "embedding rows equal hook_embed exactly (max difference " .. worst .. ")")
   check(m:weight("output.weight"):shape()[1] == 49152, "tied output.weight is the embedding")
+  -- some rows only: the same values as those rows of the whole matrix, in the order asked (repeats allowed)
+  local sel = {49151, 2731, 0, 2731}
+  local R = m:weight("output.weight", {ids = sel})
+  local rdiff = 0
+  for i, id in ipairs(sel) do
+    for j = 1, 576 do rdiff = math.max(rdiff, math.abs(R:get(i, j) - E:get(id + 1, j))) end
+  end
+  check(shape_is(R, {4, 576}) and rdiff == 0, "rows by id equal the whole matrix's rows (max difference " .. rdiff .. ")")
+  check(shape_is(m:weight("blk.29.ffn_norm.weight", {ids = {0}}), {1, 576}), "a vector's only row is [1, d]")
+  raises(function() m:weight("output.weight", {ids = {49152}}) end, "row 49152 (entry 1) out of range 0..49151",
+         "row past the vocabulary")
+  raises(function() m:weight("output.weight", {ids = {3, -1}}) end, "row -1 (entry 2) out of range", "negative row")
+  raises(function() m:weight("output.weight", {ids = {}}) end, "expected 1 to 16777216 row indices", "no rows")
+  raises(function() m:weight("output.weight", {ids = {1.5}}) end, "ids[1]: expected an integer", "fractional row")
+  raises(function() m:weight("output.weight", {rows = {1}}) end, "expected {ids = {row, ...}}", "unknown option")
   local Wq = m:weight("blk.3.attn_q.weight")
   check(shape_is(Wq, {576, 576}) and shape_is(m:weight("blk.3.attn_k.weight"), {192, 576}), "q and k weight shapes")
   check(shape_is(m:weight("blk.29.ffn_norm.weight"), {576}), "a norm weight is a vector")

@@ -1,5 +1,5 @@
--- icl.linalg.ncm_probe: the nearest-class-mean classifier with stratified k-fold cross-validation, on data whose
--- folds, means and predictions are worked out by hand, and its errors.
+-- icl.linalg.ncm_probe: the nearest-class-mean classifier with stratified k-fold cross-validation, and ncm_fit (trained
+-- on one set, applied to another), on data whose folds, means and predictions are worked out by hand, and errors.
 local tl = dofile((os.getenv("ICL_SOURCE_DIR") or ".") .. "/tests/lua/testlib.lua")
 local check, errs = tl.check, tl.errs
 local same = tl.same
@@ -38,5 +38,15 @@ check(errs(function() probe(X, {1, 2}) end, "need one label per row of X"), "lab
 check(errs(function() probe(X, {1, 1, 2, 2, 1, 0}) end, "labels must be integers"), "label 0")
 check(errs(function() probe(X, labels, {folds = 7}) end, "folds must be in [2, rows]"), "too many folds")
 check(errs(function() probe(icl.tensor.from{1, 2}, {1, 2}) end, "expected a 2-d tensor"), "1-d input")
+
+-- ncm_fit: means of X by class are 0.1 (rows 1, 2, 5) and 0.8667 (rows 3, 4, 6; (1 + 1.2 + 0.4) / 3); the midpoint
+-- is 0.4833, so 0.48 goes to class 1 and 0.49 to class 2; a class absent from training (label 3 of no row) is
+-- never predicted even for a row far past the others.
+local fit = icl.linalg.ncm_fit
+local P = fit(X, labels, icl.tensor.from{{0.48, 3}, {0.49, 3}, {-5, 3}, {9, 3}})
+check(same(P, {1, 2, 1, 2}), "ncm_fit predictions: " .. table.concat(P, " "))
+check(#fit(X, labels, icl.tensor.zeros{0, 2}) == 0, "ncm_fit of no rows: an empty list")
+check(errs(function() fit(X, labels, icl.tensor.from{{1, 2, 3}}) end, "expected a 2-d tensor [rows, 2]"), "columns")
+check(errs(function() fit(X, {1, 2}, X) end, "need one label per row of X"), "ncm_fit label count")
 
 tl.done()

@@ -19,6 +19,29 @@ static const char *NAMES[] = {"token_embd.weight", "output_norm.weight", "output
                               "blk.%d.attn_k_norm.weight", "blk.%d.post_attention_norm.weight",
                               "blk.%d.post_ffw_norm.weight"};
 
+/* icl_model_weight_rows: chosen rows (out of order, repeated) equal those rows of the whole matrix; a row out of
+ * range or an empty list is an error naming it. */
+static void check_rows(icl_model *m, const char *arch, const char *backend, icl_error *e) {
+  icl_tensor *all = NULL, *w = NULL;
+  if (icl_model_weight(m, "blk.1.ffn_down.weight", &all, e)) {
+    CHECKF(0, "%s on %s: %s", arch, backend, e->msg);
+    return;
+  }
+  int64_t rows = all->shape[0], cols = all->shape[1], sel[4] = {rows - 1, 0, rows / 2, rows - 1};
+  int rc = icl_model_weight_rows(m, "blk.1.ffn_down.weight", sel, 4, &w, e);
+  CHECKF(rc == 0 && w->ndim == 2 && w->shape[0] == 4 && w->shape[1] == cols, "%s on %s: rows: %s", arch, backend,
+         rc ? e->msg : "shape");
+  for (int i = 0; !rc && i < 4; i++)
+    CHECKF(!memcmp(w->data + i * cols, all->data + sel[i] * cols, (size_t)cols * 4), "%s on %s: row %lld differs",
+           arch, backend, (long long)sel[i]);
+  icl_tensor_free(w), w = NULL;
+  int64_t bad[2] = {0, rows};
+  CHECKF(icl_model_weight_rows(m, "blk.1.ffn_down.weight", bad, 2, &w, e) == ICL_EINVAL && !w &&
+         strstr(e->msg, "out of range") && strstr(e->msg, "entry 2"), "%s: row past the end: %s", arch, e->msg);
+  CHECK(icl_model_weight_rows(m, "blk.1.ffn_down.weight", bad, 0, &w, e) == ICL_EINVAL && !w);
+  icl_tensor_free(all);
+}
+
 static void check_model(const char *arch, uint32_t wtype, const char *backend) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/icl-weight-%d-%s.gguf", (int)getpid(), arch);
@@ -69,6 +92,7 @@ static void check_model(const char *arch, uint32_t wtype, const char *backend) {
     CHECK(icl_model_weight(m, "blk.0.attn_q", &w, &e) == ICL_EINVAL && strstr(e.msg, "blk.0.attn_q") && !w);
     CHECK(icl_model_weight(m, "blk.-1.attn_q.weight", &w, &e) == ICL_EINVAL && !w);
     CHECK(icl_model_weight(m, "", &w, &e) == ICL_EINVAL && !w);
+    check_rows(m, arch, backend, &e);
   }
   icl_model_free(m);
   icl_gguf_close(g);
