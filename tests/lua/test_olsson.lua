@@ -184,5 +184,6 @@ local _, zs = O.icl_curve(m, {seqs[1]}, {late = 20, early = 3, run = {ablate = O
 check(zs ~= score, "an ablation changes the curve")
 m:close()
 os.remove(tmp)
+os.remove(tmp .. ".optim") -- net:save wrote the optimizer state beside the weights
 
 testlib.done()

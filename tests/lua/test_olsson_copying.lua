@@ -234,4 +234,5 @@ do
   check(sh < 0.5, ("noisy copier: share %.4f far below 1"):format(sh))
 end
 os.remove(tmp)
+os.remove(tmp .. ".optim") -- net:save wrote the optimizer state beside the weights
 testlib.done()

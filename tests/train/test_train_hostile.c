@@ -182,6 +182,7 @@ static void test_corrupt(void) {
     if (!rc) icl_model_free(m);
   }
   unlink(bad);
+  unlink(good), unlink(path("good.gguf.optim")); /* else the folder stays behind (rmdir needs it empty) */
   icl_trainer_free(tr);
 }
 
