@@ -38,6 +38,19 @@ end
 bar:done()
 local mean, std = metrics.mean_std(accs)
 local by_range = metrics.by_range(mean, RANGES)
+-- each range's mean over walks with its standard error, the walks being the samples (sample sd / sqrt(walks))
+local per_walk = {}
+for b = 1, o.walks do per_walk[b] = metrics.by_range(accs[b], RANGES) end
+for i, r in ipairs(by_range) do
+  local v = {}
+  for b = 1, o.walks do v[b] = {per_walk[b][i].mean} end
+  local _, sd = metrics.mean_std(v)
+  r.n, r.walks = o.walks, {}
+  for b = 1, o.walks do r.walks[b] = v[b][1] end
+  r.se = o.walks > 1 and sd[1] * math.sqrt(o.walks / (o.walks - 1)) / math.sqrt(o.walks) or icl.json.null
+end
+local se = {}
+for i, v in ipairs(std) do se[i] = v / math.sqrt(math.max(o.walks - 1, 1)) end -- std is over walks (divided by n)
 
 -- class means over the last `window` positions, pooled over walks; classes never seen there are left out
 local means = icl.class_means(acts, walks, {last = o.window}, g.n)
@@ -63,8 +76,8 @@ local energy = metrics.energy_curve(acts, walks, g, {ts = TS, window = o.window,
 
 -- figures (the ring is drawn on PC2 and PC3, as Park et al. do)
 local name = m.name or o.model
-e:figure(plot.line{series = {{y = metrics.moving_average(mean, 30), std = metrics.moving_average(std, 30),
-                              label = "mean over walks (30-wide moving average)"}},
+e:figure(plot.line{series = {{y = metrics.moving_average(mean, 30), std = metrics.moving_average(se, 30),
+                              label = "mean ± SE over walks (30-wide moving average)"}},
                    title = ("Rule-following accuracy, %s, %s"):format(o.graph, name), xlabel = "context length (words)",
                    ylabel = "probability mass on valid neighbours", ylim = {0, 1}}, "accuracy")
 e:figure(plot.scatter{points = pca.projections:index_select(2, {pcx, pcy}), labels = labels, edges = sub_edges,
@@ -107,7 +120,10 @@ end
 
 local lines = {("park_grid: %s, %s graph, %d walks x %d words, %s (layer %d)"):format(name, o.graph, o.walks,
                                                                                       o.length, hook, layer)}
-for _, r in ipairs(by_range) do lines[#lines + 1] = ("  accuracy %4d-%-4d  %.3f"):format(r.from, r.to, r.mean) end
+for _, r in ipairs(by_range) do
+  lines[#lines + 1] = ("  accuracy %4d-%-4d  %.3f"):format(r.from, r.to, r.mean) ..
+                      (r.se ~= icl.json.null and (" ± %.3f (SE over %d walks)"):format(r.se, r.n) or "")
+end
 lines[#lines + 1] = ("  PCA explained %.1f%% + %.1f%%, Dirichlet energy (normalized) %.4f, raw %.4g"):format(
   100 * pca.explained_ratio[pcx], 100 * pca.explained_ratio[pcy], final.energy, final.raw)
 if final.null_mean then

@@ -60,6 +60,15 @@ t("experiment name", j.experiment == name)
 if name == "park_grid" then
   t("accuracy_mean has one value per word, in [0, 1]", #j.accuracy_mean == j.length and all(j.accuracy_mean, in01))
   t("accuracy_by_range", all(j.accuracy_by_range, function(r) return in01(r.mean) end))
+  -- each range: its walks' means, their mean and standard error (sample sd / sqrt(n))
+  t("accuracy_by_range: mean and SE of the walks' means", all(j.accuracy_by_range, function(r)
+    if r.n ~= j.walks or #r.walks ~= j.walks or j.walks < 2 then return false end
+    local s, s2 = 0, 0
+    for _, v in ipairs(r.walks) do s = s + v end
+    local mu = s / r.n
+    for _, v in ipairs(r.walks) do s2 = s2 + (v - mu) ^ 2 end
+    return math.abs(mu - r.mean) < 1e-9 and math.abs(r.se - math.sqrt(s2 / (r.n - 1) / r.n)) < 1e-9
+  end))
   local r = j.pca_explained_ratio
   if j.graph == "ring" then -- three components (the ring is drawn on PC2 and PC3)
     t("pca_explained_ratio (3)", #r == 3 and ratio2({r[1], r[2]}) and in01(r[3]) and r[3] <= r[2]
