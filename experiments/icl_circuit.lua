@@ -448,7 +448,12 @@ collectgarbage()
 -- step 2: the s-trained classifier on the y rows, cross-fitted (rows of prompt fold f read by means of the other
 -- folds), scored against the sentence's class, apart for right and wrong random labels; also how often a wrong
 -- label's row is read as its label
-local merge = {right_label = {}, wrong_label = {}, wrong_read_as_label = {}, n_right = 0, n_wrong = 0}
+local merge = {right_label = {}, wrong_label = {}, wrong_read_as_label = {}, within_label = {}, n_right = 0,
+               n_wrong = 0}
+-- rows grouped by their label word: within a group the label says nothing about the sentence, so a classifier of
+-- the sentence's class there (cross-validated) reads only what the label token took in from its sentence
+local by_label = {}
+for i, y in ipairs(yrow) do by_label[y.label] = by_label[y.label] or {}; table.insert(by_label[y.label], i) end
 for _, y in ipairs(yrow) do
   if y.label == y.c then merge.n_right = merge.n_right + 1 else merge.n_wrong = merge.n_wrong + 1 end
 end
@@ -475,6 +480,16 @@ for l = 1, SKIP.probe and 0 or NL do
   merge.right_label[l] = ok_r / math.max(merge.n_right, 1)
   merge.wrong_label[l] = ok_w / math.max(merge.n_wrong, 1)
   merge.wrong_read_as_label[l] = as_label / math.max(merge.n_wrong, 1)
+  local right_w, n_w = 0, 0
+  for _, rows in pairs(by_label) do
+    if #rows >= 2 * o.folds then
+      local lab = {}
+      for j, i in ipairs(rows) do lab[j] = yrow[i].c end
+      local acc = icl.linalg.ncm_probe(Y:index_select(1, rows), lab, {folds = o.folds})
+      right_w, n_w = right_w + acc * #rows, n_w + #rows
+    end
+  end
+  merge.within_label[l] = n_w > 0 and right_w / n_w or json.null
   sfeats[l], yfeats[l] = nil, nil
 end
 collectgarbage()
@@ -546,9 +561,13 @@ if not SKIP.probe then
                       title = ("Class of the input at its last token, %s, %s"):format(name, o.task)}, "probe")
 end
 if not SKIP.probe then
-  ex:figure(plot.line{series = {{x = layers, y = merge.wrong_label, label = "wrong label: sentence's class"},
-                                {x = layers, y = merge.right_label, label = "right label: sentence's class"},
-                                {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}},
+  local ms = {{x = layers, y = merge.wrong_label, label = "wrong label: sentence's class"},
+              {x = layers, y = merge.right_label, label = "right label: sentence's class"},
+              {x = layers, y = flat(1 / #LABELS), label = "chance", color = "grey"}}
+  if merge.within_label[1] ~= json.null then
+    table.insert(ms, 3, {x = layers, y = merge.within_label, label = "within one label word (y-trained)"})
+  end
+  ex:figure(plot.line{series = ms,
                       ylim = {0, 1}, xlabel = "layer", ylabel = "accuracy of an s-trained NCM classifier at y",
                       title = ("Semantics merge: the sentence's class at its label token, %s"):format(name)}, "merge")
   ex:figure(plot.line{series = {{x = layers, y = lm_head.lens_truth, label = "lens = truth"},
@@ -666,6 +685,9 @@ if not SKIP.probe then
   say("    wrong labels   " .. row(merge.wrong_label))
   say("    right labels   " .. row(merge.right_label))
   say("    wrong read as its label " .. row(merge.wrong_read_as_label))
+  if merge.within_label[1] ~= json.null then
+    say("    within one label word (cross-validated, y rows only) " .. row(merge.within_label))
+  end
   say(("  logit lens at s_q (last layer = logits within %.2g): = truth      %s"):format(lm_head.last_layer_lens_max_diff,
         row(lm_head.lens_truth)))
   say("    = prediction   " .. row(lm_head.lens_prediction))
