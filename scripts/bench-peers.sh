@@ -10,6 +10,9 @@
 # docs/performance.md keeps the latest table.
 #   --quick      one repetition instead of three
 #   --no-vulkan  skip the Vulkan backend (on lavapipe it is slow)
+#   --no-peer    skip llama.cpp (no venv needed): icl's rows only, e.g. for a before/after comparison
+#   ICL_BASE=<icl binary>: also runs each icl row with that (older) build right after the new one, same ceilings,
+#                and prints a second table, new against base (a change must leave no row slower)
 #   --park       instead: the park_grid forward (16 walks x 1400 tokens, all-position logits, park_grid's residual
 #                capture; model load excluded) in icl and in PyTorch + transformers (f32, from the same GGUF),
 #                seconds and ratios; installs torch into ICL_TORCH_VENV (default .cache/torch-venv; about 5.6 GB,
@@ -18,13 +21,16 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-reps=3 vulkan=1 park=0
+reps=3 vulkan=1 park=0 peer=1
+BASE=${ICL_BASE:-}
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "bench-peers: ICL_BASE=$BASE is not an executable" >&2; exit 2; }
 for a in "$@"; do
   case "$a" in
     --quick) reps=1 ;;
     --no-vulkan) vulkan=0 ;;
     --park) park=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-peer) peer=0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-peers: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -76,6 +82,7 @@ fi
 # kernel does not grant the AMX tile state, a native build dies with SIGILL at its first tilezero. The probe
 # (scripts/peer-cpu-flags.c over src/cpu/cpu_features.c, icl's own decision) says "native" when that is safe, else
 # the GGML options of the usable instructions. A venv built with other options is rebuilt.
+if [ "$peer" = 1 ]; then
 probe=$(mktemp)
 cc -O1 -Isrc/cpu -o "$probe" scripts/peer-cpu-flags.c src/cpu/cpu_features.c
 ggml_flags=$("$probe")
@@ -90,6 +97,7 @@ if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import llama_cpp" 2>/
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="$ggml_flags -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
     "$VENV/bin/pip" install -q --force-reinstall --no-cache-dir "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
   echo "$ggml_flags" >"$VENV/.icl-ggml-flags"
+fi
 fi
 scripts/fetch-models.sh all >&2
 [ -x build/icl ] || scripts/build.sh >&2
@@ -110,8 +118,8 @@ echo "bench-peers: this machine's ceilings (icl bench cpu, three times)" >&2
 ceil_a=$(measure_ceil) ceil_b=$(measure_ceil) ceil_c=$(measure_ceil)
 ceil=$(median_ceil "$ceil_a" "$ceil_b" "$ceil_c")
 declare -A R failed_peer
-run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof percent" from the roofline lines
-  ICL_THREADS=$threads build/icl bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
+run_icl() { # model backend precision [binary]: "key tokens/s" lines, and "key_roof percent" from the roofline lines
+  ICL_THREADS=$threads "${4:-build/icl}" bench model -m "$1" --backend "$2" --reps "$reps" --precision "$3" --ceilings "$ceil" |
     awk '/^[a-z]/{k=""} /^prefill 128 /{k="prefill_128"; print k, $NF} /^prefill 512 /{k="prefill_512"; print k, $NF}
          /^decode 128/{k="decode_128"; print k, $NF} /^forward 1400/{k="forward_1400_all_logits"; print k, $NF}
          /^  roofline:/ && k != "" {for (i = 1; i <= NF; i++) if ($i == "=") print k "_roof", $(i + 1)}'
@@ -119,9 +127,11 @@ run_icl() { # model backend precision: "key tokens/s" lines, and "key_roof perce
 models=("smollm2:models/SmolLM2-135M-Instruct-Q4_1.gguf" "gemma3:models/gemma-3-270m-Q4_K_M.gguf")
 for entry in "${models[@]}"; do
   name=${entry%%:*} path=${entry#*:}
-  echo "bench-peers: $name: llama.cpp" >&2
   # a peer that fails (a signal, an error) is a row saying so, not the end of the script
-  if json=$("$VENV/bin/python" scripts/bench_llamacpp.py "$path" "$threads" "$reps"); then
+  if [ "$peer" = 0 ]; then
+    failed_peer[$name]="not run (--no-peer)"
+  elif echo "bench-peers: $name: llama.cpp" >&2 &&
+       json=$("$VENV/bin/python" scripts/bench_llamacpp.py "$path" "$threads" "$reps"); then
     for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
       R[$name,llama,$k]=$(python3 -c "import json,sys; print('%.1f' % json.loads(sys.argv[1])['$k'])" "$json")
     done
@@ -139,6 +149,10 @@ for entry in "${models[@]}"; do
     [ "$be" = cpu ] && col=$prec
     echo "bench-peers: $name: icl $be ($prec precision)" >&2
     while read -r k v; do R[$name,$col,$k]=$v; done < <(run_icl "$path" "$be" "$prec")
+    if [ -n "$BASE" ]; then
+      echo "bench-peers: $name: base $BASE $be ($prec precision)" >&2
+      while read -r k v; do R[$name,base_$col,$k]=$v; done < <(run_icl "$path" "$be" "$prec" "$BASE")
+    fi
   done
 done
 
@@ -160,11 +174,28 @@ for entry in "${models[@]}"; do
   name=${entry%%:*}
   for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
     l=${R[$name,llama,$k]:-nan} e=${R[$name,exact,$k]:-nan} f=${R[$name,fast,$k]:-nan} v=${R[$name,vulkan,$k]:-nan}
-    printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" "$name" "$k (tok/s)" "${l/nan/failed}" "$e" \
+    printf "%-8s %-30s %10s %10s %6s %10s %6s %8s %8s %10s %6s\n" "$name" "$k (tok/s)" "$([ "$peer" = 1 ] && echo "${l/nan/failed}" || echo -)" "$e" \
       "$(ratio "$e" "$l")" "$f" "$(ratio "$f" "$l")" "${R[$name,exact,${k}_roof]:--}" "${R[$name,fast,${k}_roof]:--}" "$v" \
       "$(ratio "$v" "$l")"
   done
   [ -n "${failed_peer[$name]:-}" ] && echo "$name: llama.cpp ${failed_peer[$name]}"
 done
-[ -n "${failed_peer[*]:-}" ] && exit 1
+if [ -n "$BASE" ]; then
+  echo
+  echo "new (build/icl) against base ($BASE), tok/s, each base row run right after the new one"
+  printf "%-8s %-30s %10s %10s %6s %10s %10s %6s %10s %10s %6s\n" model measure "exact" base ratio "fast" base ratio \
+    "vulkan" base ratio
+  for entry in "${models[@]}"; do
+    name=${entry%%:*}
+    for k in prefill_128 prefill_512 decode_128 forward_1400_all_logits; do
+      printf "%-8s %-30s" "$name" "$k"
+      for c in exact fast vulkan; do
+        n=${R[$name,$c,$k]:-nan} b=${R[$name,base_$c,$k]:-nan}
+        printf " %10s %10s %6s" "$n" "$b" "$(ratio "$n" "$b")"
+      done
+      echo
+    done
+  done
+fi
+[ "$peer" = 1 ] && [ -n "${failed_peer[*]:-}" ] && exit 1
 exit 0
