@@ -1,8 +1,8 @@
 /* matmul_group on one token: q, k and v (or gate and up) of one weight type as one dispatch of the grouped mat-vec
  * (matvec.comp / matvec_cpu.comp built with GROUP), each workgroup on one member's rows with the lone kernel's
- * arithmetic, so every output is bit-identical to its own matmul. Members of two types form a group where the pair
- * has a variant (MIX, mix_pairs below: each member decoded by its type's own decoder). Anything else (several tokens,
- * other mixes, a weight above one binding, four members) runs the matmuls in turn. rms_matmul_group / rms_matmul_glu fold the
+ * arithmetic, so every output is bit-identical to its own matmul. Members of two types form a group where the pair has
+ * a variant (MIX, mix_pairs below: each member decoded by its type's own decoder). Anything else (several tokens, other
+ * mixes, a weight above one binding, four members) runs the matmuls in turn. rms_matmul_group / rms_matmul_glu fold the
  * RMS norm of x into the same dispatch (NORM): each workgroup recomputes the row's sum of squares in rms_norm.comp's
  * order (shaders/common/norm.glsl); where the group does not fit, rms_norm then the unfused ops. */
 #include "vk_ops.h"

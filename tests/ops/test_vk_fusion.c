@@ -1,12 +1,12 @@
-/* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families
- * (the GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec:
- * each output equals its weight's lone matmul) with 3 and 2 members of one type or of a pair of types with a grouped
- * variant, and the fallbacks (other mixes, several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
- * rope_pair against rope of q then of k; matmul_glu (gate, up and the activation) against matmul_group then
- * swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu: rms_norm into h then the group or glu) and
- * rms_norm_add (rms_norm in place then add) and rms_rope_pair (rms_norm of q and of k, then rope_pair), counting
- * that the fused ones are one dispatch.
- * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
+/* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families (the
+ * GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec: each
+ * output equals its weight's lone matmul) with 3 and 2 members of one type or of a pair of types with a grouped
+ * variant, and the fallbacks (other mixes, several tokens); matmul_add (y += x . w^T) against matmul into a temporary
+ * then add, on one token and several; rope_pair against rope of q then of k; matmul_glu (gate, up and the activation,
+ * of one type or two) against the lone matmuls then swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu:
+ * rms_norm into h then the group or glu) and rms_norm_add (rms_norm in place then add) and rms_rope_pair (rms_norm of q
+ * and of k, then rope_pair), counting that the fused ones are one dispatch. test_backend_ops checks the same ops
+ * against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
 
