@@ -10,6 +10,8 @@
 // GROUP (variants matvec_group_<type>): up to 3 weights of one type on the same x (q, k, v; gate,
 // up) in one dispatch; each workgroup works on one member's rows (g_end: where each member's
 // workgroups end), with exactly the arithmetic of the lone mat-vec, so each output is the same bits.
+// MIX (GROUP only; variants matvec_group_<a>_<b>): members of two weight types, the second named by TYPE2_<B>,
+// each member's type a bit of p.tmask; quant_pair.glsl decodes each with its type's own decoder (bit-identical).
 // NORM (GROUP only): x is first RMS-normed with weight nw (norm.glsl: the sum of squares in rms_norm.comp's order,
 // each element x * inv * nw as rms_norm stores it), so the pre-attention and pre-FFN norms cost no dispatch.
 layout(local_size_x_id = 0) in;
@@ -37,7 +39,7 @@ layout(push_constant) uniform P {
   uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
   uint nw_off, nw_len;             // NORM: word offset of nw; nw_len unused here (matvec_cpu's layout)
   float eps;                       // NORM: the norm's epsilon
-  uint pad;
+  uint tmask;                      // MIX: bit m set where member m is of the second type (TYPE2_<B>)
 } p;
 
 uint g_m = 0u; // this workgroup's member (uniform across the workgroup)
@@ -47,6 +49,7 @@ uvec4 wload(uint i) {
   return wq2[i];
 }
 #define WQ(i) wload(i)
+uint mtype() { return (p.tmask >> g_m) & 1u; } // MIX: the type of the member being decoded
 #else
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
@@ -63,7 +66,11 @@ layout(push_constant) uniform P {
 
 #include "util.glsl"
 #include "reduce.glsl"
+#if defined(GROUP) && defined(MIX)
+#include "quant_pair.glsl"
+#else
 #include "quant.glsl"
+#endif
 #include "act.glsl"
 
 void load_x(uint base, uint valid, out vec4 xv[8]) {
@@ -113,7 +120,10 @@ void main() {
 #endif
   uint groups = gl_WorkGroupSize.x / TPR, lane = gl_LocalInvocationID.x % TPR;
   uint first = (gi * groups + gl_LocalInvocationID.x / TPR) * NR;
-  uint nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols);
+  uint nch = (p.cols + 31u) / 32u, rb = row_bytes(p.cols), rb1 = rb;
+#ifdef GROUP
+  if (GLU != 0u) g_m = 1u, rb1 = row_bytes(p.cols), g_m = 0u; // MIX: up's type may differ from gate's
+#endif
   float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
   float acc2[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0); // GLU: the up rows
   for (uint ch = lane; ch < nch; ch += TPR) {
@@ -135,7 +145,7 @@ void main() {
 #ifdef GROUP
       if (GLU != 0u) { // the same row of the up weight, computed as its lone mat-vec would
         g_m = 1u;
-        dq_chunk(p.w_off1 + (first + r) * rb, ch, valid, wv);
+        dq_chunk(p.w_off1 + (first + r) * rb1, ch, valid, wv);
         vec4 s2 = wv[0] * xv[0];
         for (uint i = 1u; i < 8u; i++) s2 += wv[i] * xv[i];
         acc2[r] += s2.x + s2.y + s2.z + s2.w;

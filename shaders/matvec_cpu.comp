@@ -14,8 +14,8 @@ layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 
 layout(constant_id = 5) const uint NORM = 0; // GROUP: 1 the product of rms_norm(x, nw, eps) (see matvec.comp)
 
 #ifdef GROUP
-// up to 3 weights of one type on the same x in one dispatch (see matvec.comp): each workgroup works on
-// one member's rows, with the lone kernel's arithmetic
+// up to 3 weights of one type (MIX: of two types, see matvec.comp) on the same x in one dispatch: each workgroup
+// works on one member's rows, with the lone kernel's arithmetic
 layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
 layout(std430, binding = 1) readonly buffer W1 { uvec4 wq1[]; };
 layout(std430, binding = 2) readonly buffer W2 { uvec4 wq2[]; };
@@ -33,7 +33,7 @@ layout(push_constant) uniform P {
   uint g_end0, g_end1;             // workgroups of member 0, and of members 0 and 1
   uint nw_off, nw_len;             // NORM: nw's word offset and vec4s bound
   float eps;                       // NORM: the norm's epsilon
-  uint pad;
+  uint tmask;                      // MIX: bit m set where member m is of the second type (TYPE2_<B>)
 } p;
 
 uint g_m = 0u; // this workgroup's member
@@ -43,6 +43,7 @@ uvec4 wload(uint i) {
   return wq2[i];
 }
 #define WQ(i) wload(i)
+uint mtype() { return (p.tmask >> g_m) & 1u; } // MIX: the type of the member being decoded
 #else
 layout(std430, binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(std140, binding = 1) uniform X { vec4 xu[XLEN]; };
@@ -58,7 +59,11 @@ layout(push_constant) uniform P {
 #endif
 
 #include "util.glsl"
+#if defined(GROUP) && defined(MIX)
+#include "quant_pair.glsl"
+#else
 #include "quant.glsl"
+#endif
 #include "ubo_x.glsl"
 #include "act.glsl"
 #ifdef GROUP
@@ -86,7 +91,7 @@ void norm_chunk(uint e0, uint valid, float inv, inout vec4 xv[8]) {
 #define ROW_UP(r)                                                           \
   if (GLU != 0u) {                                                          \
     g_m = 1u;                                                               \
-    dq_chunk(p.w_off1 + min(first + r, rows - 1u) * rb, ch, valid, wv);     \
+    dq_chunk(p.w_off1 + min(first + r, rows - 1u) * rb1, ch, valid, wv);    \
     up##r += dot32(wv, xv);                                                 \
     g_m = 0u;                                                               \
   }
@@ -126,7 +131,10 @@ void main() {
   rows = p.rows, w_off = p.w_off;
 #endif
   uint first = (gi * gl_WorkGroupSize.x + gl_LocalInvocationID.x) * NR, nch = (p.cols + 31u) / 32u;
-  uint rb = row_bytes(p.cols);
+  uint rb = row_bytes(p.cols), rb1 = rb;
+#ifdef GROUP
+  if (GLU != 0u) g_m = 1u, rb1 = row_bytes(p.cols), g_m = 0u; // MIX: up's type may differ from gate's
+#endif
 #ifdef GROUP
   if (first >= rows) return; // a member's last workgroup, or an absent member: no row to re-read
   float inv = NORM != 0u ? norm_inv(p.x_off, p.cols, p.eps) : 1.0;

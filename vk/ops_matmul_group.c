@@ -1,7 +1,8 @@
 /* matmul_group on one token: q, k and v (or gate and up) of one weight type as one dispatch of the grouped mat-vec
  * (matvec.comp / matvec_cpu.comp built with GROUP), each workgroup on one member's rows with the lone kernel's
- * arithmetic, so every output is bit-identical to its own matmul. Anything else (several tokens, mixed types,
- * a weight above one binding, four members) runs the matmuls in turn. rms_matmul_group / rms_matmul_glu fold the
+ * arithmetic, so every output is bit-identical to its own matmul. Members of two types form a group where the pair has
+ * a variant (MIX, mix_pairs below: each member decoded by its type's own decoder). Anything else (several tokens, other
+ * mixes, a weight above one binding, four members) runs the matmuls in turn. rms_matmul_group / rms_matmul_glu fold the
  * RMS norm of x into the same dispatch (NORM): each workgroup recomputes the row's sum of squares in rms_norm.comp's
  * order (shaders/common/norm.glsl); where the group does not fit, rms_norm then the unfused ops. */
 #include "vk_ops.h"
@@ -14,17 +15,58 @@ typedef struct group_pc { /* matvec.comp and matvec_cpu.comp with GROUP (x_len: 
   uint32_t g_end0, g_end1;
   uint32_t nw_off, nw_len; /* NORM: the norm weight's word offset; vec4s bound (CPU only) */
   float eps;
-  uint32_t pad;
+  uint32_t tmask; /* MIX: bit i set where member i is of the pair's second type */
 } group_pc;
 _Static_assert(sizeof(group_pc) <= VK_MAX_PUSH, "push constants");
 
-/* One dispatch can take the group: one token, 2..3 weights of one type, each within one binding. */
+/* The type pairs with a grouped variant (shaders/variants.txt lists the same): those quantizers mix within q/k/v
+ * or gate/up (Gemma 3's Q5_0 q, k beside a Q8_0 v; the k-quant mixes). */
+typedef struct mix_pair {
+  uint32_t a, b;
+  const char *gpu, *cpu;
+} mix_pair;
+static const mix_pair mix_pairs[] = {
+    {ICL_TYPE_Q4_0, ICL_TYPE_Q8_0, "matvec_group_q4_0_q8_0", "matvec_cpu_group_q4_0_q8_0"},
+    {ICL_TYPE_Q5_0, ICL_TYPE_Q8_0, "matvec_group_q5_0_q8_0", "matvec_cpu_group_q5_0_q8_0"},
+    {ICL_TYPE_Q5_1, ICL_TYPE_Q8_0, "matvec_group_q5_1_q8_0", "matvec_cpu_group_q5_1_q8_0"},
+    {ICL_TYPE_Q3_K, ICL_TYPE_Q4_K, "matvec_group_q3_k_q4_k", "matvec_cpu_group_q3_k_q4_k"},
+    {ICL_TYPE_Q3_K, ICL_TYPE_Q5_K, "matvec_group_q3_k_q5_k", "matvec_cpu_group_q3_k_q5_k"},
+    {ICL_TYPE_Q4_K, ICL_TYPE_Q6_K, "matvec_group_q4_k_q6_k", "matvec_cpu_group_q4_k_q6_k"},
+    {ICL_TYPE_Q5_K, ICL_TYPE_Q6_K, "matvec_group_q5_k_q6_k", "matvec_cpu_group_q5_k_q6_k"},
+};
+
+/* The members' types: one type (*mix NULL), or two of a pair with a variant (*mix that pair, *tmask the members of
+ * its second type). 0 where the types have no grouped variant. */
+static int group_types(int count, const icl_dt *w, const mix_pair **mix, uint32_t *tmask) {
+  *mix = NULL, *tmask = 0;
+  int one = 1;
+  for (int i = 1; i < count; i++) one &= w[i].type == w[0].type;
+  if (one) return 1;
+  for (size_t p = 0; p < sizeof mix_pairs / sizeof mix_pairs[0]; p++) {
+    uint32_t m = 0;
+    int in = 1;
+    for (int i = 0; i < count; i++) {
+      in &= w[i].type == mix_pairs[p].a || w[i].type == mix_pairs[p].b;
+      m |= (uint32_t)(w[i].type == mix_pairs[p].b) << i;
+    }
+    if (in) {
+      *mix = &mix_pairs[p], *tmask = m;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* One dispatch can take the group: one token, 2..3 weights of one type or of a pair with a variant, each within one
+ * binding. */
 static int group_fits(const vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
-  if (count < 2) return 0;
+  const mix_pair *mix;
+  uint32_t tmask;
   if (count < 2 || count > GROUP_MAX || icl_dt_nrows(x) != 1 || x->offset % 4) return 0;
   if (vk_cpu_shape(c) && !vk_matvec_cpu_fits(c, w[0].ne[0])) return 0;
+  if (!group_types(count, w, &mix, &tmask)) return 0;
   for (int i = 0; i < count; i++)
-    if (w[i].type != w[0].type || vk_view_bytes(&w[i]) > vk_bind_max(c) || y[i].offset % 4) return 0;
+    if (vk_view_bytes(&w[i]) > vk_bind_max(c) || y[i].offset % 4) return 0;
   return 1;
 }
 
@@ -68,10 +110,15 @@ static int group_dispatch(vk_ctx *c, int count, const icl_dt *w, const icl_dt *x
   if (rc) return rc;
   uint32_t g_end0 = groups[0], g_end1 = groups[0] + groups[1], total = g_end1 + groups[2], gx, gy;
   vk_grid(c, total, &gx, &gy);
+  const mix_pair *mix;
+  uint32_t tmask;
+  group_types(count, w, &mix, &tmask); /* group_fits has checked that they have a variant */
   group_pc pc = {(uint32_t)cols, x_rem / 4, cpu ? (uint32_t)(b[3].range / 16) : 0, {0}, {0}, {0}, g_end0, g_end1,
-                 nw_rem / 4, cpu ? (uint32_t)(b[7].range / 16) : 0, eps, 0};
+                 nw_rem / 4, cpu ? (uint32_t)(b[7].range / 16) : 0, eps, tmask};
   for (int i = 0; i < GROUP_MAX; i++) pc.rows[i] = rows[i], pc.w_off[i] = w_off[i], pc.y_off[i] = y_off[i];
-  vk_kernel k = {.shader = vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group", w[0].type),
+  const char *shader = mix ? (cpu ? mix->cpu : mix->gpu) : vk_typed_shader(cpu ? "matvec_cpu_group" : "matvec_group",
+                                                                             w[0].type);
+  vk_kernel k = {.shader = shader,
                  .n_bindings = 8, .ubo_mask = cpu ? 1u << 3 | 1u << 7 : 0, .push_size = sizeof pc, .n_spec = 6,
                  .spec = {spec[0], spec[1], spec[2], spec[3], glu, nw != NULL}};
   return vk_dispatch(c, &k, b, 8, &pc, sizeof pc, gx, gy, 1, err);

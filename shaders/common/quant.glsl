@@ -23,6 +23,10 @@
 #define WQ(i) wq[i]
 #endif
 
+// The helpers below are type-independent; quant_pair.glsl includes this file once per type, so they are guarded.
+#ifndef QUANT_HELPERS
+#define QUANT_HELPERS 1
+
 // ---- single words (one uvec4 load each; for scattered fields and row tails) ----
 uint ldw(uint b) { return WQ(b >> 4)[(b >> 2) & 3u]; }                 // b % 4 == 0
 uint ld16(uint b) { return (ldw(b & ~3u) >> ((b & 2u) * 8u)) & 0xffffu; } // b % 2 == 0
@@ -63,6 +67,7 @@ uint mid(uint a, uint b) { return (a >> 16) | (b << 16); }  // the word 2 bytes 
 
 // byte k (dynamic, < 16) of 4 fetched words
 uint byte16(uint w[4], uint k) { return (pick4(w[0], w[1], w[2], w[3], k >> 2) >> ((k & 3u) * 8u)) & 0xffu; }
+#endif // QUANT_HELPERS
 
 #if defined(TYPE_F32)
 #define QK 1

@@ -119,7 +119,7 @@ static int layers(icl_gguf_writer *w, const icl_tiny_spec *p, uint64_t *s, icl_e
     T("attn_norm.weight", ICL_TYPE_F32, d, 1, 1.0f, 0.2f);
     T("attn_q.weight", p->wtype, d, qd, 0, 2 * sd);
     T("attn_k.weight", p->wtype, d, kd, 0, 2 * sd);
-    T("attn_v.weight", p->wtype, d, kd, 0, 2 * sd);
+    T("attn_v.weight", p->vtype ? p->vtype : p->wtype, d, kd, 0, 2 * sd);
     T("attn_output.weight", p->wtype, qd, d, 0, 2 * sd);
     T("ffn_norm.weight", ICL_TYPE_F32, d, 1, 1.0f, 0.2f);
     T("ffn_gate.weight", p->wtype, d, p->ff, 0, 2 * sd);

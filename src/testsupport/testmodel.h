@@ -12,6 +12,7 @@
 typedef struct icl_tiny_spec {
   const char *arch;   /* "llama", "qwen2", "gemma3" */
   uint32_t wtype;     /* weight type of the matrices (icl_type) */
+  uint32_t vtype;     /* weight type of attn_v (0: wtype; a file that mixes types within q/k/v, as Gemma 3's does) */
   uint64_t seed;
   int n_layer, d, n_head, n_head_kv, head_dim, ff, window;
 } icl_tiny_spec;

@@ -17,12 +17,16 @@ typedef struct counts { long dispatches, barriers, submits, host_waits; } counts
 
 enum { VOCAB_MAX = 512 };
 
-/* Work of one decoded token after a 6-token prompt, and of one 12-token prefill, on a tiny model of arch, with
- * (fused 1) or without the fused ops; logits[0] and [1] receive the decoded token's and the prefill's last logits. */
-static int measure(const char *arch, int n_layer, int fused, counts *dec, counts *pre, float logits[2][VOCAB_MAX]) {
+/* Work of one decoded token after a 6-token prompt, and of one 12-token prefill, on a tiny model of arch (attn_v of
+ * vtype where not 0), with (fused 1) or without the fused ops; logits[0] and [1] receive the decoded token's and
+ * the prefill's last logits. */
+static int measure(const char *arch, uint32_t vtype, int n_layer, int fused, counts *dec, counts *pre,
+                   float logits[2][VOCAB_MAX]) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/icl-counts-%d-%s-%d.gguf", (int)getpid(), arch, n_layer);
-  icl_tiny_spec sp = {.arch = arch, .wtype = ICL_TYPE_Q8_0, .seed = 3, .n_layer = n_layer};
+  /* vtype: a v of another type beside Q5_0 q, k (Gemma 3 files' mix); else all Q8_0 */
+  icl_tiny_spec sp = {.arch = arch, .wtype = vtype ? ICL_TYPE_Q5_0 : ICL_TYPE_Q8_0, .vtype = vtype, .seed = 3,
+                      .n_layer = n_layer};
   icl_error e = {0};
   icl_model *m = NULL;
   icl_load_opts lo = {.backend = "vulkan", .device = -1, .n_ctx = 32, .chunk = 16};
@@ -62,6 +66,7 @@ static int measure(const char *arch, int n_layer, int fused, counts *dec, counts
 /* Pinned: dispatches and barriers as fixed + per layer, one submit and one host wait (the logits' read-back). */
 typedef struct pin {
   const char *arch;
+  uint32_t vtype; /* 0, or attn_v's type in a model of Q5_0 matrices */
   int fused;
   long dec_fixed, dec_layer, dec_bar_fixed, dec_bar_layer, pre_fixed, pre_layer;
 } pin;
@@ -69,18 +74,21 @@ typedef struct pin {
 static void check_arch(const pin *p) {
   counts d2, p2, d4, p4;
   static float lg[2][2][VOCAB_MAX], other[2][2][VOCAB_MAX]; /* [layers 2, 4][decode, prefill] */
-  if (measure(p->arch, 2, p->fused, &d2, &p2, lg[0]) || measure(p->arch, 4, p->fused, &d4, &p4, lg[1])) return;
+  if (measure(p->arch, p->vtype, 2, p->fused, &d2, &p2, lg[0]) ||
+      measure(p->arch, p->vtype, 4, p->fused, &d4, &p4, lg[1]))
+    return;
   /* the other path on the same models: the same logits, bit for bit */
   counts ignore[4];
-  if (measure(p->arch, 2, !p->fused, &ignore[0], &ignore[1], other[0]) ||
-      measure(p->arch, 4, !p->fused, &ignore[2], &ignore[3], other[1]))
+  if (measure(p->arch, p->vtype, 2, !p->fused, &ignore[0], &ignore[1], other[0]) ||
+      measure(p->arch, p->vtype, 4, !p->fused, &ignore[2], &ignore[3], other[1]))
     return;
   CHECKF(memcmp(lg, other, sizeof lg) == 0, "%s: fused and unfused logits differ", p->arch);
   long dl = (d4.dispatches - d2.dispatches) / 2, df = d2.dispatches - 2 * dl;
   long bl = (d4.barriers - d2.barriers) / 2, bf = d2.barriers - 2 * bl;
   long pl = (p4.dispatches - p2.dispatches) / 2, pf = p2.dispatches - 2 * pl;
-  printf("%-7s %-7s decoded token: dispatches %ld + %ld per layer, barriers %ld + %ld per layer, submits %ld, host waits "
-         "%ld; 12-token prefill: dispatches %ld + %ld per layer\n", p->arch, p->fused ? "fused" : "unfused", df, dl, bf, bl, d2.submits,
+  printf("%s%s %s decoded token: dispatches %ld + %ld per layer, barriers %ld + %ld per layer, submits %ld, "
+         "host waits %ld; 12-token prefill: dispatches %ld + %ld per layer\n",
+         p->arch, p->vtype ? " (mixed v)" : "", p->fused ? "fused" : "unfused", df, dl, bf, bl, d2.submits,
          d2.host_waits, pf, pl);
   CHECKF(df == p->dec_fixed && dl == p->dec_layer, "%s: decode dispatches %ld + %ld/layer, pinned %ld + %ld", p->arch,
          df, dl, p->dec_fixed, p->dec_layer);
@@ -107,8 +115,10 @@ int main(void) {
    * rms_matmul_glu), 2 fewer; gemma3's post-norms add into the residual (rms_norm_add), 2 fewer, and its q/k norms
    * are one dispatch with RoPE (rms_rope_pair), 2 fewer, both in prefill too */
   static const pin PINS[] = {
-      {"llama", 0, 3, 15, 3, 11, 3, 15},  {"qwen2", 0, 3, 18, 3, 12, 3, 18},  {"gemma3", 0, 4, 19, 4, 14, 4, 19},
-      {"llama", 1, 3, 6, 3, 6, 3, 12},    {"qwen2", 1, 3, 9, 3, 7, 3, 15},    {"gemma3", 1, 4, 8, 4, 8, 4, 14},
+      {"llama", 0, 0, 3, 15, 3, 11, 3, 15}, {"qwen2", 0, 0, 3, 18, 3, 12, 3, 18}, {"gemma3", 0, 0, 4, 19, 4, 14, 4, 19},
+      {"llama", 0, 1, 3, 6, 3, 6, 3, 12},   {"qwen2", 0, 1, 3, 9, 3, 7, 3, 15},   {"gemma3", 0, 1, 4, 8, 4, 8, 4, 14},
+      /* Gemma 3 files' Q5_0 q, k beside a Q8_0 v: still one grouped dispatch with the norm (a mixed-type variant) */
+      {"gemma3", ICL_TYPE_Q8_0, 1, 4, 8, 4, 8, 4, 14},
   };
   for (size_t i = 0; i < sizeof PINS / sizeof PINS[0]; i++) check_arch(&PINS[i]);
   return t_done();

@@ -1,11 +1,11 @@
-/* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families
- * (the GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec:
- * each output equals its weight's lone matmul) with 3 and 2 members of one type, and the fallbacks (mixed types,
- * several tokens); matmul_add (y += x . w^T) against matmul into a temporary then add, on one token and several;
- * rope_pair against rope of q then of k; matmul_glu (gate, up and the activation) against matmul_group then
- * swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu: rms_norm into h then the group or glu) and
- * rms_norm_add (rms_norm in place then add) and rms_rope_pair (rms_norm of q and of k, then rope_pair), counting
- * that the fused ones are one dispatch.
+/* The Vulkan backend's fused ops against the unfused sequence they replace, bit for bit, on both kernel families (the
+ * GPU-shaped kernels and the CPU-device ones, ICL_VK_SHAPE): matmul_group on one token (the grouped mat-vec: each
+ * output equals its weight's lone matmul) with 3 and 2 members of one type or of a pair of types with a grouped
+ * variant, and the fallbacks (other mixes, several tokens); matmul_add (y += x . w^T) against matmul into a temporary
+ * then add, on one token and several; rope_pair against rope of q then of k; matmul_glu (gate, up and the activation,
+ * of one type or two) against the lone matmuls then swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu:
+ * rms_norm into h then the lone matmuls and the activation) and rms_norm_add (rms_norm in place then add) and
+ * rms_rope_pair (rms_norm of q and of k, then rope_pair), counting that the fused ones are one dispatch.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +50,11 @@ static int same_bits(const icl_dt *a, const icl_dt *b) {
   return same;
 }
 
-/* matmul_group of count weights (types ts, rows rs) on n tokens against each weight's lone matmul. */
-static void check_group(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n) {
+static uint64_t dispatches(void);
+
+/* matmul_group of count weights (types ts, rows rs) on n tokens against each weight's lone matmul; `fused`: one
+ * dispatch expected (one token, one type or a pair with a grouped variant). */
+static void check_group(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, int fused) {
   if (K % icl_type_block_elems(ts[0]) || K % icl_type_block_elems(ts[count - 1])) return;
   float *xh = malloc((size_t)(K * n) * sizeof(float));
   t_rand_fill(xh, K * n, 5, -2.0f, 2.0f);
@@ -61,7 +64,12 @@ static void check_group(int count, const uint32_t ts[3], int64_t K, const int64_
     y[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL), y1[i] = tensor(ICL_TYPE_F32, rs[i], n, NULL);
   }
   icl_error err;
+  uint64_t d0 = dispatches();
   CHECKF(icl_op_matmul_group(be, count, w, &x, y, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  uint64_t used = dispatches() - d0;
+  CHECKF(fused ? used == 1 : used > 1, "group of %d (%s, %s, %s) n=%lld: %llu dispatches, expected %s", count,
+         icl_type_name(ts[0]), icl_type_name(ts[1]), icl_type_name(ts[count - 1]), (long long)n,
+         (unsigned long long)used, fused ? "1" : "the matmuls in turn");
   for (int i = 0; i < count; i++) {
     CHECKF(icl_op_matmul(be, &w[i], &x, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
     CHECKF(same_bits(&y[i], &y1[i]), "group of %d (%s, %s) K=%lld n=%lld: output %d differs from its lone matmul",
@@ -116,22 +124,24 @@ static void check_rope_pair(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n
   free(qh), free(kh), free(ph);
 }
 
-/* matmul_glu against matmul_group into (y, u) then swiglu / geglu, on one token (fused) and several (fallback). */
-static void check_glu(uint32_t type, int64_t K, int64_t rows, int64_t n, int act) {
-  if (K % icl_type_block_elems(type)) return;
+/* matmul_glu (gate of `type`, up of `up_type`) against the lone matmuls into (y, u) then swiglu / geglu, on one token
+ * (fused) and several (fallback). */
+static void check_glu(uint32_t type, uint32_t up_type, int64_t K, int64_t rows, int64_t n, int act) {
+  if (K % icl_type_block_elems(type) || K % icl_type_block_elems(up_type)) return;
   float *xh = malloc((size_t)(K * n) * sizeof(float));
   t_rand_fill(xh, K * n, 12, -2.0f, 2.0f);
-  icl_dt w[2] = {weights(type, K, rows, 31), weights(type, K, rows, 32)}, x = tensor(ICL_TYPE_F32, K, n, xh);
+  icl_dt w[2] = {weights(type, K, rows, 31), weights(up_type, K, rows, 32)}, x = tensor(ICL_TYPE_F32, K, n, xh);
   icl_dt y = tensor(ICL_TYPE_F32, rows, n, NULL), u = tensor(ICL_TYPE_F32, rows, n, NULL);
   icl_dt y1[2] = {tensor(ICL_TYPE_F32, rows, n, NULL), tensor(ICL_TYPE_F32, rows, n, NULL)};
   icl_error err;
   CHECKF(be->ops->matmul_glu, "the Vulkan backend has no matmul_glu");
   CHECKF(icl_op_matmul_glu(be, &w[0], &w[1], &x, &y, &u, act, &err) == ICL_OK, "matmul_glu: %s", err.msg);
-  CHECKF(icl_op_matmul_group(be, 2, w, &x, y1, &err) == ICL_OK, "matmul_group: %s", err.msg);
+  for (int i = 0; i < 2; i++) /* the lone matmuls: the grouped ones are under test too */
+    CHECKF(icl_op_matmul(be, &w[i], &x, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
   CHECKF((act == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK, "glu: %s",
          err.msg);
-  CHECKF(same_bits(&y, &y1[0]), "matmul_glu %s K=%lld rows=%lld n=%lld act %d differs from matmul_group then glu",
-         icl_type_name(type), (long long)K, (long long)rows, (long long)n, act);
+  CHECKF(same_bits(&y, &y1[0]), "matmul_glu %s/%s K=%lld rows=%lld n=%lld act %d differs from matmuls then glu",
+         icl_type_name(type), icl_type_name(up_type), (long long)K, (long long)rows, (long long)n, act);
   for (int i = 0; i < 2; i++) be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y1[i].buf);
   be->ops->buf_free(be, x.buf), be->ops->buf_free(be, y.buf), be->ops->buf_free(be, u.buf);
   free(xh);
@@ -154,17 +164,19 @@ static icl_dt shifted(int64_t n, int shift, uint64_t seed, float lo, float hi) {
   return t;
 }
 
-/* rms_matmul_group (glu < 0) or rms_matmul_glu (act glu) of weights of one type, x of K at word shift xs, the norm
- * weight at shift ws, against rms_norm into h then matmul_group / matmul_glu; one dispatch when n = 1. */
-static void check_rms_fold(int count, uint32_t type, int64_t K, const int64_t rs[3], int64_t n, int glu, int xs,
-                           int ws) {
-  if (K % icl_type_block_elems(type)) return;
+/* rms_matmul_group (glu < 0) or rms_matmul_glu (act glu) of weights of types ts, x of K at word shift xs, the norm
+ * weight at shift ws, against rms_norm into h then the lone matmuls (and swiglu / geglu); one dispatch when n = 1. */
+static void check_rms_fold_mix(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, int glu,
+                               int xs, int ws) {
+  uint32_t type = ts[0];
+  for (int i = 0; i < count; i++)
+    if (K % icl_type_block_elems(ts[i])) return;
   icl_dt x = shifted(K * n, xs, 41, -3.0f, 3.0f), nw = shifted(K, ws, 42, 0.5f, 1.5f);
   x.ne[0] = K, x.ne[1] = n;
   icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
   for (int i = 0; i < count; i++) {
     int64_t rows = rs[glu >= 0 ? 0 : i];
-    w[i] = weights(type, K, rows, 43 + (uint64_t)i);
+    w[i] = weights(ts[i], K, rows, 43 + (uint64_t)i);
     y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
   }
   icl_error err;
@@ -183,18 +195,25 @@ static void check_rms_fold(int count, uint32_t type, int64_t K, const int64_t rs
   if (n == 1) CHECKF(used == 1, "rms fold %s K=%lld: %llu dispatches, expected 1", icl_type_name(type), (long long)K,
                      (unsigned long long)used);
   CHECKF(icl_op_rms_norm(be, &x, &nw, eps, &h1, &err) == ICL_OK, "rms_norm: %s", err.msg);
-  if (glu < 0) {
-    CHECKF(icl_op_matmul_group(be, count, w, &h1, y1, &err) == ICL_OK, "matmul_group: %s", err.msg);
-  } else {
-    CHECKF(icl_op_matmul_glu(be, &w[0], &w[1], &h1, &y1[0], &y1[1], glu, &err) == ICL_OK, "matmul_glu: %s", err.msg);
-  }
+  /* the lone matmuls (then the activation): the grouped ones are under test too */
+  for (int i = 0; i < count; i++)
+    CHECKF(icl_op_matmul(be, &w[i], &h1, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
+  if (glu >= 0)
+    CHECKF((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK,
+           "glu: %s", err.msg);
   for (int i = 0; i < (glu < 0 ? count : 1); i++)
     CHECKF(same_bits(&y[i], &y1[i]), "rms fold (count %d, glu %d) %s K=%lld n=%lld x+%d nw+%d: output %d differs "
-           "from rms_norm then the unfused op", count, glu, icl_type_name(type), (long long)K, (long long)n, xs, ws, i);
+           "from rms_norm then the lone matmuls", count, glu, icl_type_name(type), (long long)K, (long long)n, xs, ws,
+           i);
   for (int i = 0; i < count; i++)
     be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
   be->ops->buf_free(be, x.buf), be->ops->buf_free(be, nw.buf), be->ops->buf_free(be, h.buf);
   be->ops->buf_free(be, h1.buf);
+}
+
+static void check_rms_fold(int count, uint32_t type, int64_t K, const int64_t rs[3], int64_t n, int glu, int xs,
+                           int ws) {
+  check_rms_fold_mix(count, (uint32_t[3]){type, type, type}, K, rs, n, glu, xs, ws);
 }
 
 /* rms_norm_add (y += rms_norm(x, w)) against rms_norm in place then add, one dispatch. */
@@ -258,9 +277,9 @@ static void run_family(void) {
   check_rope_pair(256, 4, 1, 5, 256, ICL_ROPE_NEOX, 17);
   check_rope_pair(64, 2, 1, 3, 32, ICL_ROPE_NORMAL, 5);
   /* the GLU epilogue is one more pipeline per type and activation: SmolLM2's type with silu, Gemma's with gelu */
-  check_glu(ICL_TYPE_Q4_1, 576, 1536, 1, ICL_GLU_SILU);
-  check_glu(ICL_TYPE_Q4_K, 256, 65, 1, ICL_GLU_GELU);
-  check_glu(ICL_TYPE_Q4_1, 256, 33, 3, ICL_GLU_SILU); /* several tokens: matmul_group then swiglu */
+  check_glu(ICL_TYPE_Q4_1, ICL_TYPE_Q4_1, 576, 1536, 1, ICL_GLU_SILU);
+  check_glu(ICL_TYPE_Q4_K, ICL_TYPE_Q4_K, 256, 65, 1, ICL_GLU_GELU);
+  check_glu(ICL_TYPE_Q4_1, ICL_TYPE_Q4_1, 256, 33, 3, ICL_GLU_SILU); /* several tokens: matmul_group then swiglu */
   /* folded norms: SmolLM2's q/k/v and gate/up, partial workgroups, a partial last chunk (F32, K=100), more chunks
    * than one window of the workgroup's partials (8448 = 264 chunks), unaligned x and norm weight, several tokens */
   static const int64_t QKV[3] = {576, 192, 192}, ODD[3] = {33, 7, 65}, FF[3] = {1536, 1536}, FF_ODD[3] = {65, 65};
@@ -292,14 +311,32 @@ static void run_family(void) {
   for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
     uint32_t ts[3] = {TYPES[t], TYPES[t], TYPES[t]}, mixed[3] = {TYPES[t], TYPES[t], ICL_TYPE_Q8_0};
     for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
-      check_group(3, ts, SHAPES[s][0], SHAPES[s] + 1, 1);
-      check_group(2, ts, SHAPES[s][0], SHAPES[s] + 1, 1);
+      check_group(3, ts, SHAPES[s][0], SHAPES[s] + 1, 1, 1);
+      check_group(2, ts, SHAPES[s][0], SHAPES[s] + 1, 1, 1);
     }
-    check_group(3, mixed, 256, SHAPES[1] + 1, 1); /* mixed types: the matmuls in turn */
-    check_group(3, ts, 256, SHAPES[1] + 1, 3);    /* several tokens: likewise */
+    check_group(3, mixed, 256, SHAPES[1] + 1, 1, 0); /* a mix without a grouped variant: the matmuls in turn */
+    check_group(3, ts, 256, SHAPES[1] + 1, 3, 0);    /* several tokens: likewise */
     check_add(TYPES[t], 576, 576, 1);
     check_add(TYPES[t], 256, 33, 7);
   }
+  /* members of two types (MIX): Gemma 3's q, k, v (Q5_0, Q5_0, Q8_0) with its K = 640, the second type first or
+   * alone in the middle, a k-quant pair, partial workgroups; gate and up of two types with the GLU; the folded norm
+   * over a mix; several tokens of a mix: the matmuls in turn */
+  static const int64_t GEMMA[3] = {1024, 256, 256}, GFF[3] = {65, 65};
+  static const uint32_t MIXES[][3] = {{ICL_TYPE_Q5_0, ICL_TYPE_Q5_0, ICL_TYPE_Q8_0},
+                                      {ICL_TYPE_Q8_0, ICL_TYPE_Q5_0, ICL_TYPE_Q5_0},
+                                      {ICL_TYPE_Q6_K, ICL_TYPE_Q4_K, ICL_TYPE_Q6_K}};
+  check_group(3, MIXES[0], 640, GEMMA, 1, 1);
+  for (size_t m = 0; m < sizeof MIXES / sizeof MIXES[0]; m++) {
+    check_group(3, MIXES[m], 256, SHAPES[1] + 1, 1, 1);
+    check_group(2, (uint32_t[3]){MIXES[m][1], MIXES[m][2], 0}, 256, (int64_t[3]){64, 65, 0}, 1, 1);
+  }
+  check_group(3, MIXES[0], 256, SHAPES[1] + 1, 3, 0);
+  check_glu(ICL_TYPE_Q5_0, ICL_TYPE_Q8_0, 640, 65, 1, ICL_GLU_GELU);
+  check_glu(ICL_TYPE_Q6_K, ICL_TYPE_Q4_K, 256, 33, 1, ICL_GLU_SILU);
+  check_rms_fold_mix(3, MIXES[0], 640, GEMMA, 1, -1, 0, 0);
+  check_rms_fold_mix(3, MIXES[2], 256, ODD, 1, -1, 1, 2);
+  check_rms_fold_mix(2, MIXES[1], 640, GFF, 1, ICL_GLU_GELU, 0, 1);
 }
 
 int main(void) {
