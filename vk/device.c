@@ -57,8 +57,19 @@ static int create_logical(vk_ctx *c, icl_error *err) {
   VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   f11.storageBuffer16BitAccess = VK_TRUE;
   f11.pNext = &f12;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  const char *exts[1];
+  uint32_t n_ext = 0;
+  if (c->info.int_dot) { /* matmul_intdot.comp (FAST precision) */
+    fdot.shaderIntegerDotProduct = VK_TRUE;
+    f12.pNext = &fdot;
+    exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+  }
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   ci.pNext = &f11;
+  ci.enabledExtensionCount = n_ext;
+  ci.ppEnabledExtensionNames = n_ext ? exts : NULL;
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &qi;
   VK_CHECK(vkCreateDevice(c->phys, &ci, NULL, &c->device));
@@ -67,7 +78,7 @@ static int create_logical(vk_ctx *c, icl_error *err) {
   return ICL_OK;
 }
 
-static void choose_launch_shape(vk_ctx *c) {
+static int choose_launch_shape(vk_ctx *c, icl_error *err) {
   const char *s = getenv("ICL_VK_STAGING");
   c->force_staging = s && !strcmp(s, "1");
   /* CPU devices run a workgroup as a loop over SIMD-wide subgroups: small groups, each
@@ -75,6 +86,7 @@ static void choose_launch_shape(vk_ctx *c) {
   c->cpu_shape = vk_shape_cpu_for(&c->info);
   c->wg = c->cpu_shape ? 32 : 64;
   c->attn_flash = vk_attn_flash_env();
+  return vk_matmul_path_for(&c->info, getenv("ICL_VK_MATMUL"), &c->mm_fast, err);
 }
 
 int vk_device_create(vk_ctx *c, int dev, icl_error *err) {
@@ -83,7 +95,7 @@ int vk_device_create(vk_ctx *c, int dev, icl_error *err) {
   if ((rc = pick_physical(c, dev, err))) return rc;          /* 2. physical device, features */
   if ((rc = pick_queue_family(c, err))) return rc;           /* 3. a compute queue family    */
   if ((rc = create_logical(c, err))) return rc;              /* 4. device, queue, memory     */
-  choose_launch_shape(c);                                    /* 5. per-device-type defaults  */
+  if ((rc = choose_launch_shape(c, err))) return rc;         /* 5. per-device-type defaults, paths */
   if ((rc = vk_record_init(c, err))) return rc;              /* 6. command buffer, fence, descriptor layouts */
   if ((rc = vk_profile_init(c, err))) return rc;             /* 7. timestamp queries (ICL_PROFILE=1) */
   return ICL_OK;
@@ -93,6 +105,8 @@ void vk_device_destroy(vk_ctx *c) {
   if (c->device) vkDeviceWaitIdle(c->device);
   if (c->staging) vk_buf_destroy(c, c->staging);
   c->staging = NULL;
+  if (c->q8) vk_buf_destroy(c, c->q8);
+  c->q8 = NULL;
   vk_profile_destroy(c);   /* 7 */
   vk_pipelines_destroy(c); /* pipelines are created lazily after bring-up */
   vk_record_destroy(c);    /* 6 */

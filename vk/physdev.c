@@ -33,6 +33,34 @@ static void query_memory(VkPhysicalDevice pd, icl_device_info *info) {
   info->uma = vk_memory_uma(&mp) || strcmp(info->type, "cpu") == 0;
 }
 
+static int has_extension(VkPhysicalDevice pd, const char *name) {
+  uint32_t n = 0;
+  int found = 0;
+  if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+  VkExtensionProperties *ext = calloc(n, sizeof *ext);
+  if (ext && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(ext[i].extensionName, name);
+  free(ext);
+  return found;
+}
+
+/* Integer dot products (the intdot matmul): the KHR extension, which the backend enables (its instance asks for
+ * Vulkan 1.2, so the feature's 1.3 core form is not available to it). */
+static void query_int_dot(VkPhysicalDevice pd, icl_device_info *info) {
+  if (info->api_version < VK_API_VERSION_1_2 || !has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    return;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures f = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  VkPhysicalDeviceShaderIntegerDotProductProperties p = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  info->int_dot = f.shaderIntegerDotProduct;
+  info->int_dot_fast = p.integerDotProduct4x8BitPackedSignedAccelerated;
+}
+
 static void query_features(VkPhysicalDevice pd, icl_device_info *info) {
   VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -109,6 +137,7 @@ void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info) {
   query_properties(pd, info);
   query_ids(pd, info);
   query_features(pd, info);
+  query_int_dot(pd, info);
   query_memory(pd, info);
   info->usable = info->api_version >= VK_API_VERSION_1_2 && info->subgroup_arith && info->storage16 &&
                  info->max_wg_invocations >= 256 && info->max_shared >= 16384;

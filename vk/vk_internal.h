@@ -138,6 +138,9 @@ typedef struct vk_ctx {
   int cpu_shape;                /* CPU-device kernel shapes (see vk_cpu_shape in ops.h) */
   uint32_t wg;                  /* default workgroup size */
   int attn_flash;               /* prefill attention by query blocks (attention_flash.comp); ICL_VK_ATTN=legacy: off */
+  int mm_fast;                  /* several-token matmul path at FAST precision (VK_MM_*; ICL_VK_MATMUL) */
+  icl_buf *q8;                  /* intdot: activations quantized per 32-block (grown on demand) */
+  size_t q8_size;
   const char *cur_op;           /* op name for profiling */
 } vk_ctx;
 
@@ -150,6 +153,16 @@ int vk_flash_tiles(const icl_device_info *d, uint32_t maxhd, uint32_t *bq, uint3
 int vk_shape_cpu_for(const icl_device_info *d);
 /* ICL_VK_ATTN: 0 when set to legacy (query-block attention off). */
 int vk_attn_flash_env(void);
+/* The several-token matmul paths (ICL_VK_MATMUL). intdot and coopmat change results (int8 or f16 activations), so
+ * they serve ICL_PRECISION_FAST only; EXACT always runs tiled (matmul.comp, or matmul_cpu.comp on CPU-shaped). */
+enum { VK_MM_TILED = 0, VK_MM_INTDOT = 1, VK_MM_COOPMAT = 2 };
+/* The FAST-precision path for device d given ICL_VK_MATMUL's value env (NULL or "": the best d offers, tiled for
+ * the CPU-shaped family); an unknown value or one d does not offer is ICL_EINVAL naming the variable. */
+int vk_matmul_path_for(const icl_device_info *d, const char *env, int *path, icl_error *err);
+/* "tiled", "intdot" or "coopmat". */
+const char *vk_matmul_path_name(int path);
+/* Whether the intdot kernel serves weight type t (the 32-element block types); others run tiled. */
+int vk_intdot_type(uint32_t t);
 
 /* device.c */
 int vk_device_create(vk_ctx *c, int dev, icl_error *err);

@@ -27,6 +27,8 @@ typedef struct icl_device_info {
   int subgroup_arith;        /* compute shaders have subgroup basic + arithmetic operations */
   int fp16, int8;            /* shaderFloat16, shaderInt8 */
   int storage8, storage16;   /* storageBuffer8BitAccess, storageBuffer16BitAccess */
+  int int_dot;               /* shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product) */
+  int int_dot_fast;          /* integerDotProduct4x8BitPackedSignedAccelerated */
   uint64_t max_storage_range;      /* maxStorageBufferRange (bytes) */
   uint64_t min_storage_align;      /* minStorageBufferOffsetAlignment (bytes) */
   uint32_t max_shared;             /* maxComputeSharedMemorySize (bytes) */

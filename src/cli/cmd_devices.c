@@ -41,7 +41,7 @@ static void print_device(const icl_device_info *d, int chosen) {
     printf("    not usable by icl: needs Vulkan 1.2, compute subgroup arithmetic, 16-bit storage\n");
     return;
   }
-  char paths[1024];
+  char paths[2048];
   icl_vk_kernel_paths(d, paths, sizeof paths);
   printf("    kernels:\n");
   for (char *line = strtok(paths, "\n"); line; line = strtok(NULL, "\n")) printf("      %s\n", line);

@@ -65,6 +65,41 @@ static void test_kernel_paths(void) {
   unsetenv("ICL_VK_SHAPE");
 }
 
+/* The several-token matmul path at FAST precision (ICL_VK_MATMUL), from the properties alone: intdot by default
+ * on GPU-shaped devices with integer dots, tiled on the CPU-shaped family unless asked; refusals name the
+ * variable, the value and what the device offers. */
+static void test_matmul_paths(void) {
+  icl_device_info d = {.name = "dev", .type = "discrete", .max_shared = 49152, .max_wg_invocations = 1024};
+  icl_error err;
+  char buf[2048];
+  int path = -1;
+  unsetenv("ICL_VK_SHAPE");
+  unsetenv("ICL_VK_MATMUL");
+  CHECK(vk_matmul_path_for(&d, NULL, &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "intdot", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL=intdot") &&
+        strstr(err.msg, "offers tiled") && !strstr(err.msg, "offers tiled,"));
+  d.int_dot = 1;
+  CHECK(vk_matmul_path_for(&d, "", &path, &err) == ICL_OK && path == VK_MM_INTDOT);
+  CHECK(vk_matmul_path_for(&d, "tiled", &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "coopmat", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL=coopmat") &&
+        strstr(err.msg, "offers tiled, intdot"));
+  CHECK(vk_matmul_path_for(&d, "int8", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL='int8'") &&
+        strstr(err.msg, "offers tiled, intdot"));
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: intdot") && strstr(buf, "(EXACT precision): shared-memory tiles"), "%s", buf);
+  setenv("ICL_VK_MATMUL", "int8", 1);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: error: vulkan: ICL_VK_MATMUL='int8'"), "%s", buf);
+  unsetenv("ICL_VK_MATMUL");
+  d.type = "cpu";
+  CHECK(vk_matmul_path_for(&d, NULL, &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "intdot", &path, &err) == ICL_OK && path == VK_MM_INTDOT);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: tiled, as EXACT (matmul_cpu.comp"), "%s", buf);
+  CHECK(vk_intdot_type(ICL_TYPE_Q4_0) && vk_intdot_type(ICL_TYPE_Q8_0) && !vk_intdot_type(ICL_TYPE_Q4_K) &&
+        !vk_intdot_type(ICL_TYPE_F16));
+}
+
 /* ICL_DEVICE=gpu:N (the N-th GPU in PCI order, CPU devices skipped, devices without a PCI address last) and
  * GPU-<uuid>, on a made-up node whose Vulkan order differs from its PCI order. */
 static void test_choice_forms(void) {
@@ -223,6 +258,7 @@ int main(void) {
   test_validation_counts(); /* first: forks before this process touches Vulkan */
   test_listing();
   test_kernel_paths();
+  test_matmul_paths();
   test_choice_forms();
   icl_backend *be = vt_backend();
   test_roundtrip(be, 1, 0);
