@@ -134,11 +134,14 @@ static int matmul_any(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
   int rc = tstep > 0 ? vk_check_u32(rows * (n < tstep ? n : tstep), "matmul output size", err)
                      : icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: a matmul column exceeds maxStorageBufferRange");
   /* FAST precision may take the integer-dot path (ICL_VK_MATMUL; EXACT always runs the f32 kernels) */
-  int intdot = be->precision == ICL_PRECISION_FAST && c->mm_fast == VK_MM_INTDOT && vk_intdot_type(w->type);
+  int fast = be->precision == ICL_PRECISION_FAST;
+  int intdot = fast && c->mm_fast == VK_MM_INTDOT && vk_intdot_type(w->type);
+  int coopmat = fast && c->mm_fast == VK_MM_COOPMAT;
   for (int64_t t0 = 0; t0 < n && !rc; t0 += tstep) {
     int64_t t1 = t0 + tstep < n ? t0 + tstep : n;
-    if (intdot && t1 - t0 > 1) {
-      rc = vk_matmul_intdot(c, w, x, y, t0, t1, rstep, acc, err);
+    if ((intdot || coopmat) && t1 - t0 > 1) {
+      rc = intdot ? vk_matmul_intdot(c, w, x, y, t0, t1, rstep, acc, err)
+                  : vk_matmul_coopmat(c, w, x, y, t0, t1, rstep, acc, err);
       continue;
     }
     for (int64_t r0 = 0; r0 < rows && !rc; r0 += rstep)
