@@ -15,8 +15,10 @@ int vk_matmul_coopmat(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt 
   for (int64_t r0 = 0; r0 < rows && !rc; r0 += rstep) {
     int64_t r1 = r0 + rstep < rows ? r0 + rstep : rows;
     rc = vk_bind(c, w->buf, w->offset + (size_t)r0 * rb, (size_t)(r1 - r0) * rb, 0, &b[0], &w_off, err);
-    if (!rc) rc = vk_bind(c, x->buf, x->offset + (size_t)(t0 * cols) * 4, (size_t)(n * cols) * 4, 0, &b[1], &x_rem, err);
-    if (!rc) rc = vk_bind(c, y->buf, y->offset + (size_t)(t0 * rows) * 4, (size_t)(n * rows) * 4, 1, &b[2], &y_rem, err);
+    if (!rc)
+      rc = vk_bind(c, x->buf, x->offset + (size_t)(t0 * cols) * 4, (size_t)(n * cols) * 4, 0, &b[1], &x_rem, err);
+    if (!rc)
+      rc = vk_bind(c, y->buf, y->offset + (size_t)(t0 * rows) * 4, (size_t)(n * rows) * 4, 1, &b[2], &y_rem, err);
     if (rc) break;
     /* the bytes this part writes, for barrier tracking: rows [r0, r1) of each of its columns */
     b[2].lo = y->offset + (size_t)(t0 * rows + r0) * 4;

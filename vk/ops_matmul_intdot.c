@@ -52,7 +52,8 @@ int vk_matmul_intdot(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt *
     int64_t r1 = r0 + rstep < rows ? r0 + rstep : rows;
     rc = vk_bind(c, w->buf, w->offset + (size_t)r0 * rb, (size_t)(r1 - r0) * rb, 0, &b[0], &w_off, err);
     if (!rc) rc = vk_bind(c, c->q8, 0, qbytes, 0, &b[1], &q_rem, err);
-    if (!rc) rc = vk_bind(c, y->buf, y->offset + (size_t)(t0 * rows) * 4, (size_t)(n * rows) * 4, 1, &b[2], &y_rem, err);
+    if (!rc)
+      rc = vk_bind(c, y->buf, y->offset + (size_t)(t0 * rows) * 4, (size_t)(n * rows) * 4, 1, &b[2], &y_rem, err);
     if (rc) break;
     /* the bytes this part writes, for barrier tracking: rows [r0, r1) of each of its columns */
     b[2].lo = y->offset + (size_t)(t0 * rows + r0) * 4;

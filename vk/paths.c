@@ -99,20 +99,24 @@ int vk_matmul_path_for(const icl_device_info *d, const char *env, int *path, icl
   for (int i = 0; i <= VK_MM_COOPMAT; i++)
     if (!strcmp(env, MM_NAMES[i])) want = i;
   if (want < 0)
-    return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_VK_MATMUL='%s' is none of tiled, intdot, coopmat ('%s' offers %s)",
-                         env, d->name, have);
+    return icl_error_set(err, ICL_EINVAL,
+                         "vulkan: ICL_VK_MATMUL='%s' is none of tiled, intdot, coopmat ('%s' offers %s)", env, d->name,
+                         have);
   uint32_t s[3];
   if (want == VK_MM_COOPMAT && !vk_coopmat_built())
-    return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_VK_MATMUL=coopmat: this build has no cooperative-matrix kernel "
-                         "(its glslang lacks GL_KHR_cooperative_matrix: configure with -DICL_GLSLANG_COOPMAT=<glslang >= "
-                         "13.1>); '%s' offers %s", d->name, have);
+    return icl_error_set(err, ICL_EINVAL,
+                         "vulkan: ICL_VK_MATMUL=coopmat: this build has no cooperative-matrix kernel (its glslang "
+                         "lacks GL_KHR_cooperative_matrix: configure with -DICL_GLSLANG_COOPMAT=<glslang >= 13.1>); "
+                         "'%s' offers %s", d->name, have);
   if (want == VK_MM_COOPMAT && !vk_coopmat_shape(d, s))
-    return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_VK_MATMUL=coopmat: '%s' lists no usable f16 x f16 -> f32 "
-                         "cooperative-matrix shape (or lacks f16, vulkanMemoryModel, 32 KiB of shared memory); it offers %s",
+    return icl_error_set(err, ICL_EINVAL,
+                         "vulkan: ICL_VK_MATMUL=coopmat: '%s' lists no usable f16 x f16 -> f32 cooperative-matrix "
+                         "shape (or lacks f16, vulkanMemoryModel, 32 KiB of shared memory); it offers %s",
                          d->name, have);
   if (want == VK_MM_INTDOT && !d->int_dot)
-    return icl_error_set(err, ICL_EINVAL, "vulkan: ICL_VK_MATMUL=intdot: '%s' lacks shaderIntegerDotProduct; it offers %s",
-                         d->name, have);
+    return icl_error_set(err, ICL_EINVAL,
+                         "vulkan: ICL_VK_MATMUL=intdot: '%s' lacks shaderIntegerDotProduct; it offers %s", d->name,
+                         have);
   *path = want;
   return ICL_OK;
 }

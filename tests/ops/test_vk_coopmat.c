@@ -41,7 +41,14 @@ static void test_coopmat(uint32_t t, shape s, int acc, uint64_t seed) {
   free(raw), free(x), free(oracle), free(y0);
 }
 
-int main(void) {
+/* test_vk_coopmat [--quick]: --quick runs F16, Q4_1 and Q4_K only, one type of each block family (on lavapipe each
+ * type's pipeline costs LLVM seconds, cold) */
+int main(int argc, char **argv) {
+  int quick = argc > 1 && !strcmp(argv[1], "--quick");
+  if (argc > 1 && !quick) {
+    fprintf(stderr, "usage: test_vk_coopmat [--quick]\n");
+    return 2;
+  }
   icl_device_info infos[16];
   int n, chosen;
   icl_error err;
@@ -61,6 +68,7 @@ int main(void) {
   vt_be->precision = ICL_PRECISION_FAST;
   CHECK(!strcmp(icl_vk_backend_matmul_path(vt_be, ICL_PRECISION_FAST), "coopmat"));
   for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
+    if (quick && TYPES[i] != ICL_TYPE_F16 && TYPES[i] != ICL_TYPE_Q4_1 && TYPES[i] != ICL_TYPE_Q4_K) continue;
     int64_t be = icl_type_block_elems(TYPES[i]);
     const shape *s = be == 1 ? FLOAT_SHAPES : be == 32 ? Q32_SHAPES : QK_SHAPES;
     for (int k = 0; k < 3; k++) test_coopmat(TYPES[i], s[k], 0, 10 * i + (uint64_t)k);
