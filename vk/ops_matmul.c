@@ -133,7 +133,7 @@ static int matmul_any(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
   int64_t tstep = (int64_t)(vk_bind_max(c) / (size_t)widest), rstep = rows_per_range(c, rb);
   int rc = tstep > 0 ? vk_check_u32(rows * (n < tstep ? n : tstep), "matmul output size", err)
                      : icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: a matmul column exceeds maxStorageBufferRange");
-  /* FAST precision may take the integer-dot path (ICL_VK_MATMUL; EXACT always runs the f32 kernels) */
+  /* FAST precision may take the integer-dot or cooperative-matrix path (ICL_VK_MATMUL; EXACT: the f32 kernels) */
   int fast = be->precision == ICL_PRECISION_FAST;
   int intdot = fast && c->mm_fast == VK_MM_INTDOT && vk_intdot_type(w->type);
   int coopmat = fast && c->mm_fast == VK_MM_COOPMAT;
