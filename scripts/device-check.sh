@@ -155,6 +155,12 @@ fi
 [ -f "$work/devices.log" ] || timeout 60 "$ICL" devices > "$work/devices.log" 2>&1 || true
 device=$(sed -n 's/^vulkan device: \[[0-9]*\] //p' "$work/devices.log" | head -1)
 devidx=$(sed -n 's/^vulkan device: \[\([0-9]*\)\] .*/\1/p' "$work/devices.log" | head -1) # the same index for ggml
+# the several-token matmul paths the chosen device offers at FAST precision (ICL_VK_MATMUL), from its
+# "matmul, several tokens, FAST precision: ... offers tiled, intdot; ICL_VK_MATMUL)" line
+mm_paths=$(awk -v want="[${devidx:-x}]" '$1 ~ /^\[[0-9]+\]$/ {on = ($1 == want)}
+  on && /FAST precision:/ && match($0, /offers [a-z, ]+;/) {
+    s = substr($0, RSTART + 7, RLENGTH - 8); gsub(/,/, "", s); print s; exit }' "$work/devices.log")
+[ -n "$mm_paths" ] || mm_paths=tiled
 
 # ---- 2. Vulkan op tests, validation on ----
 # fusion: the fused ops against the unfused sequence bit for bit on this driver's compiler (docs/vulkan.md, Fusions);
@@ -173,6 +179,32 @@ table_args=(--backend vulkan)
 [ $quick = 1 ] && table_args+=(--quick --own-family --types f16,q4_1,q4_k)
 ICL_VALIDATION=1 ICL_TEST=1 run_step op_table 240 1 "$KIT/bin/test_backend_ops" "${table_args[@]}"
 [ $quick = 1 ] || ICL_VALIDATION=1 ICL_TEST=1 run_step op_matmul 240 1 "$KIT/bin/test_vk_matmul"
+# the FAST-precision matmul paths (ICL_VK_MATMUL, issue 38) where the device offers them: against their scalar
+# references (test_vk_intdot) and through the op table's matmul rows (the FAST target, the 32-element block types)
+if [[ " $mm_paths " == *" intdot "* ]]; then
+  ICL_VALIDATION=1 ICL_TEST=1 run_step op_intdot 150 1 "$KIT/bin/test_vk_intdot"
+  ICL_VK_MATMUL=intdot ICL_VALIDATION=1 ICL_TEST=1 run_step op_table_intdot 240 1 "$KIT/bin/test_backend_ops" \
+    --backend vulkan --op matmul --types q4_0,q4_1,q5_0,q5_1,q8_0 $([ $quick = 1 ] && echo "--quick --own-family")
+else
+  STEPS+=("op_intdot|OFF|0|0|the device offers no integer dot product (ICL_VK_MATMUL=intdot)")
+fi
+# coopmat (every weight type): validation layers before 1.3.255 do not know VK_KHR_cooperative_matrix and flag its
+# feature struct and SPIR-V; the kit's (Debian 12's 1.3.239) is one, so these steps take ICL_COOPMAT_LAYER_PATH (a
+# newer layer's manifest folder; test-device-kit.sh passes the root's own) or run without validation, named _noval
+layer_ver=$(sed -n 's/^validation layer: \([0-9.]*\).*/\1/p' "$KIT/VERSION" 2>/dev/null)
+cm_layer=${ICL_COOPMAT_LAYER_PATH:-}
+[ -z "$cm_layer" ] && [ "$(printf '%s\n' 1.3.255 "${layer_ver:-0}" | sort -V | head -1)" = 1.3.255 ] &&
+  cm_layer=$VK_LAYER_PATH
+if [[ " $mm_paths " == *" coopmat "* ]]; then
+  cm_v=1 cm_s=
+  [ -n "$cm_layer" ] || cm_v=0 cm_s=_noval cm_layer=$VK_LAYER_PATH
+  cm_env=(VK_LAYER_PATH=$cm_layer ICL_VK_MATMUL=coopmat ICL_VALIDATION=$cm_v ICL_TEST=1)
+  run_step op_coopmat$cm_s 240 $cm_v env "${cm_env[@]}" "$KIT/bin/test_vk_coopmat" $Q
+  run_step op_table_coopmat$cm_s 240 $cm_v env "${cm_env[@]}" "$KIT/bin/test_backend_ops" --backend vulkan --op matmul \
+    $([ $quick = 1 ] && echo "--quick --own-family --types f16,q4_1,q4_k")
+else
+  STEPS+=("op_coopmat|OFF|0|0|no cooperative-matrix path (no usable shape, or a kit built without its glslang)")
+fi
 
 # ---- 3. tiny models: Vulkan forward and hooks against the reference ----
 ICL_VALIDATION=1 ICL_TEST=1 run_step forward_hooks_vulkan 150 1 "$KIT/bin/test_forward_tiny" vulkan $Q # --quick: 6 of the 21 (arch, type) pairs, no F32
@@ -201,6 +233,14 @@ for m in smollm2 gemma3; do
   ICL_VK_ATTN=legacy run_step "pattern_${m}_vk-oldattn" 180 0 "$ICL" bench hooks -m "$work/$m.gguf" --backend vulkan \
     --tokens $TOK --reps 1
 done
+
+# and each several-token matmul path the device offers at FAST precision (ICL_VK_MATMUL; bench model runs FAST),
+# rows "vk-mm-tiled" (the f32 kernel, as before issue 38's FAST paths), "vk-mm-intdot", "vk-mm-coopmat": prefill 128
+# and 512 side by side
+for p in $mm_paths; do for m in smollm2 gemma3; do
+  [ -f "$work/$m.gguf" ] && ICL_VK_MATMUL=$p run_step "bench_${m}_vk-mm-$p" 240 0 "$ICL" bench model \
+    -m "$work/$m.gguf" --backend vulkan --tokens $PTOK --decode $PDEC --reps $REPS
+done; done
 
 # ---- 5b. the peer: llama.cpp's Vulkan backend (llama-bench) on the same files and the same device ----
 # ggml-vulkan leaves CPU devices (lavapipe) out unless GGML_VK_VISIBLE_DEVICES names them, so it is given the
@@ -235,6 +275,9 @@ done
 
 # ---- 7. kernels against the device's ceilings ----
 run_step bench_ops 240 0 "$ICL" bench ops $([ $quick = 1 ] && echo --quick)
+# its rows at FAST with the cooperative-matrix matmul ("coopmat x7"), where offered (not the default path yet)
+[[ " $mm_paths " == *" coopmat "* ]] && ICL_VK_MATMUL=coopmat run_step bench_ops_coopmat 240 0 "$ICL" bench ops \
+  $([ $quick = 1 ] && echo --quick)
 
 # ---- 8. the same models on the CPU backend, for comparison ----
 for m in smollm2 gemma3; do [ -f "$work/$m.gguf" ] && bench_pair $m cpu; done
@@ -260,7 +303,7 @@ bench_row() { # model backend
         n = split(line, f, " ")
         if (line ~ /hook_pattern/) {pat = f[2]; ovh = f[n]} else if (line ~ /^plain run/) plain = f[n - 1]
       }
-      printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n", m, be, p128 ? p128 : "-", p512 ? p512 : "-", pn ? pn : "-",
+      printf "%-8s %-13s %9s %9s %9s %9s %9s %9s %9s\n", m, be, p128 ? p128 : "-", p512 ? p512 : "-", pn ? pn : "-",
              dec ? dec : "-", fwd ? fwd : "-", pat ? pat : "-", ovh ? ovh : "-"
     }' "$b" 2>/dev/null
 }
@@ -281,8 +324,10 @@ peer_rows() { # model: one row per llama-bench test (ppN, tgN), icl's rate for t
   echo
   echo "== icl device check: ${device:-no Vulkan device} | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $([ $quick = 1 ] && echo quick || echo full)"
   echo "   prefill/decode/forward columns in tokens/s (best of $REPS); N = $TOK tokens; decode = $DEC steps after 8 tokens"
-  printf "%-8s %-9s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" "pattern_s" "pat_ovh"
-  for m in smollm2 gemma3; do for be in vulkan vk-nofuse vk-oldattn cpu; do bench_row $m $be; done; done
+  printf "%-8s %-13s %9s %9s %9s %9s %9s %9s %9s\n" model backend pf128 pf512 "pf$TOK" decode "fwd$TOK" \
+    "pattern_s" "pat_ovh"
+  for m in smollm2 gemma3; do for be in vulkan vk-nofuse vk-oldattn vk-mm-tiled vk-mm-intdot vk-mm-coopmat cpu; do
+    [ -f "$work/bench_${m}_$be.log" ] && bench_row $m $be; done; done
   if ls "$work"/peer_*_vulkan.log >/dev/null 2>&1; then
     echo
     echo "== llama.cpp Vulkan beside icl Vulkan: the same GGUF files, the same device; tokens/s"
@@ -306,6 +351,8 @@ for m in smollm2 gemma3; do for ph in prefill decode; do
                    grep -E '^(prefill|decode) ' "$f"; sed -n '/^icl profile/,/^total/p' "$f"; echo; }
 done; done > "$out/profile.txt"
 [ -f "$work/bench_ops.log" ] && cp "$work/bench_ops.log" "$out/bench-ops.txt"
+[ -f "$work/bench_ops_coopmat.log" ] &&
+  { echo; echo "== ICL_VK_MATMUL=coopmat"; cat "$work/bench_ops_coopmat.log"; } >> "$out/bench-ops.txt"
 cat "$out/summary.txt"
 echo
 cat "$out/profile.txt"

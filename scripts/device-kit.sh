@@ -25,7 +25,7 @@ build=${ICL_KIT_BUILD:-build}
 peer=${ICL_KIT_PEER:-build-peer}
 multiarch=/usr/lib/x86_64-linux-gnu
 BINS=(icl test_vk_device test_backend_ops test_vk_matmul test_vk_big test_forward_tiny test_vk_fusion test_vk_fusion_hooks
-      test_vk_counts test_attn_nan)
+      test_vk_counts test_attn_nan test_vk_intdot test_vk_coopmat)
 # glibc's own libraries: the target's must be used, never a copy
 GLIBC='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil|libmvec)\.so'
 # shared with GPU drivers (Mesa, NVIDIA): the machine's copy wins where there is one

@@ -133,10 +133,20 @@ static int matmul_any(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
   int64_t tstep = (int64_t)(vk_bind_max(c) / (size_t)widest), rstep = rows_per_range(c, rb);
   int rc = tstep > 0 ? vk_check_u32(rows * (n < tstep ? n : tstep), "matmul output size", err)
                      : icl_error_set(err, ICL_EUNSUPPORTED, "vulkan: a matmul column exceeds maxStorageBufferRange");
-  for (int64_t t0 = 0; t0 < n && !rc; t0 += tstep)
+  /* FAST precision may take the integer-dot or cooperative-matrix path (ICL_VK_MATMUL; EXACT: the f32 kernels) */
+  int fast = be->precision == ICL_PRECISION_FAST;
+  int intdot = fast && c->mm_fast == VK_MM_INTDOT && vk_intdot_type(w->type);
+  int coopmat = fast && c->mm_fast == VK_MM_COOPMAT;
+  for (int64_t t0 = 0; t0 < n && !rc; t0 += tstep) {
+    int64_t t1 = t0 + tstep < n ? t0 + tstep : n;
+    if ((intdot || coopmat) && t1 - t0 > 1) {
+      rc = intdot ? vk_matmul_intdot(c, w, x, y, t0, t1, rstep, acc, err)
+                  : vk_matmul_coopmat(c, w, x, y, t0, t1, rstep, acc, err);
+      continue;
+    }
     for (int64_t r0 = 0; r0 < rows && !rc; r0 += rstep)
-      rc = matmul_part(c, w, x, y, r0, r0 + rstep < rows ? r0 + rstep : rows, t0, t0 + tstep < n ? t0 + tstep : n,
-                       acc, err);
+      rc = matmul_part(c, w, x, y, r0, r0 + rstep < rows ? r0 + rstep : rows, t0, t1, acc, err);
+  }
   return rc;
 }
 

@@ -33,6 +33,76 @@ static void query_memory(VkPhysicalDevice pd, icl_device_info *info) {
   info->uma = vk_memory_uma(&mp) || strcmp(info->type, "cpu") == 0;
 }
 
+static int has_extension(VkPhysicalDevice pd, const char *name) {
+  uint32_t n = 0;
+  int found = 0;
+  if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+  VkExtensionProperties *ext = calloc(n, sizeof *ext);
+  if (ext && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(ext[i].extensionName, name);
+  free(ext);
+  return found;
+}
+
+/* Integer dot products (the intdot matmul): the KHR extension, which the backend enables (its instance asks for
+ * Vulkan 1.2, so the feature's 1.3 core form is not available to it). */
+static void query_int_dot(VkPhysicalDevice pd, icl_device_info *info) {
+  if (info->api_version < VK_API_VERSION_1_2 || !has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    return;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures f = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  VkPhysicalDeviceShaderIntegerDotProductProperties p = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  info->int_dot = f.shaderIntegerDotProduct;
+  info->int_dot_fast = p.integerDotProduct4x8BitPackedSignedAccelerated;
+}
+
+/* VK_KHR_cooperative_matrix, declared here: the Vulkan headers of Debian 12 (1.3.239) predate it (1.3.255). */
+#define ICL_COOPMAT_EXT "VK_KHR_cooperative_matrix"
+enum { ICL_STYPE_COOPMAT_PROPS = 1000506001, ICL_COMPONENT_F16 = 0, ICL_COMPONENT_F32 = 1, ICL_SCOPE_SUBGROUP = 3 };
+typedef struct icl_coopmat_props {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+  VkBool32 saturatingAccumulation;
+  int32_t scope; /* VkScopeKHR */
+} icl_coopmat_props;
+typedef VkResult(VKAPI_PTR *icl_coopmat_props_fn)(VkPhysicalDevice, uint32_t *, icl_coopmat_props *);
+
+/* The f16 x f16 -> f32 subgroup shapes the driver lists for cooperative matrices (none without the extension). */
+static void query_coopmat(VkPhysicalDevice pd, VkInstance inst, icl_device_info *info) {
+  if (!inst || !has_extension(pd, ICL_COOPMAT_EXT) || !has_extension(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
+    return;
+  /* the shader is SPIR-V 1.5 (Vulkan 1.2), so its pipelines need REQUIRE_FULL_SUBGROUPS */
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &ssc};
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!ssc.computeFullSubgroups) return;
+  icl_coopmat_props_fn get =
+      (icl_coopmat_props_fn)vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+  uint32_t n = 0;
+  if (!get || get(pd, &n, NULL) != VK_SUCCESS || n == 0) return;
+  icl_coopmat_props *props = calloc(n, sizeof *props);
+  if (!props) return;
+  for (uint32_t i = 0; i < n; i++) props[i].sType = (VkStructureType)ICL_STYPE_COOPMAT_PROPS;
+  if (get(pd, &n, props) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && info->n_coopmat < ICL_DEVICE_MAX_COOPMAT; i++) {
+      const icl_coopmat_props *q = &props[i];
+      if (q->AType == ICL_COMPONENT_F16 && q->BType == ICL_COMPONENT_F16 && q->CType == ICL_COMPONENT_F32 &&
+          q->ResultType == ICL_COMPONENT_F32 && q->scope == ICL_SCOPE_SUBGROUP) {
+        uint32_t *m = info->coopmat[info->n_coopmat++];
+        m[0] = q->MSize, m[1] = q->NSize, m[2] = q->KSize;
+      }
+    }
+  free(props);
+}
+
 static void query_features(VkPhysicalDevice pd, icl_device_info *info) {
   VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -45,6 +115,7 @@ static void query_features(VkPhysicalDevice pd, icl_device_info *info) {
   info->int8 = f12.shaderInt8;
   info->storage8 = f12.storageBuffer8BitAccess;
   info->storage16 = f11.storageBuffer16BitAccess;
+  info->memory_model = f12.vulkanMemoryModel;
 }
 
 static void query_properties(VkPhysicalDevice pd, icl_device_info *info) {
@@ -103,12 +174,14 @@ static void query_ids(VkPhysicalDevice pd, icl_device_info *info) {
              pci.pciDevice & 0x1f, pci.pciFunction & 0x7);
 }
 
-void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info) {
+void vk_physdev_query(VkPhysicalDevice pd, VkInstance inst, int index, icl_device_info *info) {
   memset(info, 0, sizeof *info);
   info->index = index;
   query_properties(pd, info);
   query_ids(pd, info);
   query_features(pd, info);
+  query_int_dot(pd, info);
+  query_coopmat(pd, inst, info);
   query_memory(pd, info);
   info->usable = info->api_version >= VK_API_VERSION_1_2 && info->subgroup_arith && info->storage16 &&
                  info->max_wg_invocations >= 256 && info->max_shared >= 16384;
@@ -210,7 +283,7 @@ int icl_vk_list_devices(icl_device_info *out, int cap, int *n, int *chosen, icl_
     vk_instance_destroy(&vi);
     return icl_error_set(err, ICL_ENOMEM, "out of memory");
   }
-  for (uint32_t i = 0; i < count; i++) vk_physdev_query(pds[i], (int)i, &all[i]);
+  for (uint32_t i = 0; i < count; i++) vk_physdev_query(pds[i], vi.instance, (int)i, &all[i]);
   int rc = vk_physdev_choose(all, (int)count, -1, chosen, err);
   for (int i = 0; i < (int)count && i < cap; i++) out[i] = all[i];
   *n = (int)count;

@@ -8,7 +8,7 @@
 
 static int same_kernel(const vk_kernel *a, const vk_kernel *b) {
   return strcmp(a->shader, b->shader) == 0 && a->n_bindings == b->n_bindings && a->ubo_mask == b->ubo_mask &&
-         a->push_size == b->push_size && a->n_spec == b->n_spec &&
+         a->push_size == b->push_size && a->n_spec == b->n_spec && a->full_subgroups == b->full_subgroups &&
          memcmp(a->spec, b->spec, a->n_spec * sizeof a->spec[0]) == 0;
 }
 
@@ -52,6 +52,7 @@ static int create_pipeline(vk_ctx *c, vk_pipeline *p, icl_error *err) {
   VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  if (p->key.full_subgroups) ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   ci.stage.module = p->module;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = p->key.n_spec ? &si : NULL;

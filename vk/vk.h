@@ -8,6 +8,10 @@
 /* The device a Vulkan backend runs on (be must come from icl_vk_backend_new). */
 const icl_device_info *icl_vk_backend_device(icl_backend *be);
 
+/* The several-token matmul path the backend runs at precision p: "tiled", or at FAST "intdot" where the device
+ * offers it or ICL_VK_MATMUL asks for it (vk/paths.c). */
+const char *icl_vk_backend_matmul_path(icl_backend *be, int precision);
+
 /* Measured ceilings of the device (see vk/ceiling.c). */
 typedef struct icl_ceilings {
   double gbps;          /* best streaming read bandwidth, GB/s */

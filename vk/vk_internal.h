@@ -29,7 +29,7 @@ void vk_instance_destroy(vk_instance *vi);
 
 /* ---- physical devices (physdev.c) ---- */
 /* Fills info from a physical device; index is its enumeration position. */
-void vk_physdev_query(VkPhysicalDevice pd, int index, icl_device_info *info);
+void vk_physdev_query(VkPhysicalDevice pd, VkInstance inst, int index, icl_device_info *info);
 /* Picks a device: ICL_DEVICE (index or name substring) if set, else discrete > integrated >
  * virtual > cpu among usable devices; dev >= 0 forces an index. Returns the index or an error. */
 int vk_physdev_choose(const icl_device_info *infos, int n, int dev, int *chosen, icl_error *err);
@@ -60,6 +60,7 @@ typedef struct vk_kernel {
   uint32_t push_size;      /* bytes of the push-constant struct */
   uint32_t n_spec;         /* specialization constants 0..n_spec-1 (uint32 each) */
   uint32_t spec[8];
+  int full_subgroups;      /* REQUIRE_FULL_SUBGROUPS (cooperative matrices in SPIR-V below 1.6 need it) */
 } vk_kernel;
 
 typedef struct vk_pipeline {
@@ -138,6 +139,10 @@ typedef struct vk_ctx {
   int cpu_shape;                /* CPU-device kernel shapes (see vk_cpu_shape in ops.h) */
   uint32_t wg;                  /* default workgroup size */
   int attn_flash;               /* prefill attention by query blocks (attention_flash.comp); ICL_VK_ATTN=legacy: off */
+  int mm_fast;                  /* several-token matmul path at FAST precision (VK_MM_*; ICL_VK_MATMUL) */
+  uint32_t coop[3];             /* coopmat: the cooperative-matrix shape M, N, K */
+  icl_buf *q8;                  /* intdot: activations quantized per 32-block (grown on demand) */
+  size_t q8_size;
   const char *cur_op;           /* op name for profiling */
 } vk_ctx;
 
@@ -150,6 +155,20 @@ int vk_flash_tiles(const icl_device_info *d, uint32_t maxhd, uint32_t *bq, uint3
 int vk_shape_cpu_for(const icl_device_info *d);
 /* ICL_VK_ATTN: 0 when set to legacy (query-block attention off). */
 int vk_attn_flash_env(void);
+/* The several-token matmul paths (ICL_VK_MATMUL). intdot and coopmat change results (int8 or f16 activations), so
+ * they serve ICL_PRECISION_FAST only; EXACT always runs tiled (matmul.comp, or matmul_cpu.comp on CPU-shaped). */
+enum { VK_MM_TILED = 0, VK_MM_INTDOT = 1, VK_MM_COOPMAT = 2 };
+/* The FAST-precision path for device d given ICL_VK_MATMUL's value env (NULL or "": the best d offers, tiled for
+ * the CPU-shaped family); an unknown value or one d does not offer is ICL_EINVAL naming the variable. */
+int vk_matmul_path_for(const icl_device_info *d, const char *env, int *path, icl_error *err);
+/* "tiled", "intdot" or "coopmat". */
+const char *vk_matmul_path_name(int path);
+/* Whether the intdot kernel serves weight type t (the 32-element block types); others run tiled. */
+int vk_intdot_type(uint32_t t);
+/* Whether this build has matmul_coopmat.comp (a glslang with GL_KHR_cooperative_matrix, cmake/shaders.cmake). */
+int vk_coopmat_built(void);
+/* The M, N, K cooperative-matrix shape matmul_coopmat.comp uses on device d: 1, or 0 when none fits. */
+int vk_coopmat_shape(const icl_device_info *d, uint32_t shape[3]);
 
 /* device.c */
 int vk_device_create(vk_ctx *c, int dev, icl_error *err);

@@ -57,6 +57,15 @@ int64_t vk_matmul_cpu_window(const vk_ctx *c, int64_t cols);
 int vk_matmul_cpu(vk_ctx *c, const icl_dt *w, const icl_dt *x, vk_binding *b, uint32_t w_off, uint32_t y_rem,
                   int64_t r0, int64_t r1, int64_t t0, int64_t t1, uint32_t acc, icl_error *err);
 
+/* ops_matmul_intdot.c: columns [t0, t1) of the FAST integer-dot path (w a 32-element block type), rstep weight
+ * rows per dispatch; acc = 1 adds the product to y. */
+int vk_matmul_intdot(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt *y, int64_t t0, int64_t t1,
+                     int64_t rstep, uint32_t acc, icl_error *err);
+
+/* ops_matmul_coopmat.c: columns [t0, t1) of the FAST cooperative-matrix path (any weight type). */
+int vk_matmul_coopmat(vk_ctx *c, const icl_dt *w, const icl_dt *x, const icl_dt *y, int64_t t0, int64_t t1,
+                      int64_t rstep, uint32_t acc, icl_error *err);
+
 /* ops_rows.c */
 int vk_op_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
 int vk_op_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,

@@ -8,6 +8,7 @@
 #include "icl/icl.h"
 
 #define ICL_DEVICE_MAX_HEAPS 16
+#define ICL_DEVICE_MAX_COOPMAT 8
 
 /* One memory heap of a device. */
 typedef struct icl_device_heap {
@@ -27,6 +28,11 @@ typedef struct icl_device_info {
   int subgroup_arith;        /* compute shaders have subgroup basic + arithmetic operations */
   int fp16, int8;            /* shaderFloat16, shaderInt8 */
   int storage8, storage16;   /* storageBuffer8BitAccess, storageBuffer16BitAccess */
+  int int_dot;               /* shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product) */
+  int int_dot_fast;          /* integerDotProduct4x8BitPackedSignedAccelerated */
+  int memory_model;          /* vulkanMemoryModel (the cooperative-matrix shader's SPIR-V memory model) */
+  int n_coopmat;             /* VK_KHR_cooperative_matrix: f16 x f16 -> f32 subgroup shapes the driver lists */
+  uint32_t coopmat[ICL_DEVICE_MAX_COOPMAT][3]; /* M, N, K of each */
   uint64_t max_storage_range;      /* maxStorageBufferRange (bytes) */
   uint64_t min_storage_align;      /* minStorageBufferOffsetAlignment (bytes) */
   uint32_t max_shared;             /* maxComputeSharedMemorySize (bytes) */

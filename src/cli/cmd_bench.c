@@ -135,9 +135,18 @@ static int bench_matmul(bench_ctx *b, const bench_model *m, uint32_t type) {
     macs += (double)(shape[i][0] * shape[i][1]);
     io += (double)(shape[i][0] + shape[i][1]) * 4;
   }
-  int64_t phases[2] = {1, b->prefill};
-  for (int p = 0; p < 2 && !rc; p++) {
+  /* decode, prefill (EXACT: the f32 tiled kernel), and prefill again at FAST where the backend's FAST path differs
+   * (Vulkan's intdot on the 32-element block types, coopmat on every type: rows "intdot x7", "coopmat x7";
+   * ICL_VK_MATMUL picks the path) */
+  const char *fast = icl_vk_backend_matmul_path(b->be, ICL_PRECISION_FAST);
+  int other = strcmp(fast, "tiled") != 0 && (strcmp(fast, "intdot") != 0 || icl_type_block_elems(type) == 32);
+  int n_phases = other ? 3 : 2;
+  int64_t phases[3] = {1, b->prefill, b->prefill};
+  char op[16];
+  for (int p = 0; p < n_phases && !rc; p++) {
     int64_t n = phases[p];
+    b->be->precision = p == 2 ? ICL_PRECISION_FAST : ICL_PRECISION_EXACT;
+    snprintf(op, sizeof op, "%s x7", p == 2 ? fast : "matmul");
     rc = !(bufs[7] = alloc_rand(b, ICL_TYPE_F32, widest * n, 3)) ||
          !(bufs[8] = alloc_rand(b, ICL_TYPE_F32, widest * n, 4));
     l.x = view(bufs[7], ICL_TYPE_F32, widest, n, 1);
@@ -145,12 +154,13 @@ static int bench_matmul(bench_ctx *b, const bench_model *m, uint32_t type) {
     double sec = 0;
     int reps = n == 1 ? (b->quick ? 5 : 20) : (b->quick ? 1 : 2);
     if (!rc) rc = time_op(b, run_layer_mm, &l, reps, &sec);
-    bench_row r = {m->name, "matmul x7", icl_type_name(type), n == 1 ? "decode" : "prefill", n, sec,
+    bench_row r = {m->name, op, icl_type_name(type), n == 1 ? "decode" : "prefill", n, sec,
                    2 * macs * (double)n, wbytes + io * (double)n};
     if (!rc) print_row(b, &r);
     for (int i = 7; i < 9; i++)
       if (bufs[i]) b->be->ops->buf_free(b->be, bufs[i]), bufs[i] = NULL;
   }
+  b->be->precision = ICL_PRECISION_EXACT;
   for (int i = 0; i < 9; i++)
     if (bufs[i]) b->be->ops->buf_free(b->be, bufs[i]);
   return rc;
@@ -237,7 +247,9 @@ static void usage(FILE *f) {
              "       icl bench hooks -m MODEL [--backend B] [--tokens N] [--layer L]   capture overhead\n"
              "  ops       matmul (Q4_1, Q8_0, Q5_0, F16), attention and rms_norm at SmolLM2-135M and\n"
              "            Gemma 3 270M layer shapes, decode (1 token) and prefill (512 tokens), with\n"
-             "            this device's measured bandwidth and FMA ceilings\n"
+             "            this device's measured bandwidth and FMA ceilings; matmul rows at EXACT (the f32\n"
+             "            kernels), plus a FAST prefill row per quantized type where the device's FAST path\n"
+             "            differs (\"intdot x7\", \"coopmat x7\": ICL_VK_MATMUL; %%ceiling against the f32 FMA rate)\n"
              "  --quick   64-token prefill, fewer repetitions (a smoke run)\n");
 }
 

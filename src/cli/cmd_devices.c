@@ -37,11 +37,17 @@ static void print_device(const icl_device_info *d, int chosen) {
     printf("    heap %d %27s %.0f MiB%s%s\n", h, "", (double)d->heaps[h].size / 1048576.0,
            d->heaps[h].device_local ? ", device-local" : "", d->heaps[h].host_visible ? ", host-visible" : "");
   printf("    %-34s %s\n", "UMA (mapped, no staging copies)", yes(d->uma));
+  printf("    %-34s %s", "integer dot (4 x int8 packed)",
+         d->int_dot ? (d->int_dot_fast ? "yes, accelerated" : "yes") : "no");
+  printf("; cooperative matrices f16 x f16 -> f32:");
+  for (int i = 0; i < d->n_coopmat; i++)
+    printf("%s %ux%ux%u", i ? "," : "", d->coopmat[i][0], d->coopmat[i][1], d->coopmat[i][2]);
+  printf("%s\n", d->n_coopmat ? " (M x N x K, subgroup scope)" : " none");
   if (!d->usable) {
     printf("    not usable by icl: needs Vulkan 1.2, compute subgroup arithmetic, 16-bit storage\n");
     return;
   }
-  char paths[1024];
+  char paths[2048];
   icl_vk_kernel_paths(d, paths, sizeof paths);
   printf("    kernels:\n");
   for (char *line = strtok(paths, "\n"); line; line = strtok(NULL, "\n")) printf("      %s\n", line);

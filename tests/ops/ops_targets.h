@@ -77,6 +77,13 @@ static void ot_open_vk_shape(const char *shape, const char *only) {
   }
   ot_add_target(name, be, OT_VK, 0);
   ot_vk_used = 1;
+  /* FAST precision where the device gives it another several-token matmul (ICL_VK_MATMUL: intdot), judged with
+   * the FAST tolerance; the other ops run as at EXACT */
+  const char *fast = icl_vk_backend_matmul_path(be, ICL_PRECISION_FAST);
+  if (strcmp(fast, "tiled") != 0) {
+    snprintf(name, sizeof name, "vulkan/%s-shaped FAST %s (%.24s)", shape, fast, d->name);
+    ot_add_target(name, be, OT_VK, 1);
+  }
 }
 
 static void ot_open_vk(const char *only) {

@@ -8,7 +8,8 @@
  *     a level the CPU lacks is reported and skipped), at EXACT precision and, for the ops whose
  *     FAST precision takes another path (int8 matmul, row attention, bf16 attention), FAST;
  *   - each Vulkan kernel family (ICL_VK_SHAPE=gpu and cpu, so lavapipe runs the GPU-shaped
- *     kernels too), with the validation layer's message count asserted 0 at the end;
+ *     kernels too), with the validation layer's message count asserted 0 at the end; and FAST where the family
+ *     gets another several-token matmul at FAST (ICL_VK_MATMUL: intdot), its matmuls only;
  * all judged against the ref backend's result. Every output has guard bytes on both sides (and
  * inputs keep theirs); non-finite values must match the reference's exactly.
  * The training backward ops (CPU today) have their own section (ops_bwd.h).

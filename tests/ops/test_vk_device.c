@@ -65,6 +65,66 @@ static void test_kernel_paths(void) {
   unsetenv("ICL_VK_SHAPE");
 }
 
+/* The several-token matmul path at FAST precision (ICL_VK_MATMUL), from the properties alone: intdot by default
+ * on GPU-shaped devices with integer dots, tiled on the CPU-shaped family unless asked; refusals name the
+ * variable, the value and what the device offers. */
+static void test_matmul_paths(void) {
+  icl_device_info d = {.name = "dev", .type = "discrete", .max_shared = 49152, .max_wg_invocations = 1024};
+  icl_error err;
+  char buf[2048];
+  int path = -1;
+  unsetenv("ICL_VK_SHAPE");
+  unsetenv("ICL_VK_MATMUL");
+  CHECK(vk_matmul_path_for(&d, NULL, &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "intdot", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL=intdot") &&
+        strstr(err.msg, "offers tiled") && !strstr(err.msg, "offers tiled,"));
+  d.int_dot = 1;
+  CHECK(vk_matmul_path_for(&d, "", &path, &err) == ICL_OK && path == VK_MM_INTDOT);
+  CHECK(vk_matmul_path_for(&d, "tiled", &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "coopmat", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL=coopmat") &&
+        strstr(err.msg, "offers tiled, intdot"));
+  CHECK(vk_matmul_path_for(&d, "int8", &path, &err) == ICL_EINVAL && strstr(err.msg, "ICL_VK_MATMUL='int8'") &&
+        strstr(err.msg, "offers tiled, intdot"));
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: intdot") && strstr(buf, "(EXACT precision): shared-memory tiles"), "%s", buf);
+  setenv("ICL_VK_MATMUL", "int8", 1);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: error: vulkan: ICL_VK_MATMUL='int8'"), "%s", buf);
+  unsetenv("ICL_VK_MATMUL");
+  d.type = "cpu";
+  CHECK(vk_matmul_path_for(&d, NULL, &path, &err) == ICL_OK && path == VK_MM_TILED);
+  CHECK(vk_matmul_path_for(&d, "intdot", &path, &err) == ICL_OK && path == VK_MM_INTDOT);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  CHECKF(strstr(buf, "FAST precision: tiled, as EXACT (matmul_cpu.comp"), "%s", buf);
+  CHECK(vk_intdot_type(ICL_TYPE_Q4_0) && vk_intdot_type(ICL_TYPE_Q8_0) && !vk_intdot_type(ICL_TYPE_Q4_K) &&
+        !vk_intdot_type(ICL_TYPE_F16));
+  /* cooperative matrices: a shape dividing the 32 x 32 quarter tile, 16 x 16 x 16 first; f16, the memory model and
+   * 32 KiB of shared memory needed; the default where the build has the kernel */
+  uint32_t sh[3] = {0};
+  d.type = "discrete", d.subgroup_size = 32, d.fp16 = 1, d.memory_model = 1, d.n_coopmat = 3;
+  const uint32_t shapes[3][3] = {{12, 12, 12}, {8, 8, 8}, {16, 16, 16}};
+  memcpy(d.coopmat, shapes, sizeof shapes);
+  CHECK(vk_coopmat_shape(&d, sh) && sh[0] == 16 && sh[1] == 16 && sh[2] == 16);
+  d.n_coopmat = 2;
+  CHECK(vk_coopmat_shape(&d, sh) && sh[0] == 8 && sh[2] == 8);
+  d.n_coopmat = 1;
+  CHECK(!vk_coopmat_shape(&d, sh));
+  d.n_coopmat = 3, d.memory_model = 0;
+  CHECK(!vk_coopmat_shape(&d, sh));
+  d.memory_model = 1, d.max_shared = 16384;
+  CHECK(!vk_coopmat_shape(&d, sh));
+  d.max_shared = 49152;
+  CHECK(vk_matmul_path_for(&d, NULL, &path, &err) == ICL_OK && path == VK_MM_INTDOT); /* coopmat only when asked */
+  int rc = vk_matmul_path_for(&d, "coopmat", &path, &err);
+  CHECKF(vk_coopmat_built() ? rc == ICL_OK && path == VK_MM_COOPMAT
+                            : rc == ICL_EINVAL && strstr(err.msg, "no cooperative-matrix kernel"), "%s", err.msg);
+  setenv("ICL_VK_MATMUL", "coopmat", 1);
+  icl_vk_kernel_paths(&d, buf, sizeof buf);
+  unsetenv("ICL_VK_MATMUL");
+  CHECKF(strstr(buf, vk_coopmat_built() ? "FAST precision: coopmat: f16 x f16 -> f32 cooperative matrices 16 x 16 x 16"
+                                        : "cooperative matrices: listed, kernel not built"), "%s", buf);
+}
+
 /* ICL_DEVICE=gpu:N (the N-th GPU in PCI order, CPU devices skipped, devices without a PCI address last) and
  * GPU-<uuid>, on a made-up node whose Vulkan order differs from its PCI order. */
 static void test_choice_forms(void) {
@@ -223,6 +283,7 @@ int main(void) {
   test_validation_counts(); /* first: forks before this process touches Vulkan */
   test_listing();
   test_kernel_paths();
+  test_matmul_paths();
   test_choice_forms();
   icl_backend *be = vt_backend();
   test_roundtrip(be, 1, 0);

@@ -27,6 +27,11 @@ void icl_vk_kernel_paths(const icl_device_info *d, char *buf, size_t cap) {
 
 int icl_vk_validation_messages(void) { return 0; }
 
+const char *icl_vk_backend_matmul_path(icl_backend *be, int precision) {
+  (void)be, (void)precision;
+  return "tiled";
+}
+
 const icl_device_info *icl_vk_backend_device(icl_backend *be) {
   (void)be;
   return NULL;

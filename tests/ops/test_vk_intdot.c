@@ -1,0 +1,93 @@
+/* The Vulkan integer-dot matmul (ICL_VK_MATMUL=intdot, FAST precision) for the 32-element block types, against
+ * its scalar reference icl_ref_matmul_q8 (the same int8 activations and exact integer dots; tight) and against
+ * the float64 oracle (FAST's int8 error), through matmul and matmul_add; EXACT precision must still run the f32
+ * kernel with the switch set; a bad ICL_VK_MATMUL value is refused. Skips (77) on a device without
+ * shaderIntegerDotProduct.
+ *
+ * Tolerances: against icl_ref_matmul_q8 the codes and integer dots are the same; what may differ is the
+ * device's 1 / d (Vulkan allows 2.5 ulp for division, moving a code that lies on a rounding edge by one) and
+ * fused multiply-adds in the scale products: NMSE 0 measured on lavapipe (Mesa 22.3, 25.0, 26.2), 1e-9 allowed
+ * for a GPU, while a wrong block, code or scale is >= 1e-5 (a wrong nibble shift gave 0.46). Against the oracle:
+ * 1.3e-5..1.8e-5 measured, the op table's FAST bound 1e-3. */
+#include "test_vk_util.h"
+
+typedef struct shape { int64_t cols, rows, n; } shape;
+
+static const uint32_t TYPES[] = {ICL_TYPE_Q4_0, ICL_TYPE_Q4_1, ICL_TYPE_Q5_0, ICL_TYPE_Q5_1, ICL_TYPE_Q8_0};
+/* odd sizes, a partial tile, the small-n tile, a model layer (SmolLM2's q at 67 tokens) */
+static const shape SHAPES[] = {{96, 7, 3}, {256, 33, 37}, {2048, 70, 4}, {576, 192, 67}};
+
+static void test_intdot(uint32_t t, shape s, int acc, uint64_t seed) {
+  icl_error err;
+  void *raw;
+  float *x, *ref = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float));
+  float *oracle = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float)), *y0 = NULL;
+  vt w = vt_weights(t, s.cols, s.rows, seed, &raw);
+  vt xv = vt_rand(s.cols, s.n, 1, seed + 1, -1.0f, 1.0f, &x);
+  vt y = acc ? vt_rand(s.rows, s.n, 1, seed + 2, -1.0f, 1.0f, &y0) : vt_new(ICL_TYPE_F32, s.rows, s.n, 1, 4);
+  int rc = acc ? vt_be->ops->matmul_add(vt_be, &w.dt, &xv.dt, &y.dt, &err)
+               : vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err);
+  CHECKF(rc == ICL_OK, "intdot %s: %s", icl_type_name(t), err.msg);
+  CHECK(icl_ref_matmul_q8(t, raw, s.cols, s.rows, x, s.n, ref) == ICL_OK);
+  icl_ref_matmul(t, raw, s.cols, s.rows, x, s.n, oracle);
+  for (int64_t i = 0; acc && i < s.rows * s.n; i++) ref[i] += y0[i], oracle[i] += y0[i];
+  char what[96];
+  snprintf(what, sizeof what, "%s %s [%lld x %lld] x %lld", acc ? "matmul_add" : "matmul", icl_type_name(t),
+           (long long)s.cols, (long long)s.rows, (long long)s.n);
+  vt_expect(what, &y, ref, 1e-9);
+  double e = vt_expect(what, &y, oracle, 1e-3);
+  CHECKF(e > 1e-9, "%s: NMSE %.3g against the oracle: the f32 kernel ran, not the int8 path", what, e);
+  CHECKF(vt_guards_ok(&w) && vt_guards_ok(&xv), "%s: inputs' guards changed", what);
+  vt_free(&w), vt_free(&xv), vt_free(&y);
+  free(raw), free(x), free(ref), free(oracle), free(y0);
+}
+
+/* At EXACT precision the switch changes nothing: the f32 kernel's error against the oracle. */
+static void test_exact_stays_f32(void) {
+  icl_error err;
+  void *raw;
+  float *x, *oracle = vt_xmalloc(192 * 67 * sizeof(float));
+  vt w = vt_weights(ICL_TYPE_Q4_1, 576, 192, 5, &raw);
+  vt xv = vt_rand(576, 67, 1, 6, -1.0f, 1.0f, &x);
+  vt y = vt_new(ICL_TYPE_F32, 192, 67, 1, 4);
+  vt_be->precision = ICL_PRECISION_EXACT;
+  CHECK(!strcmp(icl_vk_backend_matmul_path(vt_be, ICL_PRECISION_EXACT), "tiled"));
+  CHECKF(vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err) == ICL_OK, "%s", err.msg);
+  icl_ref_matmul(ICL_TYPE_Q4_1, raw, 576, 192, x, 67, oracle);
+  vt_expect("EXACT with ICL_VK_MATMUL=intdot: Q4_1 [576 x 192] x 67", &y, oracle, 1e-9);
+  vt_be->precision = ICL_PRECISION_FAST;
+  vt_free(&w), vt_free(&xv), vt_free(&y);
+  free(raw), free(x), free(oracle);
+}
+
+int main(void) {
+  icl_device_info infos[16];
+  int n, chosen;
+  icl_error err;
+  if (icl_vk_list_devices(infos, 16, &n, &chosen, &err) || chosen < 0) {
+    fprintf(stderr, "no Vulkan device: %s\n", err.msg);
+    return 1;
+  }
+  if (!infos[chosen].int_dot) {
+    printf("%s lacks shaderIntegerDotProduct: the intdot path is not offered, nothing to test (skip)\n",
+           infos[chosen].name);
+    return 77;
+  }
+  icl_backend *bad = NULL;
+  setenv("ICL_VK_MATMUL", "int8", 1);
+  CHECKF(icl_vk_backend_new(-1, &bad, &err) == ICL_EINVAL && !bad && strstr(err.msg, "ICL_VK_MATMUL") &&
+             strstr(err.msg, "int8") && strstr(err.msg, "intdot"),
+         "a bad ICL_VK_MATMUL: %s", err.msg);
+  setenv("ICL_VK_MATMUL", "intdot", 1);
+  vt_backend();
+  vt_be->precision = ICL_PRECISION_FAST;
+  CHECK(!strcmp(icl_vk_backend_matmul_path(vt_be, ICL_PRECISION_FAST), "intdot"));
+  for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) test_intdot(TYPES[i], SHAPES[k], 0, 10 * i + k);
+    printf("%-5s ok\n", icl_type_name(TYPES[i]));
+  }
+  test_intdot(ICL_TYPE_Q4_1, SHAPES[1], 1, 77);
+  test_intdot(ICL_TYPE_Q8_0, SHAPES[3], 1, 78);
+  test_exact_stays_f32();
+  return vt_finish();
+}
