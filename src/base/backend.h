@@ -19,7 +19,9 @@
  *   the tolerances of its op tests (exact_batch = 0).
  * - ICL_PRECISION_FAST: the backend may give that up for speed (CPU: int8 activations with integer dot products
  *   in quantized matmuls, row-at-a-time attention for few queries, bf16 attention for more where the CPU has a
- *   bf16 dot; logits move by ~1e-3 NMSE). Opt-in: `icl run` decodes with it.
+ *   bf16 dot; logits move by ~1e-3 NMSE; Vulkan: the several-token matmul on int8 activations with integer dots,
+ *   or on f16 cooperative matrices, as ICL_VK_MATMUL and the device allow, docs/vulkan.md). Opt-in: `icl run`
+ *   decodes with it.
  */
 #ifndef ICL_BACKEND_H
 #define ICL_BACKEND_H
