@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fetch-data.sh [sentiment|text|web|all]   (default: all)
+# fetch-data.sh [sentiment|text|web|all ...]   (default: all; several names fetch each)
 #
 # Fetches the labelled sentence sets and the natural-text corpora that icl's
 # experiments use into data/ (git-ignored; docs/data.md states provenance,
@@ -180,13 +180,20 @@ fetch_web() {
 }
 
 # ---- main -----------------------------------------------------------------
-what=${1:-all}
-case "$what" in
-  sentiment|text|web|all) ;;
-  -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown data set '$what' (use sentiment, text, web or all)" ;;
-esac
+# several names may be given (fetch-data.sh text web); each is checked before anything is fetched
+[ $# -gt 0 ] || set -- all
+want_sentiment=0 want_text=0 want_web=0
+for what in "$@"; do
+  case "$what" in
+    sentiment) want_sentiment=1 ;;
+    text) want_text=1 ;;
+    web) want_web=1 ;;
+    all) want_sentiment=1 want_text=1 want_web=1 ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown data set '$what' (use sentiment, text, web or all, one or several)" ;;
+  esac
+done
 check_tools
-if [ "$what" = sentiment ] || [ "$what" = all ]; then fetch_sentiment; fi
-if [ "$what" = text ] || [ "$what" = all ]; then fetch_text; fi
-if [ "$what" = web ] || [ "$what" = all ]; then fetch_web; fi
+if [ $want_sentiment = 1 ]; then fetch_sentiment; fi
+if [ $want_text = 1 ]; then fetch_text; fi
+if [ $want_web = 1 ]; then fetch_web; fi
