@@ -2,15 +2,97 @@
 -- for every mode side by side, then the capability check (loss in nats, mean ± SE over sequences, and its paired
 -- change from the unablated model) per set.
 --   icl script scripts/head-ablation-table.lua out/head_ablation/summary.json
-local path = arg[1]
-if not path then error("usage: icl script scripts/head-ablation-table.lua SUMMARY.json", 0) end
-local j, err = icl.json.read(path)
-if not j then error(("%s: %s"):format(path, tostring(err)), 0) end
-if j.experiment ~= "head_ablation" or type(j.by_mode) ~= "table" then
-  error(("%s: not a head_ablation summary with by_mode (run it with --ablation)"):format(path), 0)
+-- Several summaries (runs of the same protocol with other --seed values) are pooled: every cell becomes the
+-- mean ± SE over all their walks (or text windows, sequences), exactly as one run over those samples would give.
+--   icl script scripts/head-ablation-table.lua A/summary.json [B/summary.json ...]
+if not arg[1] then error("usage: icl script scripts/head-ablation-table.lua SUMMARY.json [SUMMARY.json ...]", 0) end
+local null = icl.json.null
+local metrics = require("icl.metrics")
+local runs = {}
+for i, path in ipairs(arg) do
+  local j, err = icl.json.read(path)
+  if not j then error(("%s: %s"):format(path, tostring(err)), 0) end
+  if j.experiment ~= "head_ablation" or type(j.by_mode) ~= "table" then
+    error(("%s: not a head_ablation summary with by_mode (run it with --ablation)"):format(path), 0)
+  end
+  -- pooling needs the same protocol in every run: only the walk seed may differ
+  for _, key in ipairs({"model_name", "precision", "length", "walks", "random_sets", "late_from", "late_to"}) do
+    local a, b = icl.json.encode(j[key]), icl.json.encode(runs[1] and runs[1][key])
+    if i > 1 and a ~= b then
+      error(("%s: %s is %s, but %s has %s (pool only runs that differ in --seed)"):format(path, key, a, arg[1], b), 0)
+    end
+  end
+  if i > 1 and (table.concat(j.ks, ",") ~= table.concat(runs[1].ks, ",")
+                or table.concat(j.ablation, ",") ~= table.concat(runs[1].ablation, ",")) then
+    error(("%s: ks or ablation modes differ from %s"):format(path, arg[1]), 0)
+  end
+  for k = 1, i - 1 do
+    if j.seed == runs[k].seed then error(("%s: seed %s already given (%s)"):format(path, j.seed, arg[k]), 0) end
+  end
+  runs[i] = j
+end
+
+-- pools the cells found at the same place in every run (nil or null anywhere: null)
+local function pool_at(get)
+  local cells = {}
+  for i, r in ipairs(runs) do
+    local c = get(r)
+    if c == nil or c == null then return null end
+    cells[i] = c
+  end
+  if #cells == 1 then return cells[1] end
+  local c = metrics.pool(cells)
+  if cells[1].delta ~= nil then
+    local d = metrics.pool(cells, "delta", "delta_se")
+    c.delta, c.delta_se = d.mean, d.se
+  end
+  return c
+end
+local function idx(t, i) return (t ~= nil and t ~= null) and t[i] or nil end
+
+local j = runs[1]
+local seeds = {}
+for i, r in ipairs(runs) do seeds[i] = tostring(r.seed) end
+local pooled = {}
+for _, mode in ipairs(j.ablation) do
+  local m = {late_cells = {}, capability = {}}
+  m.late_cells.baseline = pool_at(function(r) return r.by_mode[mode].late_cells.baseline end)
+  m.capability.baseline = {}
+  for _, set in ipairs(j.capability_sets or {}) do
+    m.capability.baseline[set.name] = pool_at(function(r) return r.by_mode[mode].capability.baseline[set.name] end)
+  end
+  for _, kind in ipairs({"induction", "previous_token", "random"}) do
+    m.late_cells[kind], m.capability[kind] = {}, {}
+    for i = 1, #j.ks do
+      m.late_cells[kind][i] = pool_at(function(r) return r.by_mode[mode].late_cells[kind][i] end)
+      local caps = {}
+      for _, set in ipairs(j.capability_sets or {}) do
+        caps[set.name] = pool_at(function(r) return idx(idx(r.by_mode[mode].capability[kind], i), set.name) end)
+      end
+      m.capability[kind][i] = caps
+    end
+  end
+  pooled[mode] = m
+end
+local walks_total, seqs = 0, {}
+for _, r in ipairs(runs) do walks_total = walks_total + r.walks end
+for s_i, set in ipairs(j.capability_sets or {}) do
+  local n = 0
+  for _, r in ipairs(runs) do n = n + r.capability_sets[s_i].sequences end
+  seqs[s_i] = n
+end
+j = setmetatable({by_mode = pooled, walks = walks_total}, {__index = runs[1]})
+if #runs > 1 then
+  print(("Pooled over %d runs (walk seeds %s; %d walks each)."):format(#runs, table.concat(seeds, ", "),
+    runs[1].walks))
+  print("Per run, unablated late accuracy: ")
+  for i, r in ipairs(runs) do
+    local b = r.by_mode[r.ablation[1]].late_cells.baseline
+    print(("  seed %s: %.3f ± %.3f (n = %d)"):format(seeds[i], b.mean, b.se, b.n))
+  end
+  print()
 end
 local modes = j.ablation
-local null = icl.json.null
 local function acc(c) return (c == nil or c == null) and "—" or ("%.3f ± %.3f"):format(c.mean, c.se) end
 local function loss(c) return (c == nil or c == null) and "—" or ("%.2f ± %.2f"):format(c.mean, c.se) end
 local function delta(c)
@@ -41,10 +123,10 @@ for i, k in ipairs(j.ks) do
   end
   print(table.concat(row))
 end
-for _, set in ipairs(j.capability_sets or {}) do
+for s_i, set in ipairs(j.capability_sets or {}) do
   print()
   print(("Loss on %s (nats; %s): mean ± SE over n = %d sequences, and the paired change from the unablated model")
-        :format(set.name, set.about, set.sequences))
+        :format(set.name, set.about, seqs[s_i]))
   print()
   local b = j.by_mode[modes[1]].capability.baseline[set.name]
   print(("unablated: %s"):format(loss(b)))

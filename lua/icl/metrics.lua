@@ -405,6 +405,27 @@ function metrics.mean_se(xs)
   return mu, n > 1 and math.sqrt(q / (n - 1) / n) or 0
 end
 
+-- pool(cells [, mean_key, se_key]): one {mean, se, n} cell from several cells of disjoint samples, each given as
+-- its mean, standard error (sample sd / sqrt(n)) and n; exactly what mean_se gives on the concatenated samples
+-- (the between-cell spread is added to the within-cell one). mean_key/se_key name other fields (e.g. "delta").
+function metrics.pool(cells, mean_key, se_key)
+  mean_key, se_key = mean_key or "mean", se_key or "se"
+  if type(cells) ~= "table" or #cells == 0 then error("metrics.pool: expected a non-empty list of cells", 2) end
+  local N, s = 0, 0
+  for i, c in ipairs(cells) do
+    local n, m, e = c.n, c[mean_key], c[se_key]
+    if type(n) ~= "number" or n < 1 or n ~= math.floor(n) or type(m) ~= "number" or type(e) ~= "number" or e < 0 then
+      error(("metrics.pool: cell %d: expected n >= 1 (an integer), a %s and a %s >= 0"):format(i, mean_key, se_key), 2)
+    end
+    N, s = N + n, s + n * m
+  end
+  local mu, q = s / N, 0
+  for _, c in ipairs(cells) do
+    q = q + (c.n - 1) * (c[se_key] ^ 2 * c.n) + c.n * (c[mean_key] - mu) ^ 2
+  end
+  return {mean = mu, se = N > 1 and math.sqrt(q / (N - 1) / N) or 0, n = N}
+end
+
 -- paired(a, b [, c, d]): the paired difference of equal-length lists, a[j] - b[j] (minus c[j] - d[j] when c and
 -- d are given): {n, mean, se, lo, hi} with the standard error over j and the normal 95% interval; {n = 0} when
 -- the lists are empty.

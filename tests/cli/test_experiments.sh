@@ -281,6 +281,24 @@ for _, mode in ipairs({"zero", "mean", "resample"}) do
 end
 if j.capability_sets[1].name ~= "text" or j.capability_sets[2].name ~= "repeated_tokens" then fail("capability sets") end
 EOF
+  # the results.md table maker pools runs of other walk seeds: a copy with another seed and ks is pooled or refused
+  "$ICL" script - >/dev/null 2>&1 <<EOF
+local j = assert(icl.json.read("$TMP/head_ablation/summary.json"))
+j.seed = j.seed + 1000
+assert(icl.json.write("$TMP/ha_seed2.json", j))
+j.ks = {4}
+assert(icl.json.write("$TMP/ha_ks4.json", j))
+EOF
+  check "head-ablation-table.lua: two seeds' runs pooled over 4 walks, the same means" bash -c "
+    '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' >'$TMP/t1' &&
+    '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/ha_seed2.json' >'$TMP/t2' &&
+    grep -q 'n = 2 walks' '$TMP/t1' && grep -q 'n = 4 walks' '$TMP/t2' && grep -q 'Pooled over 2 runs' '$TMP/t2' &&
+    [ \"\$(grep '^| 8 |' '$TMP/t1' | grep -o '0\.[0-9]* ±')\" = \"\$(grep '^| 8 |' '$TMP/t2' | grep -o '0\.[0-9]* ±')\" ]"
+  check "head-ablation-table.lua: runs of one seed, or of other ks, are refused" bash -c "
+    ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/head_ablation/summary.json' 2>'$TMP/err' &&
+    grep -q 'already given' '$TMP/err' &&
+    ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/ha_ks4.json' 2>'$TMP/err' &&
+    grep -q 'ks or ablation modes differ' '$TMP/err'"
 fi
 check "head_ablation: an unknown --ablation is refused, naming the flag" \
   bash -c "! '$ICL' script experiments/head_ablation.lua --quick --ablation median --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&

@@ -93,6 +93,17 @@ do
   local one, z = M.mean_se({3})
   check(one == 3 and z == 0, "mean_se of one value: SE 0")
   raises(function() M.mean_se({}) end, "non-empty list", "mean_se of nothing")
+  -- pool of two cells equals mean_se over the concatenation: {1, 0} and {2, 0, 4}
+  local m1, s1 = M.mean_se({1, 0})
+  local m2, s2 = M.mean_se({2, 0, 4})
+  local mall, sall = M.mean_se({1, 0, 2, 0, 4})
+  local pc = M.pool({{mean = m1, se = s1, n = 2}, {mean = m2, se = s2, n = 3}})
+  check(pc.n == 5 and near(pc.mean, mall, 1e-12) and near(pc.se, sall, 1e-12), "pool: equals mean_se of all")
+  local pd = M.pool({{delta = m1, delta_se = s1, n = 2}, {delta = 7, delta_se = 0, n = 1}}, "delta", "delta_se")
+  local md, sd = M.mean_se({1, 0, 7})
+  check(pd.n == 3 and near(pd.mean, md, 1e-12) and near(pd.se, sd, 1e-12), "pool: other keys")
+  raises(function() M.pool({}) end, "non-empty list", "pool of nothing")
+  raises(function() M.pool({{mean = 1, se = 0, n = 0}}) end, "cell 1: expected n >= 1", "pool: bad n")
   local p = M.paired({2, 1, 5, 3}, {1, 1, 3, 3})                 -- differences {1, 0, 2, 0}
   check(p.n == 4 and near(p.mean, 0.75, 1e-12) and near(p.se, math.sqrt(2.75 / 12), 1e-12), "paired: mean and SE")
   check(near(p.lo, 0.75 - 1.96 * p.se, 1e-12) and near(p.hi, 0.75 + 1.96 * p.se, 1e-12), "paired: 95% interval")
