@@ -180,11 +180,11 @@ table_args=(--backend vulkan)
 ICL_VALIDATION=1 ICL_TEST=1 run_step op_table 240 1 "$KIT/bin/test_backend_ops" "${table_args[@]}"
 [ $quick = 1 ] || ICL_VALIDATION=1 ICL_TEST=1 run_step op_matmul 240 1 "$KIT/bin/test_vk_matmul"
 # the FAST-precision matmul paths (ICL_VK_MATMUL, issue 38) where the device offers them: against their scalar
-# references (test_vk_intdot) and through the op table's matmul rows (the FAST target, the 32-element block types)
+# references (test_vk_intdot) and through the op table's matmul rows (the FAST target, every type the path takes)
 if [[ " $mm_paths " == *" intdot "* ]]; then
   ICL_VALIDATION=1 ICL_TEST=1 run_step op_intdot 150 1 "$KIT/bin/test_vk_intdot"
   ICL_VK_MATMUL=intdot ICL_VALIDATION=1 ICL_TEST=1 run_step op_table_intdot 240 1 "$KIT/bin/test_backend_ops" \
-    --backend vulkan --op matmul --types q4_0,q4_1,q5_0,q5_1,q8_0 $([ $quick = 1 ] && echo "--quick --own-family")
+    --backend vulkan --op matmul --types q4_0,q4_1,q5_0,q5_1,q8_0,q3_k,q4_k,q5_k,q6_k $([ $quick = 1 ] && echo "--quick --own-family")
 else
   STEPS+=("op_intdot|OFF|0|0|the device offers no integer dot product (ICL_VK_MATMUL=intdot)")
 fi

@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_spirv_intrinsics : require
 // Tiled integer-dot product for prefill at FAST precision: y[row0 + r, c] = w[:, r] . x[:, c] with x quantized
-// per 32-element block by quantize_q8.comp (8 words of int8 codes, d, s) and w one of the 32-element block types
+// per 32-element block by quantize_q8.comp (8 words of int8 codes, d, s) and w of a type quant_int.glsl decodes
 // (one variant per type; the plain name is Q4_0). Per block, a workgroup stages BM weight blocks as int8 codes
 // with (d, m) and BN activation blocks into shared memory; each invocation accumulates a TM x TN register tile:
 // an exact int32 dot per block (packed 4 x int8 dots), then acc += float(dot) * (dw * dx), then acc += mw * sx,
@@ -14,7 +14,8 @@ layout(constant_id = 3) const uint TM = 8;  // at most 8
 layout(constant_id = 4) const uint TN = 8;  // at most 8
 layout(constant_id = 5) const uint ACC = 0; // 1: y += the product (matmul_add)
 
-#if !defined(TYPE_Q4_1) && !defined(TYPE_Q5_0) && !defined(TYPE_Q5_1) && !defined(TYPE_Q8_0)
+#if !defined(TYPE_Q4_1) && !defined(TYPE_Q5_0) && !defined(TYPE_Q5_1) && !defined(TYPE_Q8_0) && \
+    !defined(TYPE_Q3_K) && !defined(TYPE_Q4_K) && !defined(TYPE_Q5_K) && !defined(TYPE_Q6_K)
 #define TYPE_Q4_0 1
 #endif
 
@@ -43,6 +44,9 @@ int sdot4x8(uint a, uint b, spirv_literal int packed_format);
 const uint LD = 9; // padded row of 8 code words
 shared uint Aq[BM * LD];
 shared vec2 Adm[BM];
+#ifdef IQ_SCALED
+shared ivec2 Asc[BM]; // integer scales of the two 16-element halves (Q3_K, Q6_K)
+#endif
 shared uint Bq[BN * LD];
 shared vec2 Bds[BN];
 
@@ -57,10 +61,14 @@ void main() {
     for (uint r = gl_LocalInvocationID.x; r < BM; r += gl_WorkGroupSize.x) {
       uint q[8];
       vec2 dm = vec2(0.0);
-      if (r0 + r < p.rows) iq_block(p.w_off + (r0 + r) * rb, blk, q, dm);
+      ivec2 sc = ivec2(0);
+      if (r0 + r < p.rows) iq_block(p.w_off + (r0 + r) * rb, blk, q, dm, sc);
       else for (uint k = 0u; k < 8u; k++) q[k] = 0u;
       for (uint k = 0u; k < 8u; k++) Aq[r * LD + k] = q[k];
       Adm[r] = dm;
+#ifdef IQ_SCALED
+      Asc[r] = sc;
+#endif
     }
     for (uint c = gl_LocalInvocationID.x; c < BN; c += gl_WorkGroupSize.x) {
       uint src = p.x_off + ((c0 + c) * nb + blk) * 10u;
@@ -75,14 +83,23 @@ void main() {
       uint a[8], b[8];
       for (uint i = 0u; i < TM; i++) a[i] = Aq[(tx + i * (BM / TM)) * LD + k];
       for (uint j = 0u; j < TN; j++) b[j] = Bq[(ty + j * (BN / TN)) * LD + k];
+#ifdef IQ_SCALED
+      // each half's integer dot times its integer scale: still an exact int32 sum (|sum| < 2^24)
+      for (uint i = 0u; i < TM; i++) {
+        ivec2 sc = Asc[tx + i * (BM / TM)];
+        int s = k < 4u ? sc.x : sc.y;
+        for (uint j = 0u; j < TN; j++) isum[i][j] += s * sdot4x8(a[i], b[j], 0);
+      }
+#else
       for (uint i = 0u; i < TM; i++) for (uint j = 0u; j < TN; j++) isum[i][j] += sdot4x8(a[i], b[j], 0);
+#endif
     }
     for (uint i = 0u; i < TM; i++) {
       vec2 dm = Adm[tx + i * (BM / TM)];
       for (uint j = 0u; j < TN; j++) {
         vec2 ds = Bds[ty + j * (BN / TN)];
         acc[i][j] += float(isum[i][j]) * (dm.x * ds.x);
-#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
         acc[i][j] += dm.y * ds.y;
 #endif
       }

@@ -52,7 +52,8 @@ static const char *const MM_NAMES[] = {"tiled", "intdot", "coopmat"};
 const char *vk_matmul_path_name(int path) { return path >= 0 && path <= VK_MM_COOPMAT ? MM_NAMES[path] : "?"; }
 
 int vk_intdot_type(uint32_t t) {
-  return t == ICL_TYPE_Q4_0 || t == ICL_TYPE_Q4_1 || t == ICL_TYPE_Q5_0 || t == ICL_TYPE_Q5_1 || t == ICL_TYPE_Q8_0;
+  return t == ICL_TYPE_Q4_0 || t == ICL_TYPE_Q4_1 || t == ICL_TYPE_Q5_0 || t == ICL_TYPE_Q5_1 || t == ICL_TYPE_Q8_0 ||
+         t == ICL_TYPE_Q3_K || t == ICL_TYPE_Q4_K || t == ICL_TYPE_Q5_K || t == ICL_TYPE_Q6_K;
 }
 
 const char *icl_vk_backend_matmul_path(icl_backend *be, int precision) {
@@ -137,7 +138,7 @@ static void fast_line(const icl_device_info *d, int cpu, char *buf, size_t cap) 
              "(matmul_coopmat.comp), every weight type (offers %s; ICL_VK_MATMUL)", sh[0], sh[1], sh[2], have);
   else if (path == VK_MM_INTDOT)
     snprintf(buf, cap, "intdot: int8 activations per 32-block, integer dots (matmul_intdot.comp) for Q4_0, Q4_1, "
-             "Q5_0, Q5_1, Q8_0; other types tiled (offers %s; ICL_VK_MATMUL)", have);
+             "Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K; other types tiled (offers %s; ICL_VK_MATMUL)", have);
   else
     snprintf(buf, cap, "tiled, as EXACT (%s; offers %s; ICL_VK_MATMUL)", cpu ? "matmul_cpu.comp" : "matmul.comp", have);
 }

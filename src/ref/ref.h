@@ -26,10 +26,11 @@ void icl_ref_matmul(uint32_t t, const void *w, int64_t cols, int64_t rows, const
  * q = x * (1 / d) rounded half to even (0 when d is 0), s = d * sum(q). */
 void icl_ref_quantize_q8_block(const float *x, int8_t q[32], float *d, float *s);
 
-/* y[rows, n] = x[cols, n] . w^T as the FAST integer-dot paths compute it, for the 32-element block types (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0): x quantized per block (icl_ref_quantize_q8_block), an exact int32 dot per block, then
- * in f32, block by block: acc += dot * (dw * dx), then acc += mw * sx (types with a minimum). ICL_EUNSUPPORTED for
- * other types or cols not a multiple of 32. */
+/* y[rows, n] = x[cols, n] . w^T as the FAST integer-dot paths compute it, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K,
+ * Q4_K, Q5_K and Q6_K: x quantized per 32-element block (icl_ref_quantize_q8_block), an exact int32 dot per block
+ * (Q3_K, Q6_K: each 16-element half's dot times its integer scale), then in f32, block by block:
+ * acc += dot * (dw * dx), then acc += mw * sx (types with a minimum). ICL_EUNSUPPORTED for other types or cols not
+ * a multiple of the type's block. */
 int icl_ref_matmul_q8(uint32_t t, const void *w, int64_t cols, int64_t rows, const float *x, int64_t n, float *y);
 
 /* RMSNorm per row of d; w may be NULL. y may equal x. */

@@ -96,7 +96,8 @@ static void test_matmul_paths(void) {
   CHECK(vk_matmul_path_for(&d, "intdot", &path, &err) == ICL_OK && path == VK_MM_INTDOT);
   icl_vk_kernel_paths(&d, buf, sizeof buf);
   CHECKF(strstr(buf, "FAST precision: tiled, as EXACT (matmul_cpu.comp"), "%s", buf);
-  CHECK(vk_intdot_type(ICL_TYPE_Q4_0) && vk_intdot_type(ICL_TYPE_Q8_0) && !vk_intdot_type(ICL_TYPE_Q4_K) &&
+  CHECK(vk_intdot_type(ICL_TYPE_Q4_0) && vk_intdot_type(ICL_TYPE_Q8_0) && vk_intdot_type(ICL_TYPE_Q4_K) &&
+        vk_intdot_type(ICL_TYPE_Q6_K) && !vk_intdot_type(ICL_TYPE_Q2_K) &&
         !vk_intdot_type(ICL_TYPE_F16));
   /* cooperative matrices: a shape dividing the 32 x 32 quarter tile, 16 x 16 x 16 first; f16, the memory model and
    * 32 KiB of shared memory needed; the default where the build has the kernel */

@@ -1,4 +1,5 @@
-/* The Vulkan integer-dot matmul (ICL_VK_MATMUL=intdot, FAST precision) for the 32-element block types, against
+/* The Vulkan integer-dot matmul (ICL_VK_MATMUL=intdot, FAST precision) for the 32-element block types and the K
+ * types Q3_K..Q6_K (their 32-element sub-blocks; Q3_K and Q6_K with integer half scales), against
  * its scalar reference icl_ref_matmul_q8 (the same int8 activations and exact integer dots; tight) and against
  * the float64 oracle (FAST's int8 error), through matmul and matmul_add; EXACT precision must still run the f32
  * kernel with the switch set; a bad ICL_VK_MATMUL value is refused. Skips (77) on a device without
@@ -14,8 +15,11 @@
 typedef struct shape { int64_t cols, rows, n; } shape;
 
 static const uint32_t TYPES[] = {ICL_TYPE_Q4_0, ICL_TYPE_Q4_1, ICL_TYPE_Q5_0, ICL_TYPE_Q5_1, ICL_TYPE_Q8_0};
+static const uint32_t K_TYPES[] = {ICL_TYPE_Q3_K, ICL_TYPE_Q4_K, ICL_TYPE_Q5_K, ICL_TYPE_Q6_K};
 /* odd sizes, a partial tile, the small-n tile, a model layer (SmolLM2's q at 67 tokens) */
 static const shape SHAPES[] = {{96, 7, 3}, {256, 33, 37}, {2048, 70, 4}, {576, 192, 67}};
+/* K types: rows of whole 256-element blocks; Gemma 3's o (1024 wide) at 67 tokens */
+static const shape K_SHAPES[] = {{256, 33, 37}, {2048, 70, 4}, {1024, 192, 67}};
 
 static void test_intdot(uint32_t t, shape s, int acc, uint64_t seed) {
   icl_error err;
@@ -86,7 +90,13 @@ int main(void) {
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) test_intdot(TYPES[i], SHAPES[k], 0, 10 * i + k);
     printf("%-5s ok\n", icl_type_name(TYPES[i]));
   }
+  for (size_t i = 0; i < sizeof K_TYPES / sizeof K_TYPES[0]; i++) {
+    for (size_t k = 0; k < sizeof K_SHAPES / sizeof K_SHAPES[0]; k++)
+      test_intdot(K_TYPES[i], K_SHAPES[k], 0, 100 + 10 * i + k);
+    printf("%-5s ok\n", icl_type_name(K_TYPES[i]));
+  }
   test_intdot(ICL_TYPE_Q4_1, SHAPES[1], 1, 77);
+  test_intdot(ICL_TYPE_Q6_K, K_SHAPES[2], 1, 79);
   test_intdot(ICL_TYPE_Q8_0, SHAPES[3], 1, 78);
   test_exact_stays_f32();
   return vt_finish();
