@@ -11,7 +11,10 @@
 -- tokens in which a random segment (seg_min..seg_max tokens, at a random offset) is copied again and again after
 -- random gaps of 0..gap_max fresh tokens, so no fixed relative offset and no small set of context tokens predicts
 -- the next token (--gap-max 0: the fixed-period data, a segment repeated back to back). --data text: byte-level
--- Shakespeare windows (icl.data.text; options left at their defaults take the text preset below).
+-- Shakespeare windows (icl.data.text; options left at their defaults take the text preset below). --data bpe: the
+-- same corpus in a real model's BPE tokens (--tokenizer), the --vocab - 1 most frequent kept and the rest one
+-- out-of-vocabulary id, windows of icl.data.tokens (the bpe preset below): repeated words and speaker names are
+-- single tokens there, so induction can pay off without first learning to spell.
 local X, json, plot = icl.experiment, icl.json, icl.plot
 local O = require("icl.olsson")
 local heads_lib = require("icl.heads")
@@ -19,8 +22,10 @@ local heads_lib = require("icl.heads")
 local BIG = 1 << 30 -- sizes and steps beyond this are typos, not runs
 local ex = X{name = "induction_phase", model = "none", seed = 1,
   about = "1L / 2L attention-only models, plain and smeared key: ICL score and prefix matching across training",
-  options = {{"data", "synthetic", "synthetic (spaced repeated segments) or text (byte-level Shakespeare)"},
-             {"text", "data/shakespeare/shakespeare.txt", "corpus of --data text (scripts/fetch-data.sh text)"},
+  options = {{"data", "synthetic", "synthetic (spaced repeated segments), text (byte-level Shakespeare) or bpe "
+                                   .. "(Shakespeare in --tokenizer's tokens)"},
+             {"text", "data/shakespeare/shakespeare.txt", "corpus of --data text or bpe (scripts/fetch-data.sh text)"},
+             {"tokenizer", "models/SmolLM2-135M-Instruct-Q4_1.gguf", "model whose tokenizer --data bpe uses"},
              {"steps", 6000, "optimizer steps per model", int = {1, BIG}},
              {"every", 200, "steps between regular checkpoints", int = {1, BIG}},
              {"probe", 10, "steps between probes (test loss, ICL score, prefix matching)", int = {1, BIG}},
@@ -47,12 +52,17 @@ local ex = X{name = "induction_phase", model = "none", seed = 1,
 local o = ex.o
 local TEXT_PRESET = {vocab = 256, ctx = 128, d_model = 64, heads = 4, early = 8, late = 120, band = 4, steps = 3000,
                      every = 150, test_seqs = 64}
+local BPE_PRESET = {vocab = 2048, ctx = 256, d_model = 128, heads = 4, early = 8, late = 240, band = 4, steps = 6000,
+                    every = 300, test_seqs = 64}
 if o.data == "text" then
   for k, v in pairs(TEXT_PRESET) do if not ex.given[k] and not (o.quick and k ~= "vocab") then o[k] = v end end
   if o.quick then o.ctx, o.late, o.early = 32, 28, 4 end
   o.vocab = 256
+elseif o.data == "bpe" then
+  for k, v in pairs(BPE_PRESET) do if not ex.given[k] and not (o.quick and k ~= "vocab") then o[k] = v end end
+  if o.quick then o.ctx, o.late, o.early, o.vocab = 32, 28, 4, ex.given.vocab and o.vocab or 256 end
 elseif o.data ~= "synthetic" then
-  error("--data: synthetic or text, not " .. tostring(o.data), 0)
+  error("--data: synthetic, text or bpe, not " .. tostring(o.data), 0)
 end
 if o.late + o.band >= o.ctx or o.early - o.band < 2 or o.early >= o.late then
   error(("--early %d, --late %d, --band %d, --ctx %d: need 2 <= early - band, early < late, late + band < ctx")
@@ -75,8 +85,37 @@ for s in o.models:gmatch("[^,%s]+") do
   names[#names + 1] = s
 end
 
+-- --data bpe: the corpus as token ids once, remapped to the --vocab - 1 most frequent (id 0 the most frequent,
+-- ties by the tokenizer's id) plus one out-of-vocabulary id, vocab - 1
+local bpe
+if o.data == "bpe" then
+  local f, ferr = io.open(o.text, "rb")
+  if not f then error(("--text: %s (scripts/fetch-data.sh text)"):format(ferr), 0) end
+  local corpus = f:read("a")
+  f:close()
+  local tm = icl.load(o.tokenizer, {backend = "cpu"})
+  local raw = tm:tokenize(corpus, {bos = false})
+  local count, order = {}, {}
+  for _, t in ipairs(raw) do count[t] = (count[t] or 0) + 1 end
+  for t in pairs(count) do order[#order + 1] = t end
+  table.sort(order, function(a, b) return count[a] > count[b] or (count[a] == count[b] and a < b) end)
+  local map, strings, kept = {}, {}, 0
+  for r = 1, math.min(#order, o.vocab - 1) do
+    map[order[r]], kept = r - 1, kept + count[order[r]]
+    strings[r - 1] = tm:token_text(order[r])
+  end
+  local ids = {}
+  for i, t in ipairs(raw) do ids[i] = map[t] or (o.vocab - 1) end
+  tm:close()
+  bpe = {ids = ids, coverage = kept / #raw, tokens = #raw, distinct = #order, strings = strings,
+         kept = math.min(#order, o.vocab - 1)}
+  log("--data bpe: %d tokens (%d distinct) of %s by %s; the %d most frequent cover %.1f%%", #raw, #order, o.text,
+      o.tokenizer, bpe.kept, 100 * bpe.coverage)
+end
+
 -- the training data and a fixed test set from another seed (all positions scored)
 local function make_data(seed)
+  if o.data == "bpe" then return icl.data.tokens{ids = bpe.ids, vocab = o.vocab, seq = o.ctx, seed = seed} end
   if o.data == "text" then
     local d, err = icl.data.text{file = o.text, seq = o.ctx, seed = seed}
     if not d then error(("--text: %s (scripts/fetch-data.sh text)"):format(err), 0) end
@@ -91,7 +130,7 @@ local test_tok = test.tokens:totable()
 -- the token ids of the head scores: every id (synthetic), or for bytes the ids ranked 5..(4 + n) by frequency in
 -- the test set (Olsson excludes the most and least common tokens)
 local function id_pool(n)
-  if o.data ~= "text" then
+  if o.data == "synthetic" then
     local ids = {}
     for i = 1, o.vocab do ids[i] = i - 1 end
     return ids
@@ -442,6 +481,7 @@ assert(json.write(ex:path("per_token_losses.json"), ptl, {indent = false}))
 local function token_text(t)
   t = math.tointeger(t) or t -- the test batch holds the ids as floats
   if o.data == "text" and math.type(t) == "integer" and t >= 32 and t < 127 then return string.char(t) end
+  if o.data == "bpe" and math.type(t) == "integer" then return bpe.strings[t] or "<oov>" end
   return " " .. tostring(t)
 end
 for _, r in ipairs(runs) do
@@ -469,5 +509,7 @@ for k, v in pairs(o) do if k ~= "out" then recorded[k] = v end end
 ex:report({model = false, options = recorded, runs = out_runs, ablation = ablation or json.null,
            pca_explained = pca.explained_ratio,
            data = o.data == "text" and ("icl.data.text " .. o.text) or
+                  o.data == "bpe" and ("icl.data.tokens: %s in %s's tokens, %d most frequent kept (%.1f%% of %d tokens)")
+                    :format(o.text, o.tokenizer, bpe.kept, 100 * bpe.coverage, bpe.tokens) or
                   (o.gap_max > 0 and "icl.data.repeated_segments (gap_max: spaced copies)" or "icl.data.repeated_segments (fixed period)"),
            token_indices = {early = o.early, late = o.late, band = o.band}}, lines)

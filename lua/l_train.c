@@ -479,6 +479,54 @@ static int data_text(lua_State *L) {
   return 1;
 }
 
+static void gen_tokens(lua_State *L, int64_t B, int64_t T, int64_t step, int32_t *tokens, int32_t *targets) {
+  size_t n;
+  const char *ids = lua_tolstring(L, lua_upvalueindex(3), &n);
+  uint64_t seed = (uint64_t)lua_tointeger(L, lua_upvalueindex(4));
+  icl_data_token_windows((const int32_t *)(const void *)ids, (int64_t)(n / sizeof(int32_t)), B, T, seed, step, tokens,
+                         targets);
+}
+
+/* The closure of icl.data.tokens: (step [, B]) -> batch. */
+static int data_tokens_call(lua_State *L) { return push_generated(L, "tokens", gen_tokens); }
+
+/* icl.data.tokens{ids =, vocab =, seq =, batch = 1, seed = 1} -> function(step [, B]): windows of a token-id
+ * stream (a list or 1-d tensor of integers in 0..vocab-1, more than seq of them), drawn as icl.data.text draws. */
+static int data_tokens(lua_State *L) {
+  static const char *const keys[] = {"ids", "vocab", "seq", "batch", "seed", NULL};
+  const char *fn = "icl.data.tokens";
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lopt_known(L, 1, fn, keys);
+  int64_t T = lopt_int(L, 1, fn, "seq", -1, 1, 1 << 24), B = lopt_int(L, 1, fn, "batch", 1, 1, 1 << 20);
+  int64_t V = lopt_int(L, 1, fn, "vocab", -1, 1, 1 << 24); /* ids pass through f32 tensors: exact to 2^24 */
+  if (T < 0) luaL_error(L, "%s: option seq is required (1..16777216)", fn);
+  if (V < 0) luaL_error(L, "%s: option vocab is required (the ids' range 0..vocab-1)", fn);
+  uint64_t seed = lopt_seed(L, 1, fn, "seed", 1);
+  lua_getfield(L, 1, "ids");
+  if (!lua_istable(L, -1) && !luaL_testudata(L, -1, ICL_TENSOR_MT))
+    luaL_error(L, "%s: option ids: expected a list or 1-d tensor of token ids, got a %s", fn, luaL_typename(L, -1));
+  icl_tensor *t = icl_lua_to_tensor(L, lua_gettop(L));
+  int64_t n = t->numel;
+  if (t->ndim != 1) luaL_error(L, "%s: option ids: expected a list or 1-d tensor, got %d dimensions", fn, t->ndim);
+  if (n <= T) luaL_error(L, "%s: option ids: %I ids, a window needs seq + 1 = %I", fn, (lua_Integer)n, (lua_Integer)T + 1);
+  luaL_Buffer buf;
+  int32_t *ids = (int32_t *)(void *)luaL_buffinitsize(L, &buf, (size_t)n * sizeof(int32_t));
+  for (int64_t i = 0; i < n; i++) {
+    float v = t->data[i];
+    if (!(v >= 0 && v < (float)V) || v != (float)(int64_t)v)
+      luaL_error(L, "%s: option ids: entry %I is %f, expected an integer id in 0..%I", fn, (lua_Integer)i + 1,
+                 (double)v, (lua_Integer)V - 1);
+    ids[i] = (int32_t)v;
+  }
+  luaL_pushresultsize(&buf, (size_t)n * sizeof(int32_t));
+  lua_pushinteger(L, B);
+  lua_pushinteger(L, T);
+  lua_rotate(L, -3, 2); /* upvalues: 1 batch, 2 seq, 3 the ids (int32 bytes), 4 seed */
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_pushcclosure(L, data_tokens_call, 4);
+  return 1;
+}
+
 /* icl.data.repeated_segments{vocab, seq, segment, segment_max, batch, repeated_only, seed, gap_max}
  * -> function(step [, B]) */
 static int data_repeated_segments(lua_State *L) {
@@ -782,6 +830,7 @@ int icl_lua_open_train(lua_State *L) {
   lua_setfield(L, -2, "train");
   new_lib(L, (const luaL_Reg[]){{"attn_only", nn_attn_only}, {"load", nn_load}, {NULL, NULL}}, "nn");
   new_lib(L, (const luaL_Reg[]){{"adamw", optim_adamw}, {"sgd", optim_sgd}, {NULL, NULL}}, "optim");
-  new_lib(L, (const luaL_Reg[]){{"repeated_segments", data_repeated_segments}, {"text", data_text}, {NULL, NULL}}, "data");
+  new_lib(L, (const luaL_Reg[]){{"repeated_segments", data_repeated_segments}, {"text", data_text}, {"tokens", data_tokens},
+                       {NULL, NULL}}, "data");
   return 1;
 }

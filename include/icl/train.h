@@ -126,4 +126,9 @@ void icl_data_spaced_repeats(int64_t B, int64_t T, int vocab, int seg_min, int s
 void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
                            int32_t *tokens, int32_t *targets);
 
+/* Token-level text: B windows of T ids at offsets drawn as icl_data_text_windows draws them, over an id stream
+ * ids[0, n) (n > T; e.g. a tokenized corpus); targets the next id at every position. */
+void icl_data_token_windows(const int32_t *ids, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
+                            int32_t *tokens, int32_t *targets);
+
 #endif

@@ -31,3 +31,15 @@ void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T,
     for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
   }
 }
+
+void icl_data_token_windows(const int32_t *ids, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
+                            int32_t *tokens, int32_t *targets) {
+  uint64_t span = (uint64_t)(n - T); /* as the byte windows: T inputs and the last target */
+  for (int64_t b = 0; b < B; b++) {
+    uint64_t s = seed;
+    s = tr_splitmix(&s) ^ (uint64_t)step;
+    s = tr_splitmix(&s) ^ (uint64_t)b;
+    const int32_t *w = ids + tr_splitmix(&s) % span;
+    for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
+  }
+}

@@ -95,6 +95,27 @@ out=$("$ICL" script "$d/warm.lua" "$d/w5/summary.json" 2>&1)
 check "phase default warmup is 5% of the steps (quick: 200 -> 10; got $out)" [ "$out" = "10" ]
 # the papers' copying measures on SmolLM2 without the text (--scores-only needs no data/)
 if [ -f models/SmolLM2-135M-Instruct-Q4_1.gguf ]; then
+  # --data bpe (issue 41's natural text in BPE tokens) on a text written here: the ids remapped to the most
+  # frequent --vocab - 1 plus one out-of-vocabulary id, and what the summary says about it
+  for i in $(seq 1 400); do echo "KING: the crown is mine, said the king $((i % 9)) times to the queen."; done >"$d/t.txt"
+  "$ICL" script experiments/induction_phase.lua --quick --data bpe --text "$d/t.txt" --vocab 40 --models 1L \
+    --steps 20 --every 10 --out "$d/bpe" >"$d/bpelog" 2>&1; rc=$?
+  check "phase --data bpe exits 0 (log: $(tail -3 "$d/bpelog"))" [ "$rc" -eq 0 ]
+  cat >"$d/check_bpe.lua" <<'LUA'
+local s = assert(icl.json.read(arg[1]))
+assert(s.options.data == "bpe" and s.options.vocab == 40, "bpe options recorded")
+local kept, cover, total = s.data:match("(%d+) most frequent kept %(([%d.]+)%% of (%d+) tokens%)")
+local distinct = assert(io.open(arg[2])):read("a"):match("tokens %((%d+) distinct%)")
+-- every distinct token kept when there are fewer than --vocab - 1 of them (then 100% covered), else 39
+local want = math.min(tonumber(distinct), 39)
+assert(tonumber(kept) == want and (want == 39 or tonumber(cover) == 100) and tonumber(total) > 4000,
+       "the remap described: " .. s.data .. " (distinct " .. tostring(distinct) .. ")")
+print("ok")
+LUA
+  out=$("$ICL" script "$d/check_bpe.lua" "$d/bpe/summary.json" "$d/bpelog" 2>&1)
+  check "phase --data bpe summary ($out)" [ "$out" = "ok" ]
+  grep -q "tokens (.* distinct) of $d/t.txt" "$d/bpelog"
+  check "phase --data bpe logs the corpus' token count" [ $? -eq 0 ]
   "$ICL" script experiments/induction_heads_real.lua --quick --scores-only --out "$d/s" >"$d/slog" 2>&1; rc=$?
   check "real --quick --scores-only exits 0 (log: $(tail -3 "$d/slog"))" [ "$rc" -eq 0 ]
   check_index "real --scores-only" "$d/s"
