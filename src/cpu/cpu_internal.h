@@ -218,6 +218,9 @@ typedef struct cpu_kernels {
    * NULL where the level has none (that loop runs) */
   void (*norm_bwd16)(const float *x, const float *g, int64_t ld, const float *w, int64_t d, int rms, float eps,
                      float *stats, float *dx);
+  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional: the bits of
+   * cpu_ops.c's layer_norm_tile; NULL where the level has none */
+  void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,

@@ -129,7 +129,31 @@ __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, co
   }
 }
 
-void cpu_kernels_train_avx512(cpu_kernels *k) { k->norm_bwd16 = norm_bwd16_avx512; }
+/* LayerNorm forward of sixteen rows: the stats by norm_bwd16's first passes (the forward loop's double sums, see
+ * cpu_ops.c's layer_norm_tile), then y = (x - m) * r * w + b sixteen floats at a time, the scalar loop's float
+ * operations in its order (w absent: times 1, b absent: plus 0, as there). */
+__attribute__((target(AVX512))) static void layer_norm16_avx512(const float *x, int64_t ld, const float *w,
+                                                                 const float *b, int64_t d, float eps, float *y) {
+  float st[32];
+  norm_bwd16_avx512(x, x, ld, NULL, d, 0, eps, st, NULL); /* g is not read without dx */
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  for (int i = 0; i < 16; i++) {
+    const float *xi = x + i * ld;
+    float *yi = y + i * ld;
+    const __m512 mi = _mm512_set1_ps(st[2 * i]), ri = _mm512_set1_ps(st[2 * i + 1]);
+    for (int64_t j = 0; j < d; j += 16) {
+      __mmask16 k = d - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - j)) - 1);
+      __m512 wv = w ? _mm512_maskz_loadu_ps(k, w + j) : one, bv = b ? _mm512_maskz_loadu_ps(k, b + j) : zero;
+      __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + j), mi), ri), wv);
+      _mm512_mask_storeu_ps(yi + j, k, _mm512_add_ps(t, bv));
+    }
+  }
+}
+
+void cpu_kernels_train_avx512(cpu_kernels *k) {
+  k->norm_bwd16 = norm_bwd16_avx512;
+  k->layer_norm16 = layer_norm16_avx512;
+}
 #else
 typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */
 #endif

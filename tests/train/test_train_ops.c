@@ -240,6 +240,36 @@ static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with
   free(x), free(w), free(dy), free(dx0);
 }
 
+/* The level's sixteen-row LayerNorm forward kernel (layer_norm16, the inference op's) against the four-row loop
+ * it replaces (the kernel removed from the table): y bit-identical, with and without weight and bias, row lengths
+ * with partial blocks or past the kept columns, row counts with a 4-row and 1-row remainder. */
+static void test_layer_norm_kernel(int64_t d, int64_t n, int with_w, int with_b) {
+  if (!g_cb->k.layer_norm16) {
+    printf("layer_norm16 d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
+    return;
+  }
+  float *x = rnd(d * n, -2, 2), *w = rnd(d, 0.5f, 1.5f), *b = rnd(d, -1, 1), *y[2] = {zeros_f(d * n), zeros_f(d * n)};
+  x[0] = -0.0f; /* a zero product: 0 + -0 gives +0, as the loop's added 0 does */
+  for (int64_t j = 0; j < d; j++) x[j] = x[0];
+  struct icl_buf bx, bw, bb, by;
+  icl_dt vx = hv(&bx, x, d, n, 1, ICL_TYPE_F32), vw = hv(&bw, w, d, 1, 1, ICL_TYPE_F32);
+  icl_dt vb = hv(&bb, b, d, 1, 1, ICL_TYPE_F32);
+  icl_error err;
+  for (int k = 0; k < 2; k++) {
+    icl_dt vy = hv(&by, y[k], d, n, 1, ICL_TYPE_F32);
+    cpu_kernels saved = g_cb->k;
+    if (k == 1) g_cb->k.layer_norm16 = NULL;
+    CHECK(icl_op_layer_norm(&g_cb->be, &vx, with_w ? &vw : NULL, with_b ? &vb : NULL, 1e-5f, &vy, &err) == ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < d * n; i++) bad += memcmp(&y[0][i], &y[1][i], 4) != 0;
+  printf("layer_norm16 d=%lld n=%lld w=%d b=%d: %lld elements differ\n", (long long)d, (long long)n, with_w, with_b,
+         (long long)bad);
+  CHECK(bad == 0);
+  free(x), free(w), free(b), free(y[0]), free(y[1]);
+}
+
 /* ---- attention ------------------------------------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -486,6 +516,12 @@ int main(void) {
   test_norm_kernel(0, 29, 48, 1, 0);
   test_norm_kernel(0, 300, 20, 1, 1); /* past the kernel's kept columns: transposed again per pass */
   test_norm_kernel(1, 257, 16, 1, 1);
+  for (int i = 0; i < 7; i++) test_layer_norm_kernel(nd[i], 37, 1, 1);
+  test_layer_norm_kernel(128, 1152, 1, 1); /* the meta model's rows: several parallel ranges */
+  test_layer_norm_kernel(29, 53, 0, 1);
+  test_layer_norm_kernel(29, 53, 1, 0);
+  test_layer_norm_kernel(16, 20, 0, 0);
+  test_layer_norm_kernel(300, 20, 1, 1);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
