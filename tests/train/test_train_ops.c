@@ -270,6 +270,51 @@ static void test_layer_norm_kernel(int64_t d, int64_t n, int with_w, int with_b)
   free(x), free(w), free(b), free(y[0]), free(y[1]);
 }
 
+/* The level's strided copy for the gemm's packs (copy_cols) against the loop it stands for, for each width and row
+ * counts with a remainder of the unrolled four; then the matmul backward (dW packs both operands through it, B in
+ * pairs of token groups) with the kernel and without it, bit for bit, over sizes with an odd and a partial group. */
+static void test_copy_cols(void) {
+  if (!g_cb->k.copy_cols) {
+    printf("copy_cols: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t K = 23, cs = 53;
+  float *p = rnd(K * cs, -1, 1), *d = zeros_f(2 * 32 * K), *want = zeros_f(2 * 32 * K);
+  const int ws[3] = {32, 16, 8};
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++) {
+    int w = ws[i], dw = w == 32 ? 32 : 8; /* w = 16: two 8-wide outputs, the second 8 K floats on */
+    memset(d, 0, 2 * 32 * K * 4), memset(want, 0, 2 * 32 * K * 4);
+    g_cb->k.copy_cols(p + 1, cs, K, w, d, w == 16 ? d + 8 * K : NULL);
+    for (int64_t c = 0; c < K; c++)
+      for (int j = 0; j < w; j++) want[(j >= dw ? 8 * K : 0) + c * dw + j % dw] = p[1 + c * cs + j];
+    for (int64_t j = 0; j < 2 * 32 * K; j++) bad += memcmp(&d[j], &want[j], 4) != 0;
+  }
+  printf("copy_cols   widths 32, 16, 8, K=%lld: %lld elements differ\n", (long long)K, (long long)bad);
+  CHECK(bad == 0);
+  free(p), free(d), free(want);
+  const int64_t sz[3][3] = {{70, 40, 50}, {128, 96, 600}, {40, 33, 1152}}; /* K, R, n: dy's R rows, 5 whole groups, 12, 4 and a part */
+  for (int s = 0; s < 3; s++) {
+    int64_t k = sz[s][0], r = sz[s][1], n = sz[s][2];
+    float *W = rnd(k * r, -1, 1), *x = rnd(k * n, -1, 1), *dy = rnd(r * n, -1, 1), *out[2][2];
+    for (int v = 0; v < 2; v++) {
+      out[v][0] = zeros_f(k * r), out[v][1] = zeros_f(k * n);
+      cpu_kernels saved = g_cb->k;
+      if (v == 1) g_cb->k.copy_cols = NULL;
+      icl_error err;
+      CHECK(cpu_tr_matmul_bwd(g_cb, W, k, r, x, n, dy, out[v][0], out[v][1], 0, &err) == ICL_OK);
+      g_cb->k = saved;
+    }
+    int64_t nb = 0;
+    for (int64_t j = 0; j < k * r; j++) nb += memcmp(&out[0][0][j], &out[1][0][j], 4) != 0;
+    for (int64_t j = 0; j < k * n; j++) nb += memcmp(&out[0][1][j], &out[1][1][j], 4) != 0;
+    printf("copy_cols   matmul_bwd K=%lld R=%lld n=%lld: dW, dx %lld elements differ\n", (long long)k, (long long)r,
+           (long long)n, (long long)nb);
+    CHECK(nb == 0);
+    free(W), free(x), free(dy), free(out[0][0]), free(out[0][1]), free(out[1][0]), free(out[1][1]);
+  }
+}
+
 /* ---- attention ------------------------------------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -522,6 +567,7 @@ int main(void) {
   test_layer_norm_kernel(29, 53, 1, 0);
   test_layer_norm_kernel(16, 20, 0, 0);
   test_layer_norm_kernel(300, 20, 1, 1);
+  test_copy_cols();
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
