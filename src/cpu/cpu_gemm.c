@@ -86,9 +86,11 @@ static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float 
   if (wp) k->gemm_tile(wp, g->K, xp, nt, y, ldy, nr);
   else k->gemm_tile_ld(g->a.p + j0, g->a.cs, g->K, xp, nt, y, ldy, nr);
   if (!g->accumulate) return;
-  /* y += the finished sum, as a separate add did */
-  for (int u = 0; u < nt; u++)
-    for (int r = 0; r < nr; r++) g->y[(t + u) * g->ldy + j0 + r] += tmp[u * CPU_TILE_ROWS + r];
+  /* y += the finished sum, as a separate add did (add_mul: y + tmp per element, every level the loop's bits) */
+  for (int u = 0; u < nt; u++) {
+    float *yr = g->y + (t + u) * g->ldy + j0;
+    k->add_mul(0, yr, tmp + u * CPU_TILE_ROWS, yr, nr);
+  }
 }
 
 
