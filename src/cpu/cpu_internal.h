@@ -225,6 +225,9 @@ typedef struct cpu_kernels {
    * transposed A tile); NULL where the level has none (plain loops run) */
   void (*copy_cols)(const float *p, int64_t cs, int64_t K, int w, float *d0, float *d1);
   void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y);
+  /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
+   * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
+  void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,

@@ -33,7 +33,7 @@ static void gemm(const cpu_kernels *k, cpu_mat a, cpu_mat b, int64_t R, int64_t 
 /* pdp[r] = sum over j <= i0 + r of P[i0+r][j] dP[i0+r][j] in double, j in order, for the nr <= 4 rows from i0: the
  * rows' chains interleave over their common keys (j <= i0), then each row finishes its own, so every sum is the
  * one a row alone gives but the adds overlap (one row at a time waited on each add). */
-static void row_dots(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double pdp[4]) {
+static void row_dots(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp) {
   const float *p[4], *d[4];
   for (int r = 0; r < 4; r++) {
     int rr = r < nr ? r : 0;
@@ -59,10 +59,13 @@ static void attb_item(void *arg, int64_t it, int ith) {
   const float *P = c->P + (b * c->nh + h) * T * T;
   float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
   gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
-  for (int64_t i0 = 0; i0 < T; i0 += 4) {
-    double pdp[4];
-    row_dots(P, dS, T, i0, T - i0 < 4 ? (int)(T - i0) : 4, pdp);
-    for (int64_t i = i0; i < i0 + 4 && i < T; i++) { /* dS = P (dP - rowsum) scale, zero past the diagonal */
+  const int64_t step = K->row_dots8 ? 8 : 4; /* rows whose sums run together */
+  for (int64_t i0 = 0; i0 < T; i0 += step) {
+    double pdp[8];
+    int nr = T - i0 < step ? (int)(T - i0) : (int)step;
+    if (K->row_dots8) K->row_dots8(P, dS, T, i0, nr, pdp);
+    else row_dots(P, dS, T, i0, nr, pdp);
+    for (int64_t i = i0; i < i0 + step && i < T; i++) { /* dS = P (dP - rowsum) scale, zero past the diagonal */
       float *restrict row = dS + i * T;
       const float *restrict p = P + i * T;
       const float sum = (float)pdp[i - i0], scale = c->scale;
