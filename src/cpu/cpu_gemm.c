@@ -81,10 +81,15 @@ static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
  * packed group xp. */
 static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
                       int64_t t, int nt, float *tmp) {
+  if (g->causal == CPU_GEMM_Y_LOWER && j0 > t + nt - 1) return; /* no y[t][j] with j <= t in this tile */
+  /* the columns [c0, c1) that can be non-zero for these tokens (cpu_gemm_args.causal) */
+  int64_t c0 = g->causal == CPU_GEMM_B_UPPER ? t : 0;
+  int64_t c1 = g->causal == CPU_GEMM_B_LOWER && t + nt < g->K ? t + nt : g->K;
+  if (c0 > c1) c0 = c1;
   float *y = g->accumulate ? tmp : g->y + t * g->ldy + j0;
   int64_t ldy = g->accumulate ? CPU_TILE_ROWS : g->ldy;
-  if (wp) k->gemm_tile(wp, g->K, xp, nt, y, ldy, nr);
-  else k->gemm_tile_ld(g->a.p + j0, g->a.cs, g->K, xp, nt, y, ldy, nr);
+  if (wp) k->gemm_tile(wp + c0 * CPU_TILE_ROWS, c1 - c0, xp + c0 * k->gemm_nt, nt, y, ldy, nr);
+  else k->gemm_tile_ld(g->a.p + j0 + c0 * g->a.cs, g->a.cs, c1 - c0, xp + c0 * k->gemm_nt, nt, y, ldy, nr);
   if (!g->accumulate) return;
   /* y += the finished sum, as a separate add did (add_mul: y + tmp per element, every level the loop's bits) */
   for (int u = 0; u < nt; u++) {

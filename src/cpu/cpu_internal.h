@@ -378,7 +378,13 @@ typedef struct cpu_gemm_args {
   float *y;
   int64_t ldy;
   int accumulate; /* 1: y += the product; 0: y = the product */
+  /* causal structure the products may skip (CPU_GEMM_*; 0: none): B(t, c) = 0 for c > t (B_LOWER) or c < t
+   * (B_UPPER), so those terms are left out, which leaves every sum's bits as they were for finite A (each kernel
+   * sum starts from +0 and never becomes -0, and adding a product 0 * a = +-0 changes no other value); or only
+   * y[t][j] for j <= t is used (Y_LOWER: row tiles wholly past a token group are not computed) */
+  int causal;
 } cpu_gemm_args;
+enum { CPU_GEMM_B_LOWER = 1, CPU_GEMM_B_UPPER = 2, CPU_GEMM_Y_LOWER = 3 };
 /* Threaded over row tiles and token blocks, per-thread scratch from the backend. */
 int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err);
 /* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */

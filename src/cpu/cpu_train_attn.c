@@ -25,8 +25,8 @@ static int64_t attb_scratch(const cpu_kernels *k, int64_t hd, int64_t T) {
 
 /* y[t*ldy + j] = sum over c < K of A(j, c) B(t, c) on the calling thread (cpu_gemm_serial). */
 static void gemm(const cpu_kernels *k, cpu_mat a, cpu_mat b, int64_t R, int64_t n, int64_t K, float *y, int64_t ldy,
-                 float *ws) {
-  cpu_gemm_args g = {.a = a, .b = b, .R = R, .n = n, .K = K, .y = y, .ldy = ldy};
+                 float *ws, int causal) {
+  cpu_gemm_args g = {.a = a, .b = b, .R = R, .n = n, .K = K, .y = y, .ldy = ldy, .causal = causal};
   cpu_gemm_serial(k, &g, ws);
 }
 
@@ -58,7 +58,9 @@ static void attb_item(void *arg, int64_t it, int ith) {
   int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
   const float *P = c->P + (b * c->nh + h) * T * T;
   float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
-  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
+  /* the causal zeros of P and dS are left out of the products (cpu_gemm_args.causal: the same bits), and dP past
+   * the diagonal, which nothing reads, is not computed */
+  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws, CPU_GEMM_Y_LOWER); /* dP */
   const int64_t step = K->row_dots8 ? 8 : 4; /* rows whose sums run together */
   for (int64_t i0 = 0; i0 < T; i0 += step) {
     double pdp[8];
@@ -73,9 +75,10 @@ static void attb_item(void *arg, int64_t it, int ith) {
       memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
     }
   }
-  gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws);  /* dq_i = sum_j dS_ij k_j */
-  gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
-  gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
+  /* dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij dz_i */
+  gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws, CPU_GEMM_B_LOWER);
+  gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws, CPU_GEMM_B_UPPER);
+  gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws, CPU_GEMM_B_UPPER);
 }
 
 int cpu_tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,

@@ -317,6 +317,42 @@ static void test_copy_cols(void) {
 
 /* ---- attention ------------------------------------------------------------------------------------- */
 
+/* The strided gemm's causal modes (cpu_gemm_args.causal: the attention backward's products) against the full
+ * products on the same operands, bit for bit: B zero past or before the diagonal (its terms left out), and y used
+ * on and below the diagonal only (the tiles past it not computed); A with negative values, so that left-out terms
+ * would have been -0. Square T x T (the attention's shape), row counts with a partial tile. */
+static void test_gemm_causal(int64_t R, int64_t T) {
+  float *a = rnd(R * T, -1, 1), *b = rnd(T * T, -1, 1), *y[2] = {zeros_f(T * R), zeros_f(T * R)};
+  float *ws = aligned_alloc(64, (size_t)(cpu_gemm_ws(&g_cb->k, T, T) + 16) * sizeof(float));
+  const char *name[4] = {"", "B lower", "B upper", "y lower"};
+  for (int mode = 1; mode <= 3; mode++) {
+    float *bz = malloc((size_t)(T * T) * sizeof(float)), *bt = malloc((size_t)(T * T) * sizeof(float));
+    for (int64_t t = 0; t < T; t++) /* B(t, c) = bz[t*T + c] */
+      for (int64_t c = 0; c < T; c++)
+        bz[t * T + c] = (mode == 1 && c > t) || (mode == 2 && c < t) ? 0.0f : b[t * T + c];
+    int64_t bad = 0;
+    for (int lay = 0; lay < 4; lay++) { /* A row-major (packed) or transposed (read in place); B likewise */
+      cpu_mat am = lay & 1 ? (cpu_mat){a, 1, R} : (cpu_mat){a, T, 1};
+      cpu_mat bm = lay & 2 ? (cpu_mat){bt, 1, T} : (cpu_mat){bz, T, 1};
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < T; c++) bt[c * T + t] = bz[t * T + c];
+      for (int v = 0; v < 2; v++) {
+        for (int64_t i = 0; i < T * R; i++) y[v][i] = 7.0f;
+        cpu_gemm_args g = {.a = am, .b = bm, .R = R, .n = T, .K = T, .y = y[v], .ldy = R, .causal = v == 0 ? mode : 0};
+        cpu_gemm_serial(&g_cb->k, &g, ws);
+      }
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < R; j++)
+          if (mode != 3 || j <= t) bad += memcmp(&y[0][t * R + j], &y[1][t * R + j], 4) != 0;
+    }
+    printf("gemm causal %-7s R=%lld T=%lld: %lld elements differ\n", name[mode], (long long)R, (long long)T,
+           (long long)bad);
+    CHECK(bad == 0);
+    free(bz), free(bt);
+  }
+  free(a), free(b), free(y[0]), free(y[1]), free(ws);
+}
+
 /* The level's eight-row sums of the attention backward (row_dots8) against the four-row loop (the kernel removed
  * from the table): dq, dk, dv bit-identical for sequence lengths below eight, with a remainder of 1 and of 3, and
  * past a whole 8-column block of the common keys. */
@@ -602,6 +638,9 @@ int main(void) {
   test_copy_cols();
   const int64_t nT[] = {5, 9, 19, 70};
   for (int i = 0; i < 4; i++) test_row_dots_kernel(nT[i]);
+  test_gemm_causal(16, 70);
+  test_gemm_causal(40, 37);
+  test_gemm_causal(70, 70);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
