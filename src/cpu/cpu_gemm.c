@@ -45,7 +45,9 @@ static void pack_b(const cpu_kernels *k, const cpu_mat *b, int64_t t0, int nt, i
       for (int t = 0; t < nt; t++) xp[c * gnt + t] = p[t * b->rs + c * b->cs];
 }
 
-static int nrows(const cpu_gemm_args *g, int64_t j0) { return g->R - j0 < CPU_TILE_ROWS ? (int)(g->R - j0) : CPU_TILE_ROWS; }
+static int nrows(const cpu_gemm_args *g, int64_t j0) {
+  return g->R - j0 < CPU_TILE_ROWS ? (int)(g->R - j0) : CPU_TILE_ROWS;
+}
 static int ntoks(const cpu_kernels *k, const cpu_gemm_args *g, int64_t t) {
   return g->n - t < k->gemm_nt ? (int)(g->n - t) : k->gemm_nt;
 }
