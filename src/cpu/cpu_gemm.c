@@ -18,7 +18,8 @@ static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 /* wp[c*32 + r] = A(j0 + r, c) for r < nr, zero for nr <= r < 32. */
 static void pack_a(const cpu_kernels *k, const cpu_mat *a, int64_t j0, int nr, int64_t K, float *wp) {
   const float *p = a->p + j0 * a->rs;
-  if (a->rs == 1 && nr == CPU_TILE_ROWS) { /* a transposed view: each column's rows are contiguous */
+  if (a->rs == 1 && nr == CPU_TILE_ROWS && k->copy_cols) k->copy_cols(p, a->cs, K, CPU_TILE_ROWS, wp, NULL);
+  else if (a->rs == 1 && nr == CPU_TILE_ROWS) { /* a transposed view: each column's rows are contiguous */
     for (int64_t c = 0; c < K; c++)
       for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c * CPU_TILE_ROWS + r] = p[c * a->cs + r];
   } else if (a->cs == 1 && a->rs == K && nr == CPU_TILE_ROWS) {
@@ -35,12 +36,38 @@ static void pack_b(const cpu_kernels *k, const cpu_mat *b, int64_t t0, int nt, i
   int gnt = k->gemm_nt;
   const float *p = b->p + t0 * b->rs;
   if (b->cs == 1) k->pack_x(p, b->rs, K, nt, gnt, xp);
+  else if (b->rs == 1 && nt == 8 && gnt == 8 && k->copy_cols) k->copy_cols(p, b->cs, K, 8, xp, NULL);
   else if (b->rs == 1 && nt == 8 && gnt == 8)
     for (int64_t c = 0; c < K; c++)
       for (int t = 0; t < 8; t++) xp[c * 8 + t] = p[c * b->cs + t];
   else
     for (int64_t c = 0; c < K; c++)
       for (int t = 0; t < nt; t++) xp[c * gnt + t] = p[t * b->rs + c * b->cs];
+}
+
+static int nrows(const cpu_gemm_args *g, int64_t j0) {
+  return g->R - j0 < CPU_TILE_ROWS ? (int)(g->R - j0) : CPU_TILE_ROWS;
+}
+static int ntoks(const cpu_kernels *k, const cpu_gemm_args *g, int64_t t) {
+  return g->n - t < k->gemm_nt ? (int)(g->n - t) : k->gemm_nt;
+}
+
+/* Whether token group i is packed together with group i - 1 (pack_b2): a transposed B whose two groups' 16 floats
+ * come from one load, so each cache line of B is read once instead of once per group. */
+static int b_paired(const cpu_kernels *k, const cpu_gemm_args *g, int64_t i) {
+  return g->b.rs == 1 && g->b.cs != 1 && k->gemm_nt == 8 && k->copy_cols && (i & 1) && (i + 1) * 8 <= g->n;
+}
+
+/* Token groups i and i + 1 at xp (group i's place), both whole. */
+static void pack_b2(const cpu_kernels *k, const cpu_mat *b, int64_t i, int64_t K, float *xp) {
+  k->copy_cols(b->p + i * 8, b->cs, K, 16, xp, xp + 8 * K);
+}
+
+/* Group i of the token groups, or of a pair when it leads one (nothing when it is a pair's second). */
+static void pack_group(const cpu_kernels *k, const cpu_gemm_args *g, int64_t i, float *xp) {
+  if (b_paired(k, g, i)) return;
+  if (b_paired(k, g, i + 1)) pack_b2(k, &g->b, i, g->K, xp);
+  else pack_b(k, &g->b, i * k->gemm_nt, ntoks(k, g, i * k->gemm_nt), g->K, xp);
 }
 
 /* Whether A is read in place by gemm_tile_ld (a transposed view: column c of a tile is contiguous). Only for a
@@ -56,20 +83,23 @@ static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
  * packed group xp. */
 static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
                       int64_t t, int nt, float *tmp) {
+  if (g->causal == CPU_GEMM_Y_LOWER && j0 > t + nt - 1) return; /* no y[t][j] with j <= t in this tile */
+  /* the columns [c0, c1) that can be non-zero for these tokens (cpu_gemm_args.causal) */
+  int64_t c0 = g->causal == CPU_GEMM_B_UPPER ? t : 0;
+  int64_t c1 = g->causal == CPU_GEMM_B_LOWER && t + nt < g->K ? t + nt : g->K;
+  if (c0 > c1) c0 = c1;
   float *y = g->accumulate ? tmp : g->y + t * g->ldy + j0;
   int64_t ldy = g->accumulate ? CPU_TILE_ROWS : g->ldy;
-  if (wp) k->gemm_tile(wp, g->K, xp, nt, y, ldy, nr);
-  else k->gemm_tile_ld(g->a.p + j0, g->a.cs, g->K, xp, nt, y, ldy, nr);
+  if (wp) k->gemm_tile(wp + c0 * CPU_TILE_ROWS, c1 - c0, xp + c0 * k->gemm_nt, nt, y, ldy, nr);
+  else k->gemm_tile_ld(g->a.p + j0 + c0 * g->a.cs, g->a.cs, c1 - c0, xp + c0 * k->gemm_nt, nt, y, ldy, nr);
   if (!g->accumulate) return;
-  /* y += the finished sum, as a separate add did */
-  for (int u = 0; u < nt; u++)
-    for (int r = 0; r < nr; r++) g->y[(t + u) * g->ldy + j0 + r] += tmp[u * CPU_TILE_ROWS + r];
+  /* y += the finished sum, as a separate add did (add_mul: y + tmp per element, every level the loop's bits) */
+  for (int u = 0; u < nt; u++) {
+    float *yr = g->y + (t + u) * g->ldy + j0;
+    k->add_mul(0, yr, tmp + u * CPU_TILE_ROWS, yr, nr);
+  }
 }
 
-static int nrows(const cpu_gemm_args *g, int64_t j0) { return g->R - j0 < CPU_TILE_ROWS ? (int)(g->R - j0) : CPU_TILE_ROWS; }
-static int ntoks(const cpu_kernels *k, const cpu_gemm_args *g, int64_t t) {
-  return g->n - t < k->gemm_nt ? (int)(g->n - t) : k->gemm_nt;
-}
 
 int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K) {
   int64_t gnt = k->gemm_nt;
@@ -80,7 +110,7 @@ void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
   int gnt = k->gemm_nt;
   int64_t groups = (g->n + gnt - 1) / gnt;
   float *xp = ws, *wp = ws + up16(groups * gnt * g->K), *tmp = wp + CPU_TILE_ROWS * g->K;
-  for (int64_t i = 0; i < groups; i++) pack_b(k, &g->b, i * gnt, ntoks(k, g, i * gnt), g->K, xp + i * gnt * g->K);
+  for (int64_t i = 0; i < groups; i++) pack_group(k, g, i, xp + i * gnt * g->K);
   int in_place = a_in_place(k, g);
   for (int64_t j0 = 0; j0 < g->R; j0 += CPU_TILE_ROWS) {
     if (!in_place) pack_a(k, &g->a, j0, nrows(g, j0), g->K, wp);
@@ -106,10 +136,8 @@ static void gemm_pack_item(void *arg, int64_t it, int ith) {
   if (it < c->n_tiles && !c->wp) return;
   if (it < c->n_tiles) pack_a(k, &c->g->a, it * CPU_TILE_ROWS, nrows(c->g, it * CPU_TILE_ROWS), K,
                               c->wp + it * CPU_TILE_ROWS * K);
-  else {
-    int64_t t = (it - c->n_tiles) * k->gemm_nt;
-    pack_b(k, &c->g->b, t, ntoks(k, c->g, t), K, c->xp + t * K);
-  }
+  else
+    pack_group(k, c->g, it - c->n_tiles, c->xp + (it - c->n_tiles) * k->gemm_nt * K);
 }
 
 static void gemm_run_item(void *arg, int64_t it, int ith) {

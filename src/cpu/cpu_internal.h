@@ -218,6 +218,16 @@ typedef struct cpu_kernels {
    * NULL where the level has none (that loop runs) */
   void (*norm_bwd16)(const float *x, const float *g, int64_t ld, const float *w, int64_t d, int rms, float eps,
                      float *stats, float *dx);
+  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional: the bits of
+   * cpu_ops.c's layer_norm_tile; NULL where the level has none */
+  /* Strided columns copied for the gemm's packing: d0[c*8 + i] = p[c*cs + i] for i < 8 and, when d1,
+   * d1[c*8 + i] = p[c*cs + 8 + i] (w = 16: two token groups from one load), or d0[c*32 + i] for i < 32 (w = 32: a
+   * transposed A tile); NULL where the level has none (plain loops run) */
+  void (*copy_cols)(const float *p, int64_t cs, int64_t K, int w, float *d0, float *d1);
+  void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y);
+  /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
+   * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
+  void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,
@@ -368,7 +378,13 @@ typedef struct cpu_gemm_args {
   float *y;
   int64_t ldy;
   int accumulate; /* 1: y += the product; 0: y = the product */
+  /* causal structure the products may skip (CPU_GEMM_*; 0: none): B(t, c) = 0 for c > t (B_LOWER) or c < t
+   * (B_UPPER), so those terms are left out, which leaves every sum's bits as they were for finite A (each kernel
+   * sum starts from +0 and never becomes -0, and adding a product 0 * a = +-0 changes no other value); or only
+   * y[t][j] for j <= t is used (Y_LOWER: row tiles wholly past a token group are not computed) */
+  int causal;
 } cpu_gemm_args;
+enum { CPU_GEMM_B_LOWER = 1, CPU_GEMM_B_UPPER = 2, CPU_GEMM_Y_LOWER = 3 };
 /* Threaded over row tiles and token blocks, per-thread scratch from the backend. */
 int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err);
 /* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */

@@ -477,6 +477,37 @@ __attribute__((target(AVX512))) static void pack_x_avx512(const float *x, int64_
     for (int i = 0; i < 8; i++) xp[c * 8 + i] = x[i * ldx + c];
 }
 
+/* The gemm's strided packs (cpu_internal.h, copy_cols): a transposed operand's K rows, each a short contiguous
+ * piece cs floats apart; whole 64-byte pieces per load, four rows in flight. */
+__attribute__((target(AVX512))) static void copy_cols_avx512(const float *p, int64_t cs, int64_t K, int w, float *d0,
+                                                            float *d1) {
+  int64_t c = 0;
+  if (w == 32) {
+    for (; c + 4 <= K; c += 4)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) {
+        __m512 a = _mm512_loadu_ps(p + (c + u) * cs), b = _mm512_loadu_ps(p + (c + u) * cs + 16);
+        _mm512_storeu_ps(d0 + (c + u) * 32, a), _mm512_storeu_ps(d0 + (c + u) * 32 + 16, b);
+      }
+    for (; c < K; c++)
+      _mm512_storeu_ps(d0 + c * 32, _mm512_loadu_ps(p + c * cs)),
+          _mm512_storeu_ps(d0 + c * 32 + 16, _mm512_loadu_ps(p + c * cs + 16));
+  } else if (d1) {
+    for (; c + 4 <= K; c += 4)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) {
+        __m512 a = _mm512_loadu_ps(p + (c + u) * cs);
+        _mm256_storeu_ps(d0 + (c + u) * 8, _mm512_castps512_ps256(a));
+        _mm256_storeu_ps(d1 + (c + u) * 8, _mm512_extractf32x8_ps(a, 1));
+      }
+    for (; c < K; c++) {
+      __m512 a = _mm512_loadu_ps(p + c * cs);
+      _mm256_storeu_ps(d0 + c * 8, _mm512_castps512_ps256(a)), _mm256_storeu_ps(d1 + c * 8, _mm512_extractf32x8_ps(a, 1));
+    }
+  } else
+    for (; c < K; c++) _mm256_storeu_ps(d0 + c * 8, _mm256_loadu_ps(p + c * cs));
+}
+
 __attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, int64_t K, float *wp) {
   int64_t c0 = 0;
   for (; c0 + 16 <= K; c0 += 16)
@@ -814,6 +845,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->pack_x = pack_x_avx512;
   k->gemm_rowtile = gemm_rowtile_avx512;
   k->gemm_tile_ld = gemm_tile_ld_avx512;
+  k->copy_cols = copy_cols_avx512;
   xw_install_avx512(k);
   cpu_probes_avx512(k);
 }

@@ -65,6 +65,8 @@ static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const norm_ctx *c = arg;
   int64_t r = lo;
+  if (c->k->layer_norm16 && c->d < ((int64_t)1 << 27))
+    for (; r + 16 <= hi; r += 16) c->k->layer_norm16(c->x + r * c->d, c->d, c->w, c->b, c->d, c->eps, c->y + r * c->d);
   for (; r + 4 <= hi; r += 4) layer_norm_tile(c, r, 4);
   for (; r < hi; r++) layer_norm_tile(c, r, 1);
 }

@@ -25,15 +25,15 @@ static int64_t attb_scratch(const cpu_kernels *k, int64_t hd, int64_t T) {
 
 /* y[t*ldy + j] = sum over c < K of A(j, c) B(t, c) on the calling thread (cpu_gemm_serial). */
 static void gemm(const cpu_kernels *k, cpu_mat a, cpu_mat b, int64_t R, int64_t n, int64_t K, float *y, int64_t ldy,
-                 float *ws) {
-  cpu_gemm_args g = {.a = a, .b = b, .R = R, .n = n, .K = K, .y = y, .ldy = ldy};
+                 float *ws, int causal) {
+  cpu_gemm_args g = {.a = a, .b = b, .R = R, .n = n, .K = K, .y = y, .ldy = ldy, .causal = causal};
   cpu_gemm_serial(k, &g, ws);
 }
 
 /* pdp[r] = sum over j <= i0 + r of P[i0+r][j] dP[i0+r][j] in double, j in order, for the nr <= 4 rows from i0: the
  * rows' chains interleave over their common keys (j <= i0), then each row finishes its own, so every sum is the
  * one a row alone gives but the adds overlap (one row at a time waited on each add). */
-static void row_dots(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double pdp[4]) {
+static void row_dots(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp) {
   const float *p[4], *d[4];
   for (int r = 0; r < 4; r++) {
     int rr = r < nr ? r : 0;
@@ -58,11 +58,16 @@ static void attb_item(void *arg, int64_t it, int ith) {
   int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
   const float *P = c->P + (b * c->nh + h) * T * T;
   float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
-  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws); /* dP[i][j] = dz_i . v_j */
-  for (int64_t i0 = 0; i0 < T; i0 += 4) {
-    double pdp[4];
-    row_dots(P, dS, T, i0, T - i0 < 4 ? (int)(T - i0) : 4, pdp);
-    for (int64_t i = i0; i < i0 + 4 && i < T; i++) { /* dS = P (dP - rowsum) scale, zero past the diagonal */
+  /* the causal zeros of P and dS are left out of the products (cpu_gemm_args.causal: the same bits), and dP past
+   * the diagonal, which nothing reads, is not computed */
+  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws, CPU_GEMM_Y_LOWER); /* dP */
+  const int64_t step = K->row_dots8 ? 8 : 4; /* rows whose sums run together */
+  for (int64_t i0 = 0; i0 < T; i0 += step) {
+    double pdp[8];
+    int nr = T - i0 < step ? (int)(T - i0) : (int)step;
+    if (K->row_dots8) K->row_dots8(P, dS, T, i0, nr, pdp);
+    else row_dots(P, dS, T, i0, nr, pdp);
+    for (int64_t i = i0; i < i0 + step && i < T; i++) { /* dS = P (dP - rowsum) scale, zero past the diagonal */
       float *restrict row = dS + i * T;
       const float *restrict p = P + i * T;
       const float sum = (float)pdp[i - i0], scale = c->scale;
@@ -70,9 +75,10 @@ static void attb_item(void *arg, int64_t it, int ith) {
       memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
     }
   }
-  gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws);  /* dq_i = sum_j dS_ij k_j */
-  gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws);  /* dk_j = sum_i dS_ij q_i */
-  gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws);  /* dv_j = sum_i P_ij dz_i */
+  /* dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij dz_i */
+  gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws, CPU_GEMM_B_LOWER);
+  gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws, CPU_GEMM_B_UPPER);
+  gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws, CPU_GEMM_B_UPPER);
 }
 
 int cpu_tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,

@@ -129,7 +129,69 @@ __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, co
   }
 }
 
-void cpu_kernels_train_avx512(cpu_kernels *k) { k->norm_bwd16 = norm_bwd16_avx512; }
+/* Attention backward's row sums (cpu_train_attn.c, row_dots): pdp[r] = sum over j <= i0 + r of P[i0+r][j] *
+ * dP[i0+r][j] in double, j in order, for the nr <= 8 rows from i0 (rows T floats apart). The eight rows' common keys
+ * j <= i0 run in the eight double lanes (each lane its row's chain; the products of two widened floats are exact),
+ * the columns by 8x8 transposes; then each row's own last keys one at a time, in order. */
+__attribute__((target(AVX512))) static void row_dots8_avx512(const float *P, const float *dP, int64_t T, int64_t i0,
+                                                              int nr, double *pdp) {
+  const float *p = P + i0 * T, *d = dP + i0 * T;
+  float pb[8 * 8], db[8 * 8]; /* rows past nr repeat row 0 (read, never reported) */
+  const float *pr = p, *dr = d;
+  int64_t ld = T;
+  __m512d acc = _mm512_setzero_pd();
+  __m256 cp[8], cd[8];
+  if (nr < 8) { /* the missing rows would read past the matrix: copy the rows into blocks as the prefix goes */
+    for (int64_t j0 = 0; j0 <= i0; j0 += 8) {
+      int nj = i0 + 1 - j0 < 8 ? (int)(i0 + 1 - j0) : 8;
+      for (int r = 0; r < 8; r++)
+        for (int u = 0; u < 8; u++) {
+          int rr = r < nr ? r : 0;
+          pb[r * 8 + u] = u < nj ? p[rr * T + j0 + u] : 0.0f, db[r * 8 + u] = u < nj ? d[rr * T + j0 + u] : 0.0f;
+        }
+      cols8(pb, 8, 0, 8, cp), cols8(db, 8, 0, 8, cd);
+      for (int u = 0; u < nj; u++) acc = _mm512_add_pd(acc, _mm512_mul_pd(_mm512_cvtps_pd(cp[u]), _mm512_cvtps_pd(cd[u])));
+    }
+  } else
+    for (int64_t j0 = 0; j0 <= i0; j0 += 8) {
+      int nj = i0 + 1 - j0 < 8 ? (int)(i0 + 1 - j0) : 8;
+      cols8(pr, ld, j0, nj, cp), cols8(dr, ld, j0, nj, cd);
+      for (int u = 0; u < nj; u++) acc = _mm512_add_pd(acc, _mm512_mul_pd(_mm512_cvtps_pd(cp[u]), _mm512_cvtps_pd(cd[u])));
+    }
+  double s[8];
+  _mm512_storeu_pd(s, acc);
+  for (int r = 0; r < nr; r++) {
+    for (int64_t j = i0 + 1; j <= i0 + r; j++) s[r] += (double)p[r * T + j] * d[r * T + j];
+    pdp[r] = s[r];
+  }
+}
+
+/* LayerNorm forward of sixteen rows: the stats by norm_bwd16's first passes (the forward loop's double sums, see
+ * cpu_ops.c's layer_norm_tile), then y = (x - m) * r * w + b sixteen floats at a time, the scalar loop's float
+ * operations in its order (w absent: times 1, b absent: plus 0, as there). */
+__attribute__((target(AVX512))) static void layer_norm16_avx512(const float *x, int64_t ld, const float *w,
+                                                                 const float *b, int64_t d, float eps, float *y) {
+  float st[32];
+  norm_bwd16_avx512(x, x, ld, NULL, d, 0, eps, st, NULL); /* g is not read without dx */
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  for (int i = 0; i < 16; i++) {
+    const float *xi = x + i * ld;
+    float *yi = y + i * ld;
+    const __m512 mi = _mm512_set1_ps(st[2 * i]), ri = _mm512_set1_ps(st[2 * i + 1]);
+    for (int64_t j = 0; j < d; j += 16) {
+      __mmask16 k = d - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - j)) - 1);
+      __m512 wv = w ? _mm512_maskz_loadu_ps(k, w + j) : one, bv = b ? _mm512_maskz_loadu_ps(k, b + j) : zero;
+      __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + j), mi), ri), wv);
+      _mm512_mask_storeu_ps(yi + j, k, _mm512_add_ps(t, bv));
+    }
+  }
+}
+
+void cpu_kernels_train_avx512(cpu_kernels *k) {
+  k->norm_bwd16 = norm_bwd16_avx512;
+  k->layer_norm16 = layer_norm16_avx512;
+  k->row_dots8 = row_dots8_avx512;
+}
 #else
 typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */
 #endif

@@ -240,7 +240,150 @@ static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with
   free(x), free(w), free(dy), free(dx0);
 }
 
+/* The level's sixteen-row LayerNorm forward kernel (layer_norm16, the inference op's) against the four-row loop
+ * it replaces (the kernel removed from the table): y bit-identical, with and without weight and bias, row lengths
+ * with partial blocks or past the kept columns, row counts with a 4-row and 1-row remainder. */
+static void test_layer_norm_kernel(int64_t d, int64_t n, int with_w, int with_b) {
+  if (!g_cb->k.layer_norm16) {
+    printf("layer_norm16 d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
+    return;
+  }
+  float *x = rnd(d * n, -2, 2), *w = rnd(d, 0.5f, 1.5f), *b = rnd(d, -1, 1), *y[2] = {zeros_f(d * n), zeros_f(d * n)};
+  x[0] = -0.0f; /* a zero product: 0 + -0 gives +0, as the loop's added 0 does */
+  for (int64_t j = 0; j < d; j++) x[j] = x[0];
+  struct icl_buf bx, bw, bb, by;
+  icl_dt vx = hv(&bx, x, d, n, 1, ICL_TYPE_F32), vw = hv(&bw, w, d, 1, 1, ICL_TYPE_F32);
+  icl_dt vb = hv(&bb, b, d, 1, 1, ICL_TYPE_F32);
+  icl_error err;
+  for (int k = 0; k < 2; k++) {
+    icl_dt vy = hv(&by, y[k], d, n, 1, ICL_TYPE_F32);
+    cpu_kernels saved = g_cb->k;
+    if (k == 1) g_cb->k.layer_norm16 = NULL;
+    CHECK(icl_op_layer_norm(&g_cb->be, &vx, with_w ? &vw : NULL, with_b ? &vb : NULL, 1e-5f, &vy, &err) == ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < d * n; i++) bad += memcmp(&y[0][i], &y[1][i], 4) != 0;
+  printf("layer_norm16 d=%lld n=%lld w=%d b=%d: %lld elements differ\n", (long long)d, (long long)n, with_w, with_b,
+         (long long)bad);
+  CHECK(bad == 0);
+  free(x), free(w), free(b), free(y[0]), free(y[1]);
+}
+
+/* The level's strided copy for the gemm's packs (copy_cols) against the loop it stands for, for each width and row
+ * counts with a remainder of the unrolled four; then the matmul backward (dW packs both operands through it, B in
+ * pairs of token groups) with the kernel and without it, bit for bit, over sizes with an odd and a partial group. */
+static void test_copy_cols(void) {
+  if (!g_cb->k.copy_cols) {
+    printf("copy_cols: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t K = 23, cs = 53;
+  float *p = rnd(K * cs, -1, 1), *d = zeros_f(2 * 32 * K), *want = zeros_f(2 * 32 * K);
+  const int ws[3] = {32, 16, 8};
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++) {
+    int w = ws[i], dw = w == 32 ? 32 : 8; /* w = 16: two 8-wide outputs, the second 8 K floats on */
+    memset(d, 0, 2 * 32 * K * 4), memset(want, 0, 2 * 32 * K * 4);
+    g_cb->k.copy_cols(p + 1, cs, K, w, d, w == 16 ? d + 8 * K : NULL);
+    for (int64_t c = 0; c < K; c++)
+      for (int j = 0; j < w; j++) want[(j >= dw ? 8 * K : 0) + c * dw + j % dw] = p[1 + c * cs + j];
+    for (int64_t j = 0; j < 2 * 32 * K; j++) bad += memcmp(&d[j], &want[j], 4) != 0;
+  }
+  printf("copy_cols   widths 32, 16, 8, K=%lld: %lld elements differ\n", (long long)K, (long long)bad);
+  CHECK(bad == 0);
+  free(p), free(d), free(want);
+  const int64_t sz[3][3] = {{70, 40, 50}, {128, 96, 600}, {40, 33, 1152}}; /* K, R, n: dy's R rows, 5 whole groups, 12, 4 and a part */
+  for (int s = 0; s < 3; s++) {
+    int64_t k = sz[s][0], r = sz[s][1], n = sz[s][2];
+    float *W = rnd(k * r, -1, 1), *x = rnd(k * n, -1, 1), *dy = rnd(r * n, -1, 1), *out[2][2];
+    for (int v = 0; v < 2; v++) {
+      out[v][0] = zeros_f(k * r), out[v][1] = zeros_f(k * n);
+      cpu_kernels saved = g_cb->k;
+      if (v == 1) g_cb->k.copy_cols = NULL;
+      icl_error err;
+      CHECK(cpu_tr_matmul_bwd(g_cb, W, k, r, x, n, dy, out[v][0], out[v][1], 0, &err) == ICL_OK);
+      g_cb->k = saved;
+    }
+    int64_t nb = 0;
+    for (int64_t j = 0; j < k * r; j++) nb += memcmp(&out[0][0][j], &out[1][0][j], 4) != 0;
+    for (int64_t j = 0; j < k * n; j++) nb += memcmp(&out[0][1][j], &out[1][1][j], 4) != 0;
+    printf("copy_cols   matmul_bwd K=%lld R=%lld n=%lld: dW, dx %lld elements differ\n", (long long)k, (long long)r,
+           (long long)n, (long long)nb);
+    CHECK(nb == 0);
+    free(W), free(x), free(dy), free(out[0][0]), free(out[0][1]), free(out[1][0]), free(out[1][1]);
+  }
+}
+
 /* ---- attention ------------------------------------------------------------------------------------- */
+
+/* The strided gemm's causal modes (cpu_gemm_args.causal: the attention backward's products) against the full
+ * products on the same operands, bit for bit: B zero past or before the diagonal (its terms left out), and y used
+ * on and below the diagonal only (the tiles past it not computed); A with negative values, so that left-out terms
+ * would have been -0. Square T x T (the attention's shape), row counts with a partial tile. */
+static void test_gemm_causal(int64_t R, int64_t T) {
+  float *a = rnd(R * T, -1, 1), *b = rnd(T * T, -1, 1), *y[2] = {zeros_f(T * R), zeros_f(T * R)};
+  float *ws = aligned_alloc(64, (size_t)(cpu_gemm_ws(&g_cb->k, T, T) + 16) * sizeof(float));
+  const char *name[4] = {"", "B lower", "B upper", "y lower"};
+  for (int mode = 1; mode <= 3; mode++) {
+    float *bz = malloc((size_t)(T * T) * sizeof(float)), *bt = malloc((size_t)(T * T) * sizeof(float));
+    for (int64_t t = 0; t < T; t++) /* B(t, c) = bz[t*T + c] */
+      for (int64_t c = 0; c < T; c++)
+        bz[t * T + c] = (mode == 1 && c > t) || (mode == 2 && c < t) ? 0.0f : b[t * T + c];
+    int64_t bad = 0;
+    for (int lay = 0; lay < 4; lay++) { /* A row-major (packed) or transposed (read in place); B likewise */
+      cpu_mat am = lay & 1 ? (cpu_mat){a, 1, R} : (cpu_mat){a, T, 1};
+      cpu_mat bm = lay & 2 ? (cpu_mat){bt, 1, T} : (cpu_mat){bz, T, 1};
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < T; c++) bt[c * T + t] = bz[t * T + c];
+      for (int v = 0; v < 2; v++) {
+        for (int64_t i = 0; i < T * R; i++) y[v][i] = 7.0f;
+        cpu_gemm_args g = {.a = am, .b = bm, .R = R, .n = T, .K = T, .y = y[v], .ldy = R, .causal = v == 0 ? mode : 0};
+        cpu_gemm_serial(&g_cb->k, &g, ws);
+      }
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < R; j++)
+          if (mode != 3 || j <= t) bad += memcmp(&y[0][t * R + j], &y[1][t * R + j], 4) != 0;
+    }
+    printf("gemm causal %-7s R=%lld T=%lld: %lld elements differ\n", name[mode], (long long)R, (long long)T,
+           (long long)bad);
+    CHECK(bad == 0);
+    free(bz), free(bt);
+  }
+  free(a), free(b), free(y[0]), free(y[1]), free(ws);
+}
+
+/* The level's eight-row sums of the attention backward (row_dots8) against the four-row loop (the kernel removed
+ * from the table): dq, dk, dv bit-identical for sequence lengths below eight, with a remainder of 1 and of 3, and
+ * past a whole 8-column block of the common keys. */
+static void test_row_dots_kernel(int64_t T) {
+  if (!g_cb->k.row_dots8) {
+    printf("row_dots8: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t hd = 16, nh = 2, B = 2, n = hd * nh * T * B;
+  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1), *P = rnd(T * T * nh * B, 0, 1);
+  float *out[2][3];
+  for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 3; i++) out[w][i] = zeros_f(n);
+    cpu_kernels saved = g_cb->k;
+    if (w == 1) g_cb->k.row_dots8 = NULL;
+    icl_error err;
+    CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, 0.25f, out[w][0], out[w][1], out[w][2], &err) ==
+          ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++)
+    for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  printf("row_dots8   T=%lld: dq, dk, dv %lld elements differ\n", (long long)T, (long long)bad);
+  CHECK(bad == 0);
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 3; i++) free(out[w][i]);
+  free(q), free(k), free(v), free(dz), free(P);
+}
+
+
 
 typedef struct attn_case {
   double *q, *k, *v;
@@ -486,6 +629,18 @@ int main(void) {
   test_norm_kernel(0, 29, 48, 1, 0);
   test_norm_kernel(0, 300, 20, 1, 1); /* past the kernel's kept columns: transposed again per pass */
   test_norm_kernel(1, 257, 16, 1, 1);
+  for (int i = 0; i < 7; i++) test_layer_norm_kernel(nd[i], 37, 1, 1);
+  test_layer_norm_kernel(128, 1152, 1, 1); /* the meta model's rows: several parallel ranges */
+  test_layer_norm_kernel(29, 53, 0, 1);
+  test_layer_norm_kernel(29, 53, 1, 0);
+  test_layer_norm_kernel(16, 20, 0, 0);
+  test_layer_norm_kernel(300, 20, 1, 1);
+  test_copy_cols();
+  const int64_t nT[] = {5, 9, 19, 70};
+  for (int i = 0; i < 4; i++) test_row_dots_kernel(nT[i]);
+  test_gemm_causal(16, 70);
+  test_gemm_causal(40, 37);
+  test_gemm_causal(70, 70);
   test_attention(4, 2, 5, 2, 1, 1);
   test_attention(4, 2, 5, 2, 0, 1);
   test_attention(16, 3, 70, 3, 1, 0);
