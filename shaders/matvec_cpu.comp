@@ -88,21 +88,37 @@ void norm_chunk(uint e0, uint valid, float inv, inout vec4 xv[8]) {
 // llvmpipe would keep in per-lane scratch memory). Rows past the range re-read the last row.
 #ifdef GROUP
 // GLU: the same row of the up weight (member 1) beside the gate row, as its lone mat-vec computes it
-#define ROW_UP(r)                                                           \
+#define ROW_UP(r, DQU)                                                      \
   if (GLU != 0u) {                                                          \
     g_m = 1u;                                                               \
-    dq_chunk(p.w_off1 + min(first + r, rows - 1u) * rb1, ch, valid, wv);    \
+    DQU(p.w_off1 + min(first + r, rows - 1u) * rb1, ch, valid, wv);         \
     up##r += dot32(wv, xv);                                                 \
     g_m = 0u;                                                               \
   }
 #else
-#define ROW_UP(r)
+#define ROW_UP(r, DQU)
 #endif
-#define ROW(r)                                                              \
+// DQ, DQU: the decoders of the member's rows and of up's rows (MIX: each of one type, chosen outside the loop)
+#define ROW(r, DQ, DQU)                                                     \
   if (NR > r) {                                                             \
-    dq_chunk(w_off + min(first + r, rows - 1u) * rb, ch, valid, wv);        \
+    DQ(w_off + min(first + r, rows - 1u) * rb, ch, valid, wv);              \
     acc##r += dot32(wv, xv);                                                \
-    ROW_UP(r)                                                               \
+    ROW_UP(r, DQU)                                                          \
+  }
+#ifdef GROUP
+#define NORM_CHUNK() \
+  if (NORM != 0u) norm_chunk(32u * ch, valid, inv, xv);
+#else
+#define NORM_CHUNK()
+#endif
+#define CHUNKS(DQ, DQU)                                                                                   \
+  for (uint ch = 0u; ch < nch; ch++) {                                                                    \
+    uint valid = min(32u, p.cols - 32u * ch);                                                             \
+    vec4 xv[8], wv[8];                                                                                    \
+    load_x(p.x_off + 32u * ch, valid, xv);                                                                \
+    NORM_CHUNK()                                                                                          \
+    ROW(0, DQ, DQU) ROW(1, DQ, DQU) ROW(2, DQ, DQU) ROW(3, DQ, DQU)                                       \
+    ROW(4, DQ, DQU) ROW(5, DQ, DQU) ROW(6, DQ, DQU) ROW(7, DQ, DQU)                                       \
   }
 #define STORE(r) \
   if (NR > r && first + r < rows) store(first + r, GLU == 0u ? acc##r : glu(acc##r, up##r));
@@ -141,14 +157,20 @@ void main() {
 #endif
   float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
   float up0 = 0.0, up1 = 0.0, up2 = 0.0, up3 = 0.0, up4 = 0.0, up5 = 0.0, up6 = 0.0, up7 = 0.0; // GLU
-  for (uint ch = 0u; ch < nch; ch++) {
-    uint valid = min(32u, p.cols - 32u * ch);
-    vec4 xv[8], wv[8];
-    load_x(p.x_off + 32u * ch, valid, xv);
-#ifdef GROUP
-    if (NORM != 0u) norm_chunk(32u * ch, valid, inv, xv);
-#endif
-    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
+#if defined(GROUP) && defined(MIX)
+  // The member's type (and up's) chosen once, outside the loop: the loop decodes with one type's decoder. A choice
+  // per row inside it (dq_chunk of quant_pair.glsl) put both decoders in every row, which LLVM 19 (Mesa 25
+  // lavapipe) took minutes to compile (docs/gpu.md, Measured). Each row is still its type's lone decode.
+  uint tg = mtype(), tu = (p.tmask >> 1) & 1u; // tu: GLU's up, member 1 (the workgroup's member is then 0)
+  if (GLU == 0u) {
+    if (tg == 0u) CHUNKS(dq_chunk_a, dq_chunk_a) else CHUNKS(dq_chunk_b, dq_chunk_b)
+  } else if (tg == 0u) {
+    if (tu == 0u) CHUNKS(dq_chunk_a, dq_chunk_a) else CHUNKS(dq_chunk_a, dq_chunk_b)
+  } else {
+    if (tu == 0u) CHUNKS(dq_chunk_b, dq_chunk_a) else CHUNKS(dq_chunk_b, dq_chunk_b)
   }
+#else
+  CHUNKS(dq_chunk, dq_chunk)
+#endif
   STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5) STORE(6) STORE(7)
 }

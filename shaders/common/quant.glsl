@@ -72,20 +72,26 @@ uint byte16(uint w[4], uint k) { return (pick4(w[0], w[1], w[2], w[3], k >> 2) >
 #if defined(TYPE_F32)
 #define QK 1
 #define QB 4
-DEFINE_FETCH(fetch_chunk, 32u, 128u, 4u)
+// The uvec4s covering the chunk, each vec4 cut from two neighbours by the word shift, loads clamped to the uvec4
+// holding the row's last valid word (nothing past the row is read), words at or past `valid` zeroed: no branch
+// and no array. A load under a condition per element (the row tail) and a loop over an array of 32 words made
+// LLVM 19 (Mesa 25 lavapipe) compile the grouped CPU-shaped mat-vec for minutes (docs/gpu.md, Measured).
 void dq_chunk(uint row, uint ch, uint valid, out vec4 v[8]) {
-  uint b = row + ch * 128u;
-  if (valid == 32u) {
-    uint w[32];
-    fetch_chunk(b, w);
-    for (uint i = 0u; i < 8u; i++)
-      v[i] = uintBitsToFloat(uvec4(w[4u * i], w[4u * i + 1u], w[4u * i + 2u], w[4u * i + 3u]));
-    return;
-  }
-  for (uint i = 0u; i < 8u; i++) { // row tail: element by element, nothing past the row is read
-    vec4 t;
-    for (uint k = 0u; k < 4u; k++) t[k] = 4u * i + k < valid ? uintBitsToFloat(ldw(b + 16u * i + 4u * k)) : 0.0;
-    v[i] = t;
+  uint b = row + ch * 128u; // valid >= 1
+  uint base = b >> 4, ws = (b >> 2) & 3u, last = (b + 4u * valid - 4u) >> 4;
+  uvec4 prev = WQ(base);
+  for (uint i = 0u; i < 8u; i++) {
+    uvec4 next = WQ(min(base + i + 1u, last));
+    uvec4 t = ws == 0u   ? prev
+              : ws == 1u ? uvec4(prev.yzw, next.x)
+              : ws == 2u ? uvec4(prev.zw, next.xy)
+                         : uvec4(prev.w, next.xyz);
+    vec4 f = uintBitsToFloat(t);
+    if (valid < 32u)
+      for (uint k = 0u; k < 4u; k++)
+        if (4u * i + k >= valid) f[k] = 0.0;
+    v[i] = f;
+    prev = next;
   }
 }
 #elif defined(TYPE_F16) || defined(TYPE_BF16)
@@ -107,9 +113,12 @@ void dq_chunk(uint row, uint ch, uint valid, out vec4 v[8]) {
     for (uint i = 0u; i < 8u; i++) v[i] = vec4(pair(w[2u * i]), pair(w[2u * i + 1u]));
     return;
   }
-  for (uint i = 0u; i < 8u; i++) {
+  for (uint i = 0u; i < 8u; i++) { // row tail: unconditional loads clamped to the last valid element (see F32)
     vec4 t;
-    for (uint k = 0u; k < 4u; k++) t[k] = 4u * i + k < valid ? pair(ld16(b + 8u * i + 2u * k)).x : 0.0;
+    for (uint k = 0u; k < 4u; k++) {
+      float f = pair(ld16(b + 2u * min(4u * i + k, valid - 1u))).x;
+      t[k] = 4u * i + k < valid ? f : 0.0;
+    }
     v[i] = t;
   }
 }

@@ -46,6 +46,7 @@ static const uint32_t MATMUL_ADD_TYPES[] = {ICL_TYPE_F32, ICL_TYPE_Q4_1, ICL_TYP
 static const ot_shape MATMUL[] = {
     {"tiny", {1, 1, 1}},       {"tiny", {32, 1, 1}},      {"tiny", {256, 1, 1}},     {"tiny", {256, 1, 5}},
     {"odd", {7, 5, 3}},        {"odd", {33, 7, 2}},       {"odd", {96, 7, 3}},       {"odd", {512, 7, 3}},
+    {"odd", {33, 7, 1}}, /* one token: rows of 132 bytes start at every word shift, a partial last chunk */
     {"odd", {256, 33, 1}},     {"odd", {256, 33, 3}},     {"odd", {256, 33, 7}},     {"odd", {256, 33, 13}},
     {"tile", {256, 33, 32}},   {"tile", {256, 33, 37}},   {"tile", {576, 40, 2}},    {"tile", {640, 70, 9}},
     {"tile", {1536, 20, 2}},   {"tile", {512, 37, 11}},   {"tile", {576, 192, 67}},  {"tile", {768, 192, 67}},
