@@ -125,8 +125,9 @@ for i, k in ipairs(j.ks) do
 end
 for s_i, set in ipairs(j.capability_sets or {}) do
   print()
+  local about = #runs > 1 and ("per run, with its own seed: " .. set.about:gsub(", seed %d+", "")) or set.about
   print(("Loss on %s (nats; %s): mean ± SE over n = %d sequences, and the paired change from the unablated model")
-        :format(set.name, set.about, seqs[s_i]))
+        :format(set.name, about, seqs[s_i]))
   print()
   local b = j.by_mode[modes[1]].capability.baseline[set.name]
   print(("unablated: %s"):format(loss(b)))
