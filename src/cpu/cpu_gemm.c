@@ -100,7 +100,6 @@ static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float 
   }
 }
 
-
 int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K) {
   int64_t gnt = k->gemm_nt;
   return up16((n + gnt - 1) / gnt * gnt * K) + CPU_TILE_ROWS * K + up16(gnt * CPU_TILE_ROWS);

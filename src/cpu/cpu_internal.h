@@ -218,12 +218,12 @@ typedef struct cpu_kernels {
    * NULL where the level has none (that loop runs) */
   void (*norm_bwd16)(const float *x, const float *g, int64_t ld, const float *w, int64_t d, int rms, float eps,
                      float *stats, float *dx);
-  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional: the bits of
-   * cpu_ops.c's layer_norm_tile; NULL where the level has none */
   /* Strided columns copied for the gemm's packing: d0[c*8 + i] = p[c*cs + i] for i < 8 and, when d1,
    * d1[c*8 + i] = p[c*cs + 8 + i] (w = 16: two token groups from one load), or d0[c*32 + i] for i < 32 (w = 32: a
    * transposed A tile); NULL where the level has none (plain loops run) */
   void (*copy_cols)(const float *p, int64_t cs, int64_t K, int w, float *d0, float *d1);
+  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional: the bits of
+   * cpu_ops.c's layer_norm_tile; NULL where the level has none */
   void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y);
   /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
    * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */

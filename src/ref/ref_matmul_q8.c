@@ -4,14 +4,50 @@
 #include <stdlib.h>
 
 #include "ref.h"
+#include "ref_kquant.h"
 
 static float rd_f16(const uint8_t *p) { return icl_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* weight_codes for the K types: sub-block b % 8 of 256-element block b / 8. */
+static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], float *d, float *m, int32_t sc[2]) {
+  int j = (int)(b % 8);
+  const uint8_t *p = row + (b / 8) * (int64_t)icl_type_block_bytes(t);
+  switch (t) {
+  case ICL_TYPE_Q4_K:
+  case ICL_TYPE_Q5_K: { /* element = d * sc_j * code - dmin * m_j: (d, m) per 32 elements */
+    int s, mn, five = t == ICL_TYPE_Q5_K;
+    icl_ref_k_scale_min(p + 4, j, &s, &mn);
+    *d = rd_f16(p) * (float)s, *m = -(rd_f16(p + 2) * (float)mn);
+    const uint8_t *qs = p + (five ? 48 : 16) + 32 * (j / 2), *qh = p + 16;
+    for (int l = 0; l < 32; l++) {
+      q[l] = j % 2 ? qs[l] >> 4 : qs[l] & 0xF;
+      if (five) q[l] |= ((qh[l] >> j) & 1) << 4;
+    }
+    return 1;
+  }
+  case ICL_TYPE_Q6_K: { /* half h of the block, group g of its 128: element = d * sc[8h + 2g + l / 16] * code */
+    int h = j / 4, g = j % 4;
+    const uint8_t *ql = p + 64 * h + 32 * (g % 2), *qh = p + 128 + 32 * h;
+    *d = rd_f16(p + 208);
+    sc[0] = (int8_t)p[192 + 8 * h + 2 * g], sc[1] = (int8_t)p[192 + 8 * h + 2 * g + 1];
+    for (int l = 0; l < 32; l++) q[l] = ((g >= 2 ? ql[l] >> 4 : ql[l] & 0xF) | ((qh[l] >> (2 * g)) & 3) << 4) - 32;
+    return 1;
+  }
+  case ICL_TYPE_Q3_K: { /* half n, plane pl: element = d * scale(8n + 2pl + l / 16) * (crumb - 4 + 4 * hbit) */
+    int n = j / 4, pl = j % 4;
+    const uint8_t *qs = p + 32 + 32 * n, *hm = p;
+    *d = rd_f16(p + 108);
+    sc[0] = icl_ref_q3k_scale(p + 96, 8 * n + 2 * pl), sc[1] = icl_ref_q3k_scale(p + 96, 8 * n + 2 * pl + 1);
+    for (int l = 0; l < 32; l++) q[l] = ((qs[l] >> (2 * pl)) & 3) - ((hm[l] >> (4 * n + pl)) & 1 ? 0 : 4);
+    return 1;
+  }
+  default: return 0;
+  }
+}
 
 /* Block b (32 elements) of a weight row as 32 integer codes, (d, m) and two integer half scales sc: element k =
  * d * sc[k / 16] * code + m; sc = {1, 1} except for the types whose 16-element sub-blocks have their own scales
  * (Q3_K, Q6_K), whose integer scales multiply the integer half dots. 0 for types without such blocks. */
-static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], float *d, float *m, int32_t sc[2]);
-
 static int weight_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], float *d, float *m,
                         int32_t sc[2]) {
   const uint8_t *p;
@@ -44,59 +80,6 @@ static int weight_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32]
     for (int i = 0; i < 32; i++) q[i] = (int8_t)p[2 + i];
     return 1;
   default: return k_codes(t, row, b, q, d, m, sc);
-  }
-}
-
-/* 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (12 packed bytes s). */
-static void k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-  if (j < 4) {
-    *sc = s[j] & 63, *mn = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
-/* Q3_K's signed 6-bit scale j (0..15) */
-static int32_t q3k_scale(const uint8_t *s, int j) {
-  int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
-  int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (lo | hi << 4) - 32;
-}
-
-static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], float *d, float *m, int32_t sc[2]) {
-  int j = (int)(b % 8);
-  const uint8_t *p = row + (b / 8) * (int64_t)icl_type_block_bytes(t);
-  switch (t) {
-  case ICL_TYPE_Q4_K:
-  case ICL_TYPE_Q5_K: { /* element = d * sc_j * code - dmin * m_j: (d, m) per 32 elements */
-    int s, mn, five = t == ICL_TYPE_Q5_K;
-    k_scale_min(p + 4, j, &s, &mn);
-    *d = rd_f16(p) * (float)s, *m = -(rd_f16(p + 2) * (float)mn);
-    const uint8_t *qs = p + (five ? 48 : 16) + 32 * (j / 2), *qh = p + 16;
-    for (int l = 0; l < 32; l++) {
-      q[l] = j % 2 ? qs[l] >> 4 : qs[l] & 0xF;
-      if (five) q[l] |= ((qh[l] >> j) & 1) << 4;
-    }
-    return 1;
-  }
-  case ICL_TYPE_Q6_K: { /* half h of the block, group g of its 128: element = d * sc[8h + 2g + l / 16] * code */
-    int h = j / 4, g = j % 4;
-    const uint8_t *ql = p + 64 * h + 32 * (g % 2), *qh = p + 128 + 32 * h;
-    *d = rd_f16(p + 208);
-    sc[0] = (int8_t)p[192 + 8 * h + 2 * g], sc[1] = (int8_t)p[192 + 8 * h + 2 * g + 1];
-    for (int l = 0; l < 32; l++) q[l] = ((g >= 2 ? ql[l] >> 4 : ql[l] & 0xF) | ((qh[l] >> (2 * g)) & 3) << 4) - 32;
-    return 1;
-  }
-  case ICL_TYPE_Q3_K: { /* half n, plane pl: element = d * scale(8n + 2pl + l / 16) * (crumb - 4 + 4 * hbit) */
-    int n = j / 4, pl = j % 4;
-    const uint8_t *qs = p + 32 + 32 * n, *hm = p;
-    *d = rd_f16(p + 108);
-    sc[0] = q3k_scale(p + 96, 8 * n + 2 * pl), sc[1] = q3k_scale(p + 96, 8 * n + 2 * pl + 1);
-    for (int l = 0; l < 32; l++) q[l] = ((qs[l] >> (2 * pl)) & 3) - ((hm[l] >> (4 * n + pl)) & 1 ? 0 : 4);
-    return 1;
-  }
-  default: return 0;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ref.h"
+#include "ref_kquant.h"
 
 /* ---- little helpers ----------------------------------------------------------------------- */
 
@@ -102,8 +103,7 @@ static void deq_q8_0(const uint8_t *b, float *y) {
 
 /* ---- 256-element K types ------------------------------------------------------------------ */
 
-/* 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (12 packed bytes s). */
-static void k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+void icl_ref_k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
   if (j < 4) {
     *sc = s[j] & 63;
     *m = s[j + 4] & 63;
@@ -130,9 +130,7 @@ static void deq_q2_k(const uint8_t *b, float *y) {
   }
 }
 
-/* Q3_K 6-bit signed scale j (0..15) from the 12 packed bytes: low nibble from bytes 0..7,
- * top two bits from bytes 8..11. */
-static int q3k_scale(const uint8_t *s, int j) {
+int icl_ref_q3k_scale(const uint8_t *s, int j) {
   int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
   int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
   return (lo | hi << 4) - 32;
@@ -148,7 +146,7 @@ static void deq_q3_k(const uint8_t *b, float *y) {
     for (int plane = 0; plane < 4; plane++) {
       int g = 4 * half + plane;
       for (int sub = 0; sub < 2; sub++) {
-        float dl = d * (float)q3k_scale(sc, 8 * half + 2 * plane + sub);
+        float dl = d * (float)icl_ref_q3k_scale(sc, 8 * half + 2 * plane + sub);
         for (int l = 16 * sub; l < 16 * sub + 16; l++) {
           int v = ((q[l] >> (2 * plane)) & 3) - ((hm[l] >> g) & 1 ? 0 : 4);
           *y++ = dl * (float)v;
@@ -163,8 +161,8 @@ static void deq_q4_k(const uint8_t *b, float *y) {
   const uint8_t *s = b + 4, *qs = b + 16;
   for (int c = 0; c < 4; c++) {
     int sc0, m0, sc1, m1;
-    k_scale_min(s, 2 * c, &sc0, &m0);
-    k_scale_min(s, 2 * c + 1, &sc1, &m1);
+    icl_ref_k_scale_min(s, 2 * c, &sc0, &m0);
+    icl_ref_k_scale_min(s, 2 * c + 1, &sc1, &m1);
     const uint8_t *q = qs + 32 * c;
     for (int l = 0; l < 32; l++) y[l] = d * (float)sc0 * (float)(q[l] & 0xF) - dmin * (float)m0;
     for (int l = 0; l < 32; l++) y[32 + l] = d * (float)sc1 * (float)(q[l] >> 4) - dmin * (float)m1;
@@ -177,8 +175,8 @@ static void deq_q5_k(const uint8_t *b, float *y) {
   const uint8_t *s = b + 4, *qh = b + 16, *qs = b + 48;
   for (int c = 0; c < 4; c++) {
     int sc0, m0, sc1, m1;
-    k_scale_min(s, 2 * c, &sc0, &m0);
-    k_scale_min(s, 2 * c + 1, &sc1, &m1);
+    icl_ref_k_scale_min(s, 2 * c, &sc0, &m0);
+    icl_ref_k_scale_min(s, 2 * c + 1, &sc1, &m1);
     const uint8_t *q = qs + 32 * c;
     for (int l = 0; l < 32; l++) {
       int v = (q[l] & 0xF) + ((qh[l] >> (2 * c)) & 1 ? 16 : 0);
@@ -387,7 +385,7 @@ static void q_q3_k(const float *x, uint8_t *b) {
   }
 }
 
-/* Packs eight 6-bit scales and mins into the 12-byte Q4_K/Q5_K layout (inverse of k_scale_min). */
+/* Packs eight 6-bit scales and mins into the 12-byte Q4_K/Q5_K layout (inverse of icl_ref_k_scale_min). */
 static void pack_k_scales(const int *sc, const int *m, uint8_t *s) {
   memset(s, 0, 12);
   for (int j = 0; j < 4; j++) {

@@ -24,9 +24,7 @@ void icl_data_spaced_repeats(int64_t B, int64_t T, int vocab, int seg_min, int s
   if (seg_max < seg_min) seg_max = seg_min;
   if (gap_max < 0) gap_max = 0;
   for (int64_t b = 0; b < B; b++) {
-    uint64_t s = seed;
-    s = tr_splitmix(&s) ^ (uint64_t)step;
-    s = tr_splitmix(&s) ^ (uint64_t)b;
+    uint64_t s = tr_sequence_stream(seed, step, b);
     sr_sequence(&s, T, vocab, seg_min, seg_max, gap_max, tokens + b * T, targets + b * T);
   }
 }

@@ -8,9 +8,7 @@ void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, in
   if (seg_min < 1) seg_min = 1;
   if (seg_max < seg_min) seg_max = seg_min;
   for (int64_t b = 0; b < B; b++) {
-    uint64_t s = seed;
-    s = tr_splitmix(&s) ^ (uint64_t)step;
-    s = tr_splitmix(&s) ^ (uint64_t)b;
+    uint64_t s = tr_sequence_stream(seed, step, b);
     int64_t seg_len = seg_min + (int64_t)(tr_splitmix(&s) % (uint64_t)(seg_max - seg_min + 1));
     int32_t *tk = tokens + b * T, *tg = targets + b * T;
     for (int64_t t = 0; t < T && t < seg_len; t++) tk[t] = (int32_t)(tr_splitmix(&s) % (uint64_t)vocab);
@@ -20,26 +18,25 @@ void icl_data_repeated_segments(int64_t B, int64_t T, int vocab, int seg_min, in
   }
 }
 
+/* Where sequence b's window starts among n elements: a window needs T + 1 (T inputs, the last target). The byte
+ * and token windows share it, so the same (seed, step) picks the same offsets in both. */
+static int64_t window_start(uint64_t seed, int64_t step, int64_t b, int64_t n, int64_t T) {
+  uint64_t s = tr_sequence_stream(seed, step, b);
+  return (int64_t)(tr_splitmix(&s) % (uint64_t)(n - T));
+}
+
 void icl_data_text_windows(const uint8_t *text, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
                            int32_t *tokens, int32_t *targets) {
-  uint64_t span = (uint64_t)(n - T); /* a window needs T + 1 bytes: T inputs, the last target */
   for (int64_t b = 0; b < B; b++) {
-    uint64_t s = seed;
-    s = tr_splitmix(&s) ^ (uint64_t)step;
-    s = tr_splitmix(&s) ^ (uint64_t)b;
-    const uint8_t *w = text + tr_splitmix(&s) % span;
+    const uint8_t *w = text + window_start(seed, step, b, n, T);
     for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
   }
 }
 
 void icl_data_token_windows(const int32_t *ids, int64_t n, int64_t B, int64_t T, uint64_t seed, int64_t step,
                             int32_t *tokens, int32_t *targets) {
-  uint64_t span = (uint64_t)(n - T); /* as the byte windows: T inputs and the last target */
   for (int64_t b = 0; b < B; b++) {
-    uint64_t s = seed;
-    s = tr_splitmix(&s) ^ (uint64_t)step;
-    s = tr_splitmix(&s) ^ (uint64_t)b;
-    const int32_t *w = ids + tr_splitmix(&s) % span;
+    const int32_t *w = ids + window_start(seed, step, b, n, T);
     for (int64_t t = 0; t < T; t++) tokens[b * T + t] = w[t], targets[b * T + t] = w[t + 1];
   }
 }

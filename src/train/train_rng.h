@@ -12,4 +12,12 @@ static inline uint64_t tr_splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* The stream of one sequence of a data generator's batch: keyed by (seed, step, sequence) only, so a batch is a
+ * function of (seed, step) whatever the batch size or the order the sequences are drawn in. */
+static inline uint64_t tr_sequence_stream(uint64_t seed, int64_t step, int64_t b) {
+  uint64_t s = seed;
+  s = tr_splitmix(&s) ^ (uint64_t)step;
+  return tr_splitmix(&s) ^ (uint64_t)b;
+}
+
 #endif
