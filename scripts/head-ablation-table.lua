@@ -16,9 +16,10 @@ for i, path in ipairs(arg) do
     error(("%s: not a head_ablation summary with by_mode (run it with --ablation)"):format(path), 0)
   end
   -- pooling needs the same protocol in every run: only the walk seed may differ
-  for _, key in ipairs({"model_name", "precision", "length", "walks", "random_sets", "late_from", "late_to"}) do
-    local a, b = icl.json.encode(j[key]), icl.json.encode(runs[1] and runs[1][key])
-    if i > 1 and a ~= b then
+  for _, key in ipairs(i > 1 and {"model_name", "precision", "length", "walks", "random_sets", "late_from", "late_to"}
+                       or {}) do
+    local a, b = icl.json.encode(j[key]), icl.json.encode(runs[1][key])
+    if a ~= b then
       error(("%s: %s is %s, but %s has %s (pool only runs that differ in --seed)"):format(path, key, a, arg[1], b), 0)
     end
   end
