@@ -231,6 +231,16 @@ if run head_ablation --scores "$TMP/hs1.json"; then
   check_index head_ablation "$TMP/head_ablation"
   check "head_ablation: the scores file is recorded" \
     grep -q "\"scores_source\": \"$TMP/hs1.json\"" "$TMP/head_ablation/summary.json"
+  # every random set's grid fit, set 1's equal to the full PCA entry's, and their mean and sd
+  check "head_ablation: the random control's grid fit over its 2 sets" "$ICL" script - <<EOF
+local r = assert(icl.json.read("$TMP/head_ablation/summary.json")).pca.random
+local gs = r.grid_fit_sets
+local a, b = gs.rho[1], gs.rho[2]
+if not (gs.n == 2 and #gs.rho == 2 and a == r.grid_fit.rho and a ~= b) then os.exit(1) end
+if math.abs(gs.mean - (a + b) / 2) > 1e-12 or math.abs(gs.sd - math.abs(a - b) / math.sqrt(2)) > 1e-12 then
+  os.exit(1)
+end
+EOF
   # its own summary as --scores: the same ranking, so the same heads, random sets and accuracies
   cp "$TMP/head_ablation/summary.json" "$TMP/ha1.json"
   if run head_ablation --scores "$TMP/ha1.json"; then

@@ -164,6 +164,27 @@ if run "$TMP/shard1" "${shard[@]}" && run "$TMP/shard2" "${shard[@]}" --recomput
   check "the shard has the two kinds asked for" grep -qF '"kinds": ["s->y", "y->sq"]' "$TMP/shard1/summary.json"
   check "the shard (heads skipped) writes no view" test ! -e "$TMP/shard1/patterns.html"
   check_index "icl_circuit shard" "$TMP/shard1"
+  # scripts/knockout-table.lua: a copy at another seed whose first s->y cell is shifted by +0.5 pools, over the
+  # two prompts, to the mean shifted by +0.25 with SE 0.25; the same seed twice or another edge list is refused
+  "$ICL" script - <<EOF
+local j = assert(icl.json.read("$TMP/shard1/summary.json"))
+local c = j.knockout.differences.minus_control["s->y"][1]
+j.seed = j.seed + 1
+j.knockout.differences.minus_control["s->y"][1] = {mean = c.mean + 0.5, se = 0, n = 1}
+assert(icl.json.write("$TMP/ko_seed2.json", j))
+io.open("$TMP/ko_want", "w"):write(("| s->y: knockout − control | %+.3f ± 0.250 |"):format(c.mean + 0.25))
+j.edges = "s->y"
+assert(icl.json.write("$TMP/ko_edges.json", j))
+EOF
+  check "knockout-table.lua: two seeds' shards pooled over both prompts" bash -c "
+    '$ICL' script scripts/knockout-table.lua '$TMP/shard1/summary.json' '$TMP/ko_seed2.json' >'$TMP/ko_t' &&
+    grep -q 'Pooled over 2 runs (seeds 42, 43), n = 2 prompts' '$TMP/ko_t' &&
+    grep -A3 '^| pooled |' '$TMP/ko_t' | grep -qF \"\$(cat '$TMP/ko_want')\""
+  check "knockout-table.lua: runs of one seed, or of other edges, are refused" bash -c "
+    ! '$ICL' script scripts/knockout-table.lua '$TMP/shard1/summary.json' '$TMP/shard2/summary.json' 2>'$TMP/err' &&
+    grep -q 'already given' '$TMP/err' &&
+    ! '$ICL' script scripts/knockout-table.lua '$TMP/shard1/summary.json' '$TMP/ko_edges.json' 2>'$TMP/err' &&
+    grep -q 'edges is \"s->y\"' '$TMP/err'"
 fi
 # a knockout shard past the last prompt is refused before the model loads
 msg=$(ICL_PROGRESS= "$ICL" script experiments/icl_circuit.lua --quick --data "$DATA" --out "$TMP/bad" \
