@@ -6,7 +6,6 @@
 #include "ref.h"
 #include "ref_kquant.h"
 
-static float rd_f16(const uint8_t *p) { return icl_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 /* weight_codes for the K types: sub-block b % 8 of 256-element block b / 8. */
 static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], float *d, float *m, int32_t sc[2]) {
@@ -17,7 +16,7 @@ static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], flo
   case ICL_TYPE_Q5_K: { /* element = d * sc_j * code - dmin * m_j: (d, m) per 32 elements */
     int s, mn, five = t == ICL_TYPE_Q5_K;
     icl_ref_k_scale_min(p + 4, j, &s, &mn);
-    *d = rd_f16(p) * (float)s, *m = -(rd_f16(p + 2) * (float)mn);
+    *d = icl_ref_rd_f16(p) * (float)s, *m = -(icl_ref_rd_f16(p + 2) * (float)mn);
     const uint8_t *qs = p + (five ? 48 : 16) + 32 * (j / 2), *qh = p + 16;
     for (int l = 0; l < 32; l++) {
       q[l] = j % 2 ? qs[l] >> 4 : qs[l] & 0xF;
@@ -28,7 +27,7 @@ static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], flo
   case ICL_TYPE_Q6_K: { /* half h of the block, group g of its 128: element = d * sc[8h + 2g + l / 16] * code */
     int h = j / 4, g = j % 4;
     const uint8_t *ql = p + 64 * h + 32 * (g % 2), *qh = p + 128 + 32 * h;
-    *d = rd_f16(p + 208);
+    *d = icl_ref_rd_f16(p + 208);
     sc[0] = (int8_t)p[192 + 8 * h + 2 * g], sc[1] = (int8_t)p[192 + 8 * h + 2 * g + 1];
     for (int l = 0; l < 32; l++) q[l] = ((g >= 2 ? ql[l] >> 4 : ql[l] & 0xF) | ((qh[l] >> (2 * g)) & 3) << 4) - 32;
     return 1;
@@ -36,7 +35,7 @@ static int k_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32], flo
   case ICL_TYPE_Q3_K: { /* half n, plane pl: element = d * scale(8n + 2pl + l / 16) * (crumb - 4 + 4 * hbit) */
     int n = j / 4, pl = j % 4;
     const uint8_t *qs = p + 32 + 32 * n, *hm = p;
-    *d = rd_f16(p + 108);
+    *d = icl_ref_rd_f16(p + 108);
     sc[0] = icl_ref_q3k_scale(p + 96, 8 * n + 2 * pl), sc[1] = icl_ref_q3k_scale(p + 96, 8 * n + 2 * pl + 1);
     for (int l = 0; l < 32; l++) q[l] = ((qs[l] >> (2 * pl)) & 3) - ((hm[l] >> (4 * n + pl)) & 1 ? 0 : 4);
     return 1;
@@ -55,18 +54,18 @@ static int weight_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32]
   sc[0] = sc[1] = 1;
   switch (t) {
   case ICL_TYPE_Q4_0:
-    p = row + b * 18, *d = rd_f16(p);
+    p = row + b * 18, *d = icl_ref_rd_f16(p);
     for (int i = 0; i < 16; i++) q[i] = (p[2 + i] & 15) - 8, q[i + 16] = (p[2 + i] >> 4) - 8;
     return 1;
   case ICL_TYPE_Q4_1:
-    p = row + b * 20, *d = rd_f16(p), *m = rd_f16(p + 2);
+    p = row + b * 20, *d = icl_ref_rd_f16(p), *m = icl_ref_rd_f16(p + 2);
     for (int i = 0; i < 16; i++) q[i] = p[4 + i] & 15, q[i + 16] = p[4 + i] >> 4;
     return 1;
   case ICL_TYPE_Q5_0:
   case ICL_TYPE_Q5_1: {
     int one = t == ICL_TYPE_Q5_1;
-    p = row + b * (one ? 24 : 22), *d = rd_f16(p);
-    if (one) *m = rd_f16(p + 2);
+    p = row + b * (one ? 24 : 22), *d = icl_ref_rd_f16(p);
+    if (one) *m = icl_ref_rd_f16(p + 2);
     const uint8_t *qh = p + (one ? 4 : 2), *qs = qh + 4;
     uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     for (int i = 0; i < 16; i++) {
@@ -76,7 +75,7 @@ static int weight_codes(uint32_t t, const uint8_t *row, int64_t b, int32_t q[32]
     return 1;
   }
   case ICL_TYPE_Q8_0:
-    p = row + b * 34, *d = rd_f16(p);
+    p = row + b * 34, *d = icl_ref_rd_f16(p);
     for (int i = 0; i < 32; i++) q[i] = (int8_t)p[2 + i];
     return 1;
   default: return k_codes(t, row, b, q, d, m, sc);

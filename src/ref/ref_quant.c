@@ -9,8 +9,6 @@
 
 /* ---- little helpers ----------------------------------------------------------------------- */
 
-static float rd_f16(const uint8_t *p) { return icl_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
-
 static void wr_f16(uint8_t *p, float f) {
   uint16_t h = icl_f32_to_f16(f);
   p[0] = (uint8_t)(h & 0xff);
@@ -49,13 +47,13 @@ static void min_max(const float *x, int n, float *mn, float *mx) {
  * scale the decoder will see. */
 static float put_f16(uint8_t *p, float f) {
   wr_f16(p, f);
-  return rd_f16(p);
+  return icl_ref_rd_f16(p);
 }
 
 /* ---- 32-element block types --------------------------------------------------------------- */
 
 static void deq_q4_0(const uint8_t *b, float *y) {
-  float d = rd_f16(b);
+  float d = icl_ref_rd_f16(b);
   const uint8_t *qs = b + 2;
   for (int j = 0; j < 16; j++) {
     y[j] = (float)((qs[j] & 0xF) - 8) * d;
@@ -64,7 +62,7 @@ static void deq_q4_0(const uint8_t *b, float *y) {
 }
 
 static void deq_q4_1(const uint8_t *b, float *y) {
-  float d = rd_f16(b), m = rd_f16(b + 2);
+  float d = icl_ref_rd_f16(b), m = icl_ref_rd_f16(b + 2);
   const uint8_t *qs = b + 4;
   for (int j = 0; j < 16; j++) {
     y[j] = (float)(qs[j] & 0xF) * d + m;
@@ -73,7 +71,7 @@ static void deq_q4_1(const uint8_t *b, float *y) {
 }
 
 static void deq_q5_0(const uint8_t *b, float *y) {
-  float d = rd_f16(b);
+  float d = icl_ref_rd_f16(b);
   uint32_t qh = rd_u32(b + 2);
   const uint8_t *qs = b + 6;
   for (int j = 0; j < 16; j++) {
@@ -85,7 +83,7 @@ static void deq_q5_0(const uint8_t *b, float *y) {
 }
 
 static void deq_q5_1(const uint8_t *b, float *y) {
-  float d = rd_f16(b), m = rd_f16(b + 2);
+  float d = icl_ref_rd_f16(b), m = icl_ref_rd_f16(b + 2);
   uint32_t qh = rd_u32(b + 4);
   const uint8_t *qs = b + 8;
   for (int j = 0; j < 16; j++) {
@@ -97,7 +95,7 @@ static void deq_q5_1(const uint8_t *b, float *y) {
 }
 
 static void deq_q8_0(const uint8_t *b, float *y) {
-  float d = rd_f16(b);
+  float d = icl_ref_rd_f16(b);
   for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
 }
 
@@ -117,7 +115,7 @@ void icl_ref_k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
  * bytes of qs; the four 2-bit planes (shift 0,2,4,6) give 32 outputs each, 16 per sub-block. */
 static void deq_q2_k(const uint8_t *b, float *y) {
   const uint8_t *sc = b, *qs = b + 16;
-  float d = rd_f16(b + 80), dmin = rd_f16(b + 82);
+  float d = icl_ref_rd_f16(b + 80), dmin = icl_ref_rd_f16(b + 82);
   for (int half = 0; half < 2; half++) {
     const uint8_t *q = qs + 32 * half;
     for (int plane = 0; plane < 4; plane++) {
@@ -140,7 +138,7 @@ int icl_ref_q3k_scale(const uint8_t *s, int j) {
  * (g = 0..7, 32 outputs each) is bit g of hmask[l]; a clear bit subtracts 4. */
 static void deq_q3_k(const uint8_t *b, float *y) {
   const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
-  float d = rd_f16(b + 108);
+  float d = icl_ref_rd_f16(b + 108);
   for (int half = 0; half < 2; half++) {
     const uint8_t *q = qs + 32 * half;
     for (int plane = 0; plane < 4; plane++) {
@@ -157,7 +155,7 @@ static void deq_q3_k(const uint8_t *b, float *y) {
 }
 
 static void deq_q4_k(const uint8_t *b, float *y) {
-  float d = rd_f16(b), dmin = rd_f16(b + 2);
+  float d = icl_ref_rd_f16(b), dmin = icl_ref_rd_f16(b + 2);
   const uint8_t *s = b + 4, *qs = b + 16;
   for (int c = 0; c < 4; c++) {
     int sc0, m0, sc1, m1;
@@ -171,7 +169,7 @@ static void deq_q4_k(const uint8_t *b, float *y) {
 }
 
 static void deq_q5_k(const uint8_t *b, float *y) {
-  float d = rd_f16(b), dmin = rd_f16(b + 2);
+  float d = icl_ref_rd_f16(b), dmin = icl_ref_rd_f16(b + 2);
   const uint8_t *s = b + 4, *qh = b + 16, *qs = b + 48;
   for (int c = 0; c < 4; c++) {
     int sc0, m0, sc1, m1;
@@ -193,7 +191,7 @@ static void deq_q5_k(const uint8_t *b, float *y) {
 static void deq_q6_k(const uint8_t *b, float *y) {
   const uint8_t *ql = b, *qh = b + 128;
   const int8_t *sc = (const int8_t *)(b + 192);
-  float d = rd_f16(b + 208);
+  float d = icl_ref_rd_f16(b + 208);
   for (int half = 0; half < 2; half++) {
     for (int l = 0; l < 32; l++) {
       int is = l / 16;
@@ -236,7 +234,7 @@ void icl_ref_dequant(uint32_t t, const void *src, float *dst, int64_t n) {
   switch (t) {
   case ICL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
   case ICL_TYPE_F16:
-    for (int64_t i = 0; i < n; i++) dst[i] = rd_f16(p + 2 * i);
+    for (int64_t i = 0; i < n; i++) dst[i] = icl_ref_rd_f16(p + 2 * i);
     return;
   case ICL_TYPE_BF16:
     for (int64_t i = 0; i < n; i++) dst[i] = icl_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
