@@ -8,29 +8,14 @@
 if not arg[1] then error("usage: icl script scripts/head-ablation-table.lua SUMMARY.json [SUMMARY.json ...]", 0) end
 local null = icl.json.null
 local metrics = require("icl.metrics")
-local runs = {}
-for i, path in ipairs(arg) do
-  local j, err = icl.json.read(path)
-  if not j then error(("%s: %s"):format(path, tostring(err)), 0) end
-  if j.experiment ~= "head_ablation" or type(j.by_mode) ~= "table" then
-    error(("%s: not a head_ablation summary with by_mode (run it with --ablation)"):format(path), 0)
+local runs = require("icl.runs").read(arg, {experiment = "head_ablation", has = "by_mode",
+  hint = "run it with --ablation", same = {"model_name", "precision", "length", "walks", "random_sets", "late_from",
+                                           "late_to"}})
+for i = 2, #runs do
+  if table.concat(runs[i].ks, ",") ~= table.concat(runs[1].ks, ",")
+     or table.concat(runs[i].ablation, ",") ~= table.concat(runs[1].ablation, ",") then
+    error(("%s: ks or ablation modes differ from %s"):format(arg[i], arg[1]), 0)
   end
-  -- pooling needs the same protocol in every run: only the walk seed may differ
-  for _, key in ipairs(i > 1 and {"model_name", "precision", "length", "walks", "random_sets", "late_from", "late_to"}
-                       or {}) do
-    local a, b = icl.json.encode(j[key]), icl.json.encode(runs[1][key])
-    if a ~= b then
-      error(("%s: %s is %s, but %s has %s (pool only runs that differ in --seed)"):format(path, key, a, arg[1], b), 0)
-    end
-  end
-  if i > 1 and (table.concat(j.ks, ",") ~= table.concat(runs[1].ks, ",")
-                or table.concat(j.ablation, ",") ~= table.concat(runs[1].ablation, ",")) then
-    error(("%s: ks or ablation modes differ from %s"):format(path, arg[1]), 0)
-  end
-  for k = 1, i - 1 do
-    if j.seed == runs[k].seed then error(("%s: seed %s already given (%s)"):format(path, j.seed, arg[k]), 0) end
-  end
-  runs[i] = j
 end
 
 -- pools the cells found at the same place in every run (nil or null anywhere: null)

@@ -6,27 +6,12 @@
 if not arg[1] then error("usage: icl script scripts/knockout-table.lua SUMMARY.json [SUMMARY.json ...]", 0) end
 local null = icl.json.null
 local metrics = require("icl.metrics")
-local runs = {}
-for i, path in ipairs(arg) do
-  local j, err = icl.json.read(path)
-  if not j then error(("%s: %s"):format(path, tostring(err)), 0) end
-  if j.experiment ~= "icl_circuit" or type(j.knockout) ~= "table" then
-    error(("%s: not an icl_circuit summary with knockouts (run it with --n-knockout >= 1)"):format(path), 0)
+local runs = require("icl.runs").read(arg, {experiment = "icl_circuit", has = "knockout",
+  hint = "run it with --n-knockout >= 1", same = {"model_name", "task", "k", "edges", "template", "n_layers"}})
+for i = 2, #runs do
+  if icl.json.encode(runs[i].knockout.ranges) ~= icl.json.encode(runs[1].knockout.ranges) then
+    error(("%s: knockout layer ranges differ from %s"):format(arg[i], arg[1]), 0)
   end
-  -- pooling needs the same protocol in every run: only the prompt seed may differ
-  for _, key in ipairs(i > 1 and {"model_name", "task", "k", "edges", "template", "n_layers"} or {}) do
-    local a, b = icl.json.encode(j[key]), icl.json.encode(runs[1][key])
-    if a ~= b then
-      error(("%s: %s is %s, but %s has %s (pool only runs that differ in --seed)"):format(path, key, a, arg[1], b), 0)
-    end
-  end
-  if i > 1 and icl.json.encode(j.knockout.ranges) ~= icl.json.encode(runs[1].knockout.ranges) then
-    error(("%s: knockout layer ranges differ from %s"):format(path, arg[1]), 0)
-  end
-  for k = 1, i - 1 do
-    if j.seed == runs[k].seed then error(("%s: seed %s already given (%s)"):format(path, j.seed, arg[k]), 0) end
-  end
-  runs[i] = j
 end
 
 local j = runs[1]
