@@ -173,7 +173,10 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
   }
   c.a_mode = a_in_place(&cb->k, g) ? 0 : shared_a ? 1 : 2;
   int64_t wsz = up16(c.n_tiles * CPU_TILE_ROWS * g->K), xsz = up16(c.n_groups * gnt * g->K);
-  int nw = c.a_mode == 0 ? 0 : c.a_mode == 1 || count == 1 ? 1 : 2, nx = count == 1 ? 1 : 2;
+  /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
+   * a region's items in order (the kernel calls first), so there one half serves and stays in cache */
+  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2;
+  int nw = c.a_mode == 0 ? 0 : c.a_mode == 1 ? 1 : halves, nx = halves;
   float *sp = cpu_scratch_get(&cb->shared, (size_t)(nw * wsz + nx * xsz) * sizeof(float));
   int ok = sp != NULL;
   for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;

@@ -670,6 +670,13 @@ int main(void) {
   test_matmul_group(2, 70, 33, 50, 0);
   test_matmul_group(3, 128, 128, 1152, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX); /* the meta model's q, k, v */
   test_matmul_group(4, 40, 64, 3000, ICL_BWD_WRITE_DX);
+  icl_backend *be1; /* one thread: the gemm group packs every product into one half of its scratch */
+  CHECK(icl_cpu_backend_new(1, &be1, &err) == ICL_OK);
+  g_cb = cpu_of(be1);
+  test_matmul_group(3, 128, 128, 1152, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX);
+  test_matmul_group(4, 40, 64, 3000, 0);
+  be1->ops->destroy(be1);
+  g_cb = cpu_of(be);
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
