@@ -184,6 +184,11 @@ typedef struct icl_backend_ops {
    * into zeros (its old contents, NaN included, are never read) */
   int (*matmul_bwd)(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
                     const icl_dt *dx, int write, icl_error *err);
+  /* matmul_bwd of count (2..ICL_MATMUL_GROUP_MAX) weights w[i] on one input x (q, k, v), dy[i] and dw[i] per weight
+   * (dw NULL: no dw), one dx: bit-identical to matmul_bwd for i = 0..count-1 in turn, the first with write, the
+   * others with write & ICL_BWD_WRITE_DW; optional (NULL: the wrapper does that) */
+  int (*matmul_bwd_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
+                          const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
   /* for y = norm(x [d, n]) * w (+ b), LayerNorm (rms 0) or RMSNorm (rms 1), w NULL = ones: dx, dw, db (LayerNorm
    * only); stats [2, n] is scratch */
   int (*norm_bwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,

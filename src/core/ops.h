@@ -71,6 +71,9 @@ int icl_op_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, con
                           const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
                       const icl_dt *dx, int write, icl_error *err);
+/* matmul_bwd_group: the backend's, or count matmul_bwd calls in turn (same bits). */
+int icl_op_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
+                            const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
 int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                     const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
 int icl_op_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,

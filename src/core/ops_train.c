@@ -49,21 +49,43 @@ int icl_op_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, con
   return ICL_OK;
 }
 
+/* matmul_bwd's operands and flags (op names the product: "matmul_bwd" or "matmul_bwd_group[i]"). */
+static int chk_matmul_bwd(const char *op, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
+                          const icl_dt *dx, int write, icl_error *err) {
+  if (write & ~(ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX))
+    return icl_error_set(err, ICL_EINVAL, "%s: write flags %#x: expected ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX", op,
+                         (unsigned)write);
+  TRY(chk_f32(op, "w", w, err));
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, "dy", dy, err));
+  TRY(chk_dim(op, "x", x, "ne[0]", x->ne[0], w->ne[0], "w's columns", err));
+  TRY(chk_dim(op, "dy", dy, "ne[0]", dy->ne[0], w->ne[1], "w's rows", err));
+  TRY(chk_dim(op, "dy", dy, "rows", icl_dt_nrows(dy), icl_dt_nrows(x), "x's rows", err));
+  TRY(chk_grad(op, "dw", dw, icl_dt_nelem(w), "as many as w", err));
+  return chk_grad(op, "dx", dx, icl_dt_nelem(x), "as many as x", err);
+}
+
 int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
                       const icl_dt *dx, int write, icl_error *err) {
-  if (write & ~(ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX))
-    return icl_error_set(err, ICL_EINVAL, "matmul_bwd: write flags %#x: expected ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX",
-                         (unsigned)write);
-  TRY(chk_f32("matmul_bwd", "w", w, err));
-  TRY(chk_f32("matmul_bwd", "x", x, err));
-  TRY(chk_f32("matmul_bwd", "dy", dy, err));
-  TRY(chk_dim("matmul_bwd", "x", x, "ne[0]", x->ne[0], w->ne[0], "w's columns", err));
-  TRY(chk_dim("matmul_bwd", "dy", dy, "ne[0]", dy->ne[0], w->ne[1], "w's rows", err));
-  TRY(chk_dim("matmul_bwd", "dy", dy, "rows", icl_dt_nrows(dy), icl_dt_nrows(x), "x's rows", err));
-  TRY(chk_grad("matmul_bwd", "dw", dw, icl_dt_nelem(w), "as many as w", err));
-  TRY(chk_grad("matmul_bwd", "dx", dx, icl_dt_nelem(x), "as many as x", err));
+  TRY(chk_matmul_bwd("matmul_bwd", w, x, dy, dw, dx, write, err));
   NEED(be, matmul_bwd);
   return be->ops->matmul_bwd(be, w, x, dy, dw, dx, write, err);
+}
+
+int icl_op_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
+                            const icl_dt *dw, const icl_dt *dx, int write, icl_error *err) {
+  if (count < 1 || count > ICL_MATMUL_GROUP_MAX)
+    return icl_error_set(err, ICL_EINVAL, "matmul_bwd_group: count %d outside 1..%d", count, ICL_MATMUL_GROUP_MAX);
+  static const char *const op[] = {"matmul_bwd_group[0]", "matmul_bwd_group[1]", "matmul_bwd_group[2]",
+                                   "matmul_bwd_group[3]"};
+  for (int i = 0; i < count; i++) {
+    TRY(chk_matmul_bwd(op[i], &w[i], x, &dy[i], dw ? &dw[i] : NULL, dx, write, err));
+    if (i > 0) TRY(chk_same_shape(op[i], "w[0]", &w[0], "w", &w[i], err));
+  }
+  if (count > 1 && be->ops->matmul_bwd_group) return be->ops->matmul_bwd_group(be, count, w, x, dy, dw, dx, write, err);
+  for (int i = 0; i < count; i++) /* dx: the first product written (per write), the others added */
+    TRY(icl_op_matmul_bwd(be, &w[i], x, &dy[i], dw ? &dw[i] : NULL, dx, i ? write & ICL_BWD_WRITE_DW : write, err));
+  return ICL_OK;
 }
 
 int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,

@@ -118,49 +118,77 @@ void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
   }
 }
 
-/* The threaded gemm packs both operands once into the shared scratch (tiles, then token groups), then runs
- * items of one row tile x GEMM_TOK_BLOCK tokens on the packed copies. */
+/* The threaded gemm runs count products of one shape in count + 1 parallel regions: region r runs the kernel items
+ * (one row tile x GEMM_TOK_BLOCK tokens) of product r - 1 on its packed copies and packs the operands of product r
+ * into the other half of the shared scratch (A tiles: none when A is read in place, once when every product has
+ * the same A), so a product's packed operands are still in cache when it runs, and count products cost count + 1
+ * hand-offs instead of 2 count. */
 typedef struct gemm_ctx {
   cpu_backend *cb;
-  const cpu_gemm_args *g;
-  float *wp, *xp;
-  int64_t n_tiles, n_groups, n_blocks;
+  const cpu_gemm_args *g; /* [count], one shape */
+  int count, k;           /* k: the product this region packs; k - 1 runs */
+  int a_mode;             /* 0: A in place, 1: one A packed for all, 2: each product's A */
+  float *wp[2], *xp[2];   /* packed A and B, by product parity (wp[0] only when shared) */
+  int64_t n_tiles, n_groups, n_blocks, n_run, n_pack_a; /* this region's run items, then A-pack, then B-pack items */
 } gemm_ctx;
 
-static void gemm_pack_item(void *arg, int64_t it, int ith) {
-  (void)ith;
+static float *gemm_wp(const gemm_ctx *c, int i) { return c->a_mode == 0 ? NULL : c->wp[c->a_mode == 1 ? 0 : i & 1]; }
+
+static void gemm_item(void *arg, int64_t it, int ith) {
   const gemm_ctx *c = arg;
   const cpu_kernels *k = &c->cb->k;
   int64_t K = c->g->K;
-  if (it < c->n_tiles && !c->wp) return;
-  if (it < c->n_tiles) pack_a(k, &c->g->a, it * CPU_TILE_ROWS, nrows(c->g, it * CPU_TILE_ROWS), K,
-                              c->wp + it * CPU_TILE_ROWS * K);
+  if (it < c->n_run) { /* kernel calls of product k - 1 */
+    int i = c->k - 1;
+    const cpu_gemm_args *g = &c->g[i];
+    int64_t j0 = it % c->n_tiles * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / c->n_tiles * tb;
+    int64_t t1 = t0 + tb < g->n ? t0 + tb : g->n;
+    const float *wp = gemm_wp(c, i);
+    float *tmp = c->cb->scratch[ith].p;
+    for (int64_t t = t0; t < t1; t += k->gemm_nt)
+      gemm_call(k, g, wp ? wp + j0 * K : NULL, c->xp[i & 1] + t * K, j0, nrows(g, j0), t, ntoks(k, g, t), tmp);
+    return;
+  }
+  it -= c->n_run;
+  const cpu_gemm_args *g = &c->g[c->k];
+  if (it < c->n_pack_a)
+    pack_a(k, &g->a, it * CPU_TILE_ROWS, nrows(g, it * CPU_TILE_ROWS), K, gemm_wp(c, c->k) + it * CPU_TILE_ROWS * K);
   else
-    pack_group(k, c->g, it - c->n_tiles, c->xp + (it - c->n_tiles) * k->gemm_nt * K);
+    pack_group(k, g, it - c->n_pack_a, c->xp[c->k & 1] + (it - c->n_pack_a) * k->gemm_nt * K);
 }
 
-static void gemm_run_item(void *arg, int64_t it, int ith) {
-  const gemm_ctx *c = arg;
-  const cpu_kernels *k = &c->cb->k;
-  int64_t K = c->g->K, j0 = it % c->n_tiles * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / c->n_tiles * tb;
-  int64_t t1 = t0 + tb < c->g->n ? t0 + tb : c->g->n;
-  float *tmp = c->cb->scratch[ith].p;
-  for (int64_t t = t0; t < t1; t += k->gemm_nt)
-    gemm_call(k, c->g, c->wp ? c->wp + j0 * K : NULL, c->xp + t * K, j0, nrows(c->g, j0), t, ntoks(k, c->g, t), tmp);
-}
+static int same_mat(const cpu_mat *a, const cpu_mat *b) { return a->p == b->p && a->rs == b->rs && a->cs == b->cs; }
 
-int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err) {
+int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error *err) {
   int gnt = cb->k.gemm_nt;
-  gemm_ctx c = {cb, g, NULL, NULL, (g->R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS, (g->n + gnt - 1) / gnt,
-                (g->n + tok_block(&cb->k) - 1) / tok_block(&cb->k)};
-  int64_t wfl = a_in_place(&cb->k, g) ? 0 : up16(c.n_tiles * CPU_TILE_ROWS * g->K), xfl = up16(c.n_groups * gnt * g->K);
-  float *sp = cpu_scratch_get(&cb->shared, (size_t)(wfl + xfl) * sizeof(float));
+  gemm_ctx c = {.cb = cb, .g = g, .count = count, .n_tiles = (g->R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS,
+                .n_groups = (g->n + gnt - 1) / gnt, .n_blocks = (g->n + tok_block(&cb->k) - 1) / tok_block(&cb->k)};
+  int shared_a = 1;
+  for (int i = 1; i < count; i++) {
+    if (g[i].R != g->R || g[i].n != g->n || g[i].K != g->K)
+      return icl_error_set(err, ICL_EINVAL, "cpu: gemm group: product %d is [%lld x %lld x %lld], expected [%lld x "
+                           "%lld x %lld] as product 0", i, (long long)g[i].R, (long long)g[i].n, (long long)g[i].K,
+                           (long long)g->R, (long long)g->n, (long long)g->K);
+    shared_a &= same_mat(&g[i].a, &g->a);
+  }
+  c.a_mode = a_in_place(&cb->k, g) ? 0 : shared_a ? 1 : 2;
+  int64_t wsz = up16(c.n_tiles * CPU_TILE_ROWS * g->K), xsz = up16(c.n_groups * gnt * g->K);
+  /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
+   * a region's items in order (the kernel calls first), so there one half serves and stays in cache */
+  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2;
+  int nw = c.a_mode == 0 ? 0 : c.a_mode == 1 ? 1 : halves, nx = halves;
+  float *sp = cpu_scratch_get(&cb->shared, (size_t)(nw * wsz + nx * xsz) * sizeof(float));
   int ok = sp != NULL;
   for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;
-  if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for a [%lld x %lld x %lld] product",
-                                (long long)g->R, (long long)g->n, (long long)g->K);
-  c.wp = wfl ? sp : NULL, c.xp = sp + wfl;
-  cpu_pool_for(cb->pool, c.n_tiles + c.n_groups, gemm_pack_item, &c);
-  cpu_pool_for(cb->pool, c.n_tiles * c.n_blocks, gemm_run_item, &c);
+  if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for %d [%lld x %lld x %lld] products",
+                                count, (long long)g->R, (long long)g->n, (long long)g->K);
+  c.wp[0] = sp, c.wp[1] = sp + (nw - 1) * wsz, c.xp[0] = sp + nw * wsz, c.xp[1] = c.xp[0] + (nx - 1) * xsz;
+  for (c.k = 0; c.k <= count; c.k++) {
+    c.n_run = c.k > 0 ? c.n_tiles * c.n_blocks : 0;
+    c.n_pack_a = c.k < count && (c.a_mode == 2 || (c.a_mode == 1 && c.k == 0)) ? c.n_tiles : 0;
+    cpu_pool_for(cb->pool, c.n_run + c.n_pack_a + (c.k < count ? c.n_groups : 0), gemm_item, &c);
+  }
   return ICL_OK;
 }
+
+int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err) { return cpu_gemm_group(cb, 1, g, err); }

@@ -387,6 +387,10 @@ typedef struct cpu_gemm_args {
 enum { CPU_GEMM_B_LOWER = 1, CPU_GEMM_B_UPPER = 2, CPU_GEMM_Y_LOWER = 3 };
 /* Threaded over row tiles and token blocks, per-thread scratch from the backend. */
 int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err);
+/* count products of one shape (R, n, K) in turn, in count + 1 parallel regions (each region runs one product and
+ * packs the next; an A shared by every product is packed once); each product as cpu_gemm with its own accumulate
+ * flag, so the bits are those of count cpu_gemm calls in turn. */
+int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error *err);
 /* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */
 void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws);
 int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K);
@@ -396,6 +400,8 @@ int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const 
                        const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *dy, const icl_dt *dw,
                    const icl_dt *dx, int write, icl_error *err);
+int cpu_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
+                         const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
 int cpu_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,

@@ -12,6 +12,16 @@ int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_
                            f32_or_null(dw), f32_or_null(dx), write, err);
 }
 
+int cpu_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
+                         const icl_dt *dw, const icl_dt *dx, int write, icl_error *err) {
+  const float *pw[ICL_MATMUL_GROUP_MAX], *pdy[ICL_MATMUL_GROUP_MAX];
+  float *pdw[ICL_MATMUL_GROUP_MAX];
+  for (int i = 0; i < count && i < ICL_MATMUL_GROUP_MAX; i++)
+    pw[i] = cpu_f32(&w[i]), pdy[i] = cpu_f32(&dy[i]), pdw[i] = dw ? cpu_f32(&dw[i]) : NULL;
+  return cpu_tr_matmul_bwd_group(cpu_of(be), count, pw, w->ne[0], w->ne[1], cpu_f32(x), icl_dt_nrows(x), pdy,
+                                 dw ? pdw : NULL, f32_or_null(dx), write, err);
+}
+
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err) {
   (void)err;

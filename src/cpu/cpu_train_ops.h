@@ -24,6 +24,12 @@ void cpu_tr_sum_rows(cpu_backend *cb, const float *src, int64_t d, int64_t T, in
  * the same bits as adding it to zeros). */
 int cpu_tr_matmul_bwd(cpu_backend *cb, const float *W, int64_t K, int64_t R, const float *x, int64_t n, const float *dy,
                   float *dW, float *dx, int write, icl_error *err);
+/* count matmul backwards of one input x (q, k, v): dW[i] from dy[i] and x, dx from every dy[i] W[i] in turn (the
+ * first written with ICL_BWD_WRITE_DX, the rest added); dW NULL: none. Bit-identical to count cpu_tr_matmul_bwd
+ * calls, the first with write, the others with write & ICL_BWD_WRITE_DW; x's packed tiles serve every dW. */
+int cpu_tr_matmul_bwd_group(cpu_backend *cb, int count, const float *const *W, int64_t K, int64_t R, const float *x,
+                            int64_t n, const float *const *dy, float *const *dW, float *dx, int write,
+                            icl_error *err);
 /* LayerNorm / RMSNorm backward (w may be NULL = ones); stats is scratch [2, n]. */
 void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
                        const float *dy, float *dx, float *dw, float *db, float *stats);

@@ -18,6 +18,26 @@ static int bwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, 
                            ICL_BWD_WRITE_DW | (first ? ICL_BWD_WRITE_DX : 0), err);
 }
 
+/* q, k, v's backward as one matmul_bwd_group on their shared input h (the backend packs h once for the three dW):
+ * the biases' sums, dW of each, dh = dq Wq + dk Wk + dv Wv in that order (written). */
+static int bwd_qkv(icl_trainer *tr, const tr_layer *L, const float *h, const float *dk, icl_error *err) {
+  int64_t d = tr->cfg.d_model, qd = tr->qd, N = tr->N;
+  const int w[3] = {L->wq, L->wk, L->wv}, b[3] = {L->bq, L->bk, L->bv};
+  const float *dy[3] = {tr->dq, dk, tr->dv};
+  icl_dt vw[3], vdy[3], vdw[3];
+  int rc = ICL_OK;
+  for (int i = 0; i < 3; i++) {
+    tr_views v = {.tr = tr};
+    if (!rc && b[i] >= 0)
+      rc = icl_op_sum_rows(tr->be, tr_v4(&v, dy[i], qd, 1, N, 1), tr_v(&v, tr_g(tr, b[i]), qd, 1), err);
+    vw[i] = tr_view(tr, tr_w(tr, w[i]), d, qd), vdw[i] = tr_view(tr, tr_g(tr, w[i]), d, qd);
+    vdy[i] = tr_view(tr, dy[i], qd, N);
+  }
+  icl_dt vx = tr_view(tr, h, d, N), vdx = tr_view(tr, tr->dh, d, N);
+  int write = ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX;
+  return rc ? rc : icl_op_matmul_bwd_group(tr->be, 3, vw, &vx, vdy, vdw, &vdx, write, err);
+}
+
 /* dx += gradient of y = norm(x) with weight w, bias b. */
 static int bwd_norm(icl_trainer *tr, int w, int b, const float *x, const float *dy, float *dx, icl_error *err) {
   int64_t d = tr->cfg.d_model, N = tr->N;
@@ -98,9 +118,7 @@ static int bwd_attention(icl_trainer *tr, int l, const float *xin, icl_error *er
     rc = icl_op_rope_bwd(tr->be, tr_v4(&r, i ? dk : tr->dq, hd, nh, N, 1), tr_vi(&r, tr->pos_ids, N), (int)hd,
                          c->rope_base, err);
   }
-  if (!rc) rc = bwd_linear(tr, L->wq, L->bq, a->h, d, qd, tr->dq, tr->dh, 1, err);
-  if (!rc) rc = bwd_linear(tr, L->wk, L->bk, a->h, d, qd, dk, tr->dh, 0, err);
-  if (!rc) rc = bwd_linear(tr, L->wv, L->bv, a->h, d, qd, tr->dv, tr->dh, 0, err);
+  if (!rc) rc = bwd_qkv(tr, L, a->h, dk, err);
   return rc ? rc : bwd_norm(tr, L->norm_w, L->norm_b, xin, tr->dh, tr->dres, err);
 }
 

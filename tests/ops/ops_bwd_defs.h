@@ -26,6 +26,39 @@ static void bf_matmul(const ob_case *c, double *xd[], double *y) {
 }
 static const ob_op OB_MATMUL = {"matmul_bwd", "K,rows,tokens", bg_matmul, br_matmul, bo_matmul, bf_matmul};
 
+/* ---- matmul_bwd_group (q, k, v on one input): n = {K, rows, tokens}; dW of each of 3 weights, dx; dy is the three
+ * products' upstream gradients one after the other ---------------------------------------------- */
+
+enum { OB_GROUP = 3 };
+static void bg_matmul_group(ob_case *c) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  for (int i = 0; i < OB_GROUP; i++) ob_in(c, R * K, -1, 1);
+  ob_in(c, n * K, -1, 1), ob_dy(c, OB_GROUP * n * R);
+  ob_out(c, "dWq", R * K, 0), ob_out(c, "dWk", R * K, 1), ob_out(c, "dWv", R * K, 2), ob_out(c, "dx", n * K, 3);
+}
+static int br_matmul_group(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  ob_views v = {be};
+  icl_dt w[OB_GROUP], dy[OB_GROUP], dw[OB_GROUP];
+  for (int i = 0; i < OB_GROUP; i++)
+    w[i] = *ob_f(&v, c->in[i], K, R), dy[i] = *ob_f(&v, c->dy + i * n * R, R, n), dw[i] = *ob_f(&v, g[i], K, R);
+  return ob_views_free(&v, icl_op_matmul_bwd_group(be, OB_GROUP, w, ob_f(&v, c->in[OB_GROUP], K, n), dy, dw,
+                                                   ob_f(&v, g[OB_GROUP], K, n), 0, err));
+}
+static void bo_matmul_group(const ob_case *c, double *xd[], double *g[]) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  double *dy = ob_dyd(c);
+  for (int i = 0; i < OB_GROUP; i++)
+    icl_refd_matmul_bwd(xd[i], K, R, xd[OB_GROUP], n, dy + i * n * R, g[i], NULL, g[OB_GROUP]);
+  free(dy);
+}
+static void bf_matmul_group(const ob_case *c, double *xd[], double *y) {
+  int64_t K = c->s->n[0], R = c->s->n[1], n = c->s->n[2];
+  for (int i = 0; i < OB_GROUP; i++) icl_refd_matmul(xd[i], NULL, K, R, xd[OB_GROUP], n, y + i * n * R);
+}
+static const ob_op OB_MATMUL_GROUP = {"matmul_bwd_group", "K,rows,tokens", bg_matmul_group, br_matmul_group,
+                                      bo_matmul_group, bf_matmul_group};
+
 /* ---- layer_norm (dx, dw, db), rms_norm (dx, dw): n = {d, rows} -------------------------------- */
 
 #define OB_EPS 1e-5
@@ -380,7 +413,7 @@ static const ob_entry OB_TABLE[] = {
     {&OB_RELU, SH(OBS_ACT), OB_CPU, OB_FDT},          {&OB_EMBED, SH(OBS_EMBED), OB_CPU, OB_FDT},
     {&OB_EMBED_FWD, SH(OBS_EMBED), OB_COPY, OB_FDT},  {&OB_XENT, SH(OBS_XENT), OB_CPU, OB_FDT},
     {&OB_SUM_ROWS, SH(OBS_SUM), OB_CPU, OB_FDT},      {&OB_OPTIM, SH(OBS_OPTIM), OB_CPU, OB_FDT},
-    {&OB_ATTN_SEQS, SH(OBS_ATTN_SEQS), OB_CPU, OB_FDT},
+    {&OB_ATTN_SEQS, SH(OBS_ATTN_SEQS), OB_CPU, OB_FDT}, {&OB_MATMUL_GROUP, SH(OBS_MATMUL), OB_CPU, OB_FDT},
 };
 
 #endif

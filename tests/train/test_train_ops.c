@@ -163,6 +163,53 @@ static void test_matmul_write(int64_t K, int64_t R, int64_t n) {
   free(W), free(x), free(dy), free(y0W), free(y0x), free(aW), free(ax), free(wW), free(wx), free(cW), free(cx);
 }
 
+/* matmul_bwd_group (q, k, v on one input) against count matmul_bwd calls in turn, bit for bit: dW written (old
+ * contents NaN), dx written by the first product or accumulated onto old contents; the CPU backend's group and the
+ * wrapper's fallback (the entry removed). n on both sides of the strided gemm's in-place limit (dW's reduction). */
+static void test_matmul_group(int count, int64_t K, int64_t R, int64_t n, int write) {
+  enum { G = ICL_MATMUL_GROUP_MAX };
+  float *W[G], *dy[G], *rW[G], *gW[G], *w0[G], *x = rnd(n * K, -1, 1), *x0 = rnd(n * K, -1, 1);
+  float *rx = malloc((size_t)(n * K) * 4), *gx = malloc((size_t)(n * K) * 4);
+  struct icl_buf b[4 * G + 3];
+  icl_dt vw[G], vdy[G], vrW[G], vgW[G];
+  for (int i = 0; i < count; i++) {
+    W[i] = rnd(R * K, -1, 1), dy[i] = rnd(n * R, -1, 1), rW[i] = rnd(R * K, -1, 1), gW[i] = rnd(R * K, -1, 1);
+    w0[i] = rnd(R * K, -1, 1);
+    for (int64_t j = 0; j < R * K; j++) rW[i][j] = (write & ICL_BWD_WRITE_DW) ? NAN : w0[i][j];
+    vw[i] = hv(&b[4 * i], W[i], K, R, 1, ICL_TYPE_F32), vdy[i] = hv(&b[4 * i + 1], dy[i], R, n, 1, ICL_TYPE_F32);
+    vrW[i] = hv(&b[4 * i + 2], rW[i], K, R, 1, ICL_TYPE_F32), vgW[i] = hv(&b[4 * i + 3], gW[i], K, R, 1, ICL_TYPE_F32);
+  }
+  icl_dt vx = hv(&b[4 * G], x, K, n, 1, ICL_TYPE_F32), vrx = hv(&b[4 * G + 1], rx, K, n, 1, ICL_TYPE_F32);
+  icl_dt vgx = hv(&b[4 * G + 2], gx, K, n, 1, ICL_TYPE_F32);
+  icl_error err;
+  icl_backend *be = &g_cb->be;
+  const icl_backend_ops *ops = be->ops;
+  icl_backend_ops no_group = *ops;
+  no_group.matmul_bwd_group = NULL;
+  for (int64_t j = 0; j < n * K; j++) rx[j] = (write & ICL_BWD_WRITE_DX) ? NAN : x0[j];
+  for (int i = 0; i < count; i++)
+    CHECK(icl_op_matmul_bwd(be, &vw[i], &vx, &vdy[i], &vrW[i], &vrx, i ? write & ICL_BWD_WRITE_DW : write, &err) == 0);
+  for (int path = 0; path < 2; path++) { /* 0: the backend's group, 1: the wrapper's fallback */
+    for (int64_t j = 0; j < n * K; j++) gx[j] = (write & ICL_BWD_WRITE_DX) ? NAN : x0[j];
+    for (int i = 0; i < count; i++)
+      for (int64_t j = 0; j < R * K; j++) gW[i][j] = (write & ICL_BWD_WRITE_DW) ? NAN : w0[i][j];
+    be->ops = path ? &no_group : ops;
+    CHECK(icl_op_matmul_bwd_group(be, count, vw, &vx, vdy, vgW, &vgx, write, &err) == ICL_OK);
+    be->ops = ops;
+    int64_t badW = 0, badx = 0;
+    for (int i = 0; i < count; i++)
+      for (int64_t j = 0; j < R * K; j++) badW += memcmp(&rW[i][j], &gW[i][j], 4) != 0;
+    for (int64_t j = 0; j < n * K; j++) badx += memcmp(&rx[j], &gx[j], 4) != 0;
+    printf("matmul group %d x %lldx%lldx%lld write %d (%s): dW %lld, dx %lld elements differ from matmul_bwd in turn\n",
+           count, (long long)K, (long long)R, (long long)n, write, path ? "fallback" : "backend", (long long)badW,
+           (long long)badx);
+    CHECK(badW == 0 && badx == 0);
+  }
+  CHECK(icl_op_matmul_bwd_group(be, G + 1, vw, &vx, vdy, vgW, &vgx, write, &err) == ICL_EINVAL);
+  for (int i = 0; i < count; i++) free(W[i]), free(dy[i]), free(rW[i]), free(gW[i]), free(w0[i]);
+  free(x), free(x0), free(rx), free(gx);
+}
+
 /* ---- norms --------------------------------------------------------------------------------------- */
 
 typedef struct norm_case {
@@ -618,6 +665,18 @@ int main(void) {
   test_matmul_write(70, 33, 50);
   test_matmul_write(128, 96, 600);
   test_matmul_write(40, 64, 3000);
+  test_matmul_group(3, 6, 5, 4, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX);
+  test_matmul_group(3, 70, 33, 50, ICL_BWD_WRITE_DW);
+  test_matmul_group(2, 70, 33, 50, 0);
+  test_matmul_group(3, 128, 128, 1152, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX); /* the meta model's q, k, v */
+  test_matmul_group(4, 40, 64, 3000, ICL_BWD_WRITE_DX);
+  icl_backend *be1; /* one thread: the gemm group packs every product into one half of its scratch */
+  CHECK(icl_cpu_backend_new(1, &be1, &err) == ICL_OK);
+  g_cb = cpu_of(be1);
+  test_matmul_group(3, 128, 128, 1152, ICL_BWD_WRITE_DW | ICL_BWD_WRITE_DX);
+  test_matmul_group(4, 40, 64, 3000, 0);
+  be1->ops->destroy(be1);
+  g_cb = cpu_of(be);
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
