@@ -14,12 +14,16 @@
 // each member's type a bit of p.tmask; quant_pair.glsl decodes each with its type's own decoder (bit-identical).
 // NORM (GROUP only): x is first RMS-normed with weight nw (norm.glsl: the sum of squares in rms_norm.comp's order,
 // each element x * inv * nw as rms_norm stores it), so the pre-attention and pre-FFN norms cost no dispatch.
+// POST (NORM only): the input is t = x + rms_norm(o, pw) (Gemma's post-norm and residual add, as rms_norm.comp with
+// ADD computes it): every workgroup recomputes o's sum of squares and t itself; group 0 alone writes t, to its own
+// buffer (the other workgroups still read x), which is the residual from then on.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 1;  // threads per row group: 1 or the workgroup size
 layout(constant_id = 2) const uint NR = 1;   // rows per row group (at most 8)
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
 layout(constant_id = 5) const uint NORM = 0; // GROUP: 1 the product of rms_norm(x, nw, eps) instead of x
+layout(constant_id = 6) const uint POST = 0; // NORM: 1 x is t = x + rms_norm(o, pw, eps), written to t
 
 #ifdef GROUP
 layout(std430, binding = 0) readonly buffer W0 { uvec4 wq0[]; };
@@ -30,6 +34,9 @@ layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
 layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
 layout(std430, binding = 7) readonly buffer NW { float nw[]; }; // NORM: the norm's weight (else a stand-in)
+layout(std430, binding = 8) readonly buffer O { float ob[]; };   // POST: the sublayer output (else stand-ins)
+layout(std430, binding = 9) readonly buffer PW { float pwb[]; }; // POST: its post-norm weight
+layout(std430, binding = 10) writeonly buffer T { float tq[]; }; // POST: the new residual t
 
 layout(push_constant) uniform P {
   uint cols, x_off, x_len;         // x_off: word offset of x; x_len: unused here (the layout matvec_cpu's)
@@ -40,6 +47,7 @@ layout(push_constant) uniform P {
   uint nw_off, nw_len;             // NORM: word offset of nw; nw_len unused here (matvec_cpu's layout)
   float eps;                       // NORM: the norm's epsilon
   uint tmask;                      // MIX: bit m set where member m is of the second type (TYPE2_<B>)
+  uint o_off, o_len, pw_off, pw_len, t_off; // POST: word offsets of o, pw, t (the lens: matvec_cpu's layout)
 } p;
 
 uint g_m = 0u; // this workgroup's member (uniform across the workgroup)
@@ -73,10 +81,28 @@ layout(push_constant) uniform P {
 #endif
 #include "act.glsl"
 
+#ifdef GROUP
+uint g_src = 0u;    // POST: what load_x reads: 0 x, 1 o (for its norm), 2 t = x + o * g_pinv * pw
+float g_pinv = 0.0; // POST: o's 1 / rms
+#endif
 void load_x(uint base, uint valid, out vec4 xv[8]) {
   for (uint i = 0u; i < 8u; i++) {
     vec4 t;
-    for (uint k = 0u; k < 4u; k++) t[k] = 4u * i + k < valid ? x[base + 4u * i + k] : 0.0;
+    for (uint k = 0u; k < 4u; k++) {
+      t[k] = 4u * i + k < valid ? x[base + 4u * i + k] : 0.0;
+#ifdef GROUP
+      if (POST != 0u && g_src != 0u && 4u * i + k < valid) { // uniform: POST is a constant, g_src per phase
+        uint e = base - p.x_off + 4u * i + k;
+        if (g_src == 1u) {
+          t[k] = ob[p.o_off + e];
+        } else { // as rms_norm.comp with ADD: v = o * inv * w, then the residual plus v
+          precise float v = ob[p.o_off + e] * g_pinv * pwb[p.pw_off + e];
+          precise float s = t[k] + v;
+          t[k] = s;
+        }
+      }
+#endif
+    }
     xv[i] = t;
   }
 }
@@ -114,6 +140,18 @@ void main() {
   rows = g_m == 0u ? p.rows0 : g_m == 1u ? p.rows1 : p.rows2;
   w_off = g_m == 0u ? p.w_off0 : g_m == 1u ? p.w_off1 : p.w_off2;
   col = 0u, xb = p.x_off;
+  if (POST != 0u) { // o's norm first, then t's; group 0 stores t (each lane its chunks, as the main loop reads them)
+    g_src = 1u;
+    g_pinv = norm_inv(xb, p.cols, p.eps);
+    g_src = 2u;
+    if (group_index() == 0u)
+      for (uint ch = gl_LocalInvocationID.x; ch < (p.cols + 31u) / 32u; ch += gl_WorkGroupSize.x) {
+        uint valid = min(32u, p.cols - 32u * ch);
+        vec4 tv[8];
+        load_x(xb + 32u * ch, valid, tv);
+        for (uint i = 0u; i < valid; i++) tq[p.t_off + 32u * ch + i] = tv[i / 4u][i % 4u];
+      }
+  }
   float inv = NORM != 0u ? norm_inv(xb, p.cols, p.eps) : 1.0; // uniform: NORM is a constant
 #else
   rows = p.rows, w_off = p.w_off, col = gl_WorkGroupID.z, xb = p.x_off + col * p.cols;

@@ -12,6 +12,7 @@ layout(constant_id = 2) const uint XLEN = 16;  // declared vec4s of x (the bound
 layout(constant_id = 3) const uint ACC = 0; // 1: y += the product (the residual add, fused: exactly what add gives)
 layout(constant_id = 4) const uint GLU = 0; // GROUP: 1 y0 = silu(w0 . x) * (w1 . x), 2 with gelu (what swiglu gives)
 layout(constant_id = 5) const uint NORM = 0; // GROUP: 1 the product of rms_norm(x, nw, eps) (see matvec.comp)
+layout(constant_id = 6) const uint POST = 0; // NORM: 1 x is t = x + rms_norm(o, pw, eps), written to t (matvec.comp)
 
 #ifdef GROUP
 // up to 3 weights of one type (MIX: of two types, see matvec.comp) on the same x in one dispatch: each workgroup
@@ -24,6 +25,9 @@ layout(std430, binding = 4) writeonly buffer Y0 { float y0[]; };
 layout(std430, binding = 5) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 6) writeonly buffer Y2 { float y2[]; };
 layout(std140, binding = 7) uniform NW { vec4 nwu[XLEN]; }; // NORM: the norm's weight (else a stand-in)
+layout(std140, binding = 8) uniform O { vec4 ou[XLEN]; };    // POST: the sublayer output (else stand-ins)
+layout(std140, binding = 9) uniform PW { vec4 pwu[XLEN]; };  // POST: its post-norm weight
+layout(std430, binding = 10) writeonly buffer T { float tq[]; }; // POST: the new residual t
 
 layout(push_constant) uniform P {
   uint cols, x_off, x_len;         // x: word offset, vec4s bound
@@ -34,6 +38,7 @@ layout(push_constant) uniform P {
   uint nw_off, nw_len;             // NORM: nw's word offset and vec4s bound
   float eps;                       // NORM: the norm's epsilon
   uint tmask;                      // MIX: bit m set where member m is of the second type (TYPE2_<B>)
+  uint o_off, o_len, pw_off, pw_len, t_off; // POST: word offsets of o, pw, t; vec4s bound of o and pw
 } p;
 
 uint g_m = 0u; // this workgroup's member
@@ -64,9 +69,36 @@ layout(push_constant) uniform P {
 #else
 #include "quant.glsl"
 #endif
+#ifdef GROUP
+#define UBO_X_OWN_LOAD 1
+#endif
 #include "ubo_x.glsl"
 #include "act.glsl"
 #ifdef GROUP
+UBO_LOAD32(load_xu, xu, p.x_len)
+UBO_LOAD32(load_ou, ou, p.o_len)
+UBO_LOAD32(load_pwu, pwu, p.pw_len)
+uint g_src = 0u;    // POST: what load_x reads: 0 x, 1 o (for its norm), 2 t = x + o * g_pinv * pw
+float g_pinv = 0.0; // POST: o's 1 / rms
+void load_x(uint xo, uint valid, out vec4 xv[8]) {
+  load_xu(xo, valid, xv);
+  if (POST == 0u || g_src == 0u) return; // uniform: POST is a constant, g_src per phase
+  vec4 ov[8], wv[8];
+  load_ou(p.o_off + xo - p.x_off, valid, ov);
+  if (g_src == 1u) {
+    xv = ov;
+    return;
+  }
+  load_pwu(p.pw_off + xo - p.x_off, valid, wv);
+  for (uint i = 0u; i < 8u; i++) { // as rms_norm.comp with ADD: v = o * inv * w, then the residual plus v
+    precise vec4 v = ov[i] * g_pinv * wv[i];
+    precise vec4 s = xv[i] + v;
+    if (valid < 32u) // zeros past valid even where g_pinv is not finite
+      for (uint k = 0u; k < 4u; k++)
+        if (4u * i + k >= valid) s[k] = 0.0;
+    xv[i] = s;
+  }
+}
 #define NORM_SERIAL 1 // each invocation sums the squares alone, in the order of rms_norm.comp
 #include "norm.glsl"
 UBO_LOAD32(load_nw, nwu, p.nw_len)
@@ -153,6 +185,18 @@ void main() {
 #endif
 #ifdef GROUP
   if (first >= rows) return; // a member's last workgroup, or an absent member: no row to re-read
+  if (POST != 0u) { // o's norm, then t's; the group's first invocation stores t (a pass of its own: x is short)
+    g_src = 1u;
+    g_pinv = norm_inv(p.x_off, p.cols, p.eps);
+    g_src = 2u;
+    if (gi == 0u && g_m == 0u && gl_LocalInvocationID.x == 0u)
+      for (uint ch = 0u; ch < nch; ch++) {
+        uint valid = min(32u, p.cols - 32u * ch);
+        vec4 tv[8];
+        load_x(p.x_off + 32u * ch, valid, tv);
+        for (uint i = 0u; i < valid; i++) tq[p.t_off + 32u * ch + i] = tv[i / 4u][i % 4u];
+      }
+  }
   float inv = NORM != 0u ? norm_inv(p.x_off, p.cols, p.eps) : 1.0;
 #endif
   float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;

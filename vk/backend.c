@@ -77,7 +77,9 @@ static const icl_backend_ops VK_OPS = {VK_OPS_COMMON, .matmul_group = vk_op_matm
                                        .rope_pair = vk_op_rope_pair, .matmul_glu = vk_op_matmul_glu,
                                        .rms_matmul_group = vk_op_rms_matmul_group,
                                        .rms_matmul_glu = vk_op_rms_matmul_glu, .rms_norm_add = vk_op_rms_norm_add,
-                                       .rms_rope_pair = vk_op_rms_rope_pair};
+                                       .rms_rope_pair = vk_op_rms_rope_pair,
+                                       .add_rms_matmul_group = vk_op_add_rms_matmul_group,
+                                       .add_rms_matmul_glu = vk_op_add_rms_matmul_glu};
 
 /* ICL_VK_FUSION=0: the same backend without its fused ops, so the forward pass records the unfused sequence
  * (the old path, for timing the two side by side and for bisecting) */

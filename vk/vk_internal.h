@@ -10,7 +10,7 @@
 #include "check.h"
 #include "icl/devices.h"
 
-#define VK_MAX_BINDINGS 8
+#define VK_MAX_BINDINGS 12
 #define VK_MAX_PUSH 128
 #define VK_MAX_ACCESSES 64 /* buffer ranges tracked since the last barrier */
 #define VK_SETS_PER_POOL 512

@@ -19,6 +19,12 @@ int vk_op_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_dt *nw, f
 int vk_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, float eps, const icl_dt *h,
                          const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u, int act,
                          icl_error *err);
+/* ops_matmul_group.c: Gemma's post-norm residual add folded in before those norms (t = x + rms_norm(o, pw)) */
+int vk_op_add_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                               const icl_dt *h, int count, const icl_dt *w, const icl_dt *y, icl_error *err);
+int vk_op_add_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                             const icl_dt *h, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y,
+                             const icl_dt *u, int act, icl_error *err);
 /* ops_rows.c: y += rms_norm(x, w, eps) (Gemma's post-norms with the residual add) */
 int vk_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
 /* ops_attn.c: Gemma's per-head q/k RMS norms with RoPE of both in one dispatch */

@@ -21,7 +21,9 @@
       prev = next;                                                  \
     }                                                               \
   }
+#ifndef UBO_X_OWN_LOAD // the includer defines load_x itself (matvec_cpu.comp with GROUP)
 UBO_LOAD32(load_x, xu, p.x_len)
+#endif
 
 float dot32(vec4 a[8], vec4 b[8]) {
   vec4 s = a[0] * b[0];

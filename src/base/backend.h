@@ -52,6 +52,14 @@ enum { ICL_BWD_WRITE_DW = 1, ICL_BWD_WRITE_DX = 2 };
 /* The most weights one matmul_group applies to one input (q, k and v: 3). */
 enum { ICL_MATMUL_GROUP_MAX = 4 };
 
+/* A post-norm residual add folded into the next norm's consumer (add_rms_matmul_group / glu): t = x + rms_norm(o, w)
+ * (Gemma's post-attention / post-FFN norm with its add), then t is the input of the folded RMS norm. */
+typedef struct icl_post_add {
+  const icl_dt *o; /* the sublayer's output [d, n] */
+  const icl_dt *w; /* its post-norm weight f32 [d] */
+  const icl_dt *t; /* the new residual [d, n], written: apart from x (other workgroups still read x) */
+} icl_post_add;
+
 /* Parameters of causal attention. */
 typedef struct icl_attn_params {
   int32_t n_past;      /* keys/values already in the cache before this batch; query i is at position n_past+i */
@@ -171,6 +179,15 @@ typedef struct icl_backend_ops {
    * norms); optional (NULL: the wrapper does that) */
   int (*rms_rope_pair)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,
                        float eps, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);
+  /* The post-norm add folded in too: t = x + rms_norm(pa->o, pa->w, eps) written to pa->t, then rms_matmul_group on
+   * t (the same eps), each output and t bit-identical to rms_norm(o, w, eps, o), add(x, o, t) then rms_matmul_group;
+   * o may be left normed; optional (NULL: the wrapper does exactly that) */
+  int (*add_rms_matmul_group)(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                              const icl_dt *h, int count, const icl_dt *w, const icl_dt *y, icl_error *err);
+  /* likewise with rms_matmul_glu as the consumer */
+  int (*add_rms_matmul_glu)(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                            const icl_dt *h, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y, const icl_dt *u,
+                            int act, icl_error *err);
   /* ---- training (src/train/): the backward of the forward ops and the forward pieces inference lacks. f32 views
    * (ids and targets i32); gradient outputs d* ACCUMULATE (+=) unless marked "writes"; a NULL gradient output is
    * skipped. Optional: NULL where a backend has none (the wrapper fails naming the op). The float64 twins are

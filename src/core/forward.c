@@ -38,6 +38,24 @@ static int fold_norm(const icl_model *m, const icl_dt *w, struct icl_hookctx *hk
   return m->feat.norm == ICL_NORM_RMS && present(w) && !(hk && icl_hook_wants(hk, il, hp));
 }
 
+/* Gemma's post-norm residual adds fold into the next RMS norm's consumer (add_rms_matmul_*: the ln2-normed gate/up,
+ * the next layer's ln1-normed q/k/v) on one token (a chunk would take the unfused fallback there, a dispatch more
+ * than rms_norm_add). That op writes the new residual to a->x2 (every workgroup still reads the old one), and the two
+ * buffers then swap (swap_resid), so a->x is the residual throughout. The sublayer keeps the post-add pending
+ * (*pend: its post-norm weight, the output in a->o) only where nothing looks at the points it bypasses. */
+static void swap_resid(icl_acts *a) {
+  icl_dt t = a->x;
+  a->x = a->x2;
+  a->x2 = t;
+}
+
+/* Whether the hook context wants any of the n points at layer il. */
+static int wants_any(struct icl_hookctx *hk, int il, const int *hp, int n) {
+  for (int i = 0; hk && i < n; i++)
+    if (icl_hook_wants(hk, il, hp[i])) return 1;
+  return 0;
+}
+
 /* y += b when the model has the bias b (broadcast over rows). */
 static int add_bias(icl_backend *be, const icl_dt *y, const icl_dt *b, icl_error *err) {
   return present(b) ? icl_op_add(be, y, b, y, err) : ICL_OK;
@@ -72,7 +90,8 @@ static int smear_keys(icl_session *s, int il, int64_t n, icl_error *err) {
 }
 
 /* Attention sublayer: x += attn(norm(x)). */
-static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
+static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, const icl_dt **pend,
+                           icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
   const icl_hparams *hp = &m->hp;
@@ -91,10 +110,16 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
   icl_dt Vall = view3(&s->v[il], 0, hd, nkv, p0 + n);
   icl_dt P = view3(&a->pos, 0, n, 1, 1);
 
-  HOOK(il, HP_RESID_PRE, &X);
+  if (!*pend) HOOK(il, HP_RESID_PRE, &X); /* pending: nothing looks at it (the previous layer checked) */
   icl_dt Q2 = view3(&Q, 0, hd * nh, n, 1), K2 = view3(&K, 0, hd * nkv, n, 1), V2 = view3(&V, 0, hd * nkv, n, 1);
   icl_dt Wqkv[3] = {L->wq, L->wk, L->wv}, Yqkv[3] = {Q2, K2, V2};
-  if (fold_norm(m, &L->attn_norm, hk, il, HP_LN1)) { /* nothing looks at ln1: the norm inside the q/k/v group */
+  if (*pend) { /* the previous layer's post-FFN norm + add, then ln1, in the q/k/v group */
+    icl_dt T = view3(&a->x2, 0, d, n, 1);
+    icl_post_add pa = {&O, *pend, &T};
+    TRY(icl_op_add_rms_matmul_group(be, &X, &pa, &L->attn_norm, hp->eps, &H, 3, Wqkv, Yqkv, err));
+    swap_resid(a), *pend = NULL;
+    X = view3(&a->x, 0, d, n, 1);
+  } else if (fold_norm(m, &L->attn_norm, hk, il, HP_LN1)) { /* nothing looks at ln1: the norm inside the q/k/v group */
     TRY(icl_op_rms_matmul_group(be, &X, &L->attn_norm, hp->eps, &H, 3, Wqkv, Yqkv, err));
   } else {
     TRY(norm(m, &X, &L->attn_norm, &L->attn_norm_b, &H, err));
@@ -173,6 +198,12 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
     TRY(icl_op_scale(be, &Z2, 1.0f, &O, err));
   }
   TRY(add_bias(be, &O, &L->bo, err));
+  static const int bypassed_mid[] = {HP_LN1_POST, HP_ATTN_OUT, HP_RESID_MID};
+  if (n == 1 && present(&L->post_attn_norm) && present(&L->w_up) && m->feat.gated_ffn &&
+      fold_norm(m, &L->ffn_norm, hk, il, HP_LN2) && !wants_any(hk, il, bypassed_mid, 3)) {
+    *pend = &L->post_attn_norm; /* x += post_norm(o) in the ln2-normed gate/up (ffn_block) */
+    return ICL_OK;
+  }
   if (present(&L->post_attn_norm) &&
       !(hk && (icl_hook_wants(hk, il, HP_LN1_POST) || icl_hook_wants(hk, il, HP_ATTN_OUT)))) {
     TRY(icl_op_rms_norm_add(be, &O, &L->post_attn_norm, hp->eps, &X, err)); /* x += post_norm(o) in one op */
@@ -191,7 +222,7 @@ static int attention_block(icl_session *s, int il, int64_t n, struct icl_hookctx
 
 /* Feed-forward sublayer: x += down(act(gate(norm(x))) * up(norm(x))), or down(gelu(up(norm(x)))) when not gated;
  * none at all in an attention-only model. */
-static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, icl_error *err) {
+static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, const icl_dt **pend, icl_error *err) {
   icl_model *m = s->m;
   icl_backend *be = m->be;
   const icl_layer *L = &m->layers[il];
@@ -214,14 +245,22 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
     TRY(norm(m, &X, &L->ffn_norm, &L->ffn_norm_b, &H, err));
     HOOK(il, HP_LN2, &H);
   }
+  /* pending (attention_block checked that fold holds): the post-attention norm + add first, into x2 */
+  icl_dt T = view3(&a->x2, 0, d, n, 1);
+  icl_post_add pa = {&O, *pend, &T};
   if (m->feat.gated_ffn && !(hk && (icl_hook_wants(hk, il, HP_MLP_PRE) || icl_hook_wants(hk, il, HP_MLP_POST)))) {
-    if (fold) /* nothing looks at pre or post */
+    if (*pend)
+      TRY(icl_op_add_rms_matmul_glu(be, &X, &pa, &L->ffn_norm, m->hp.eps, &H, &L->w_gate, &L->w_up, &G, &U, glu,
+                                    err));
+    else if (fold) /* nothing looks at pre or post */
       TRY(icl_op_rms_matmul_glu(be, &X, &L->ffn_norm, m->hp.eps, &H, &L->w_gate, &L->w_up, &G, &U, glu, err));
     else
       TRY(icl_op_matmul_glu(be, &L->w_gate, &L->w_up, &H, &G, &U, glu, err));
   } else if (m->feat.gated_ffn) {
     icl_dt Wgu[2] = {L->w_gate, L->w_up}, Ygu[2] = {G, U};
-    if (fold)
+    if (*pend)
+      TRY(icl_op_add_rms_matmul_group(be, &X, &pa, &L->ffn_norm, m->hp.eps, &H, 2, Wgu, Ygu, err));
+    else if (fold)
       TRY(icl_op_rms_matmul_group(be, &X, &L->ffn_norm, m->hp.eps, &H, 2, Wgu, Ygu, err));
     else
       TRY(icl_op_matmul_group(be, 2, Wgu, &H, Ygu, err));
@@ -233,6 +272,10 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
     HOOK(il, HP_MLP_PRE, &G);
     TRY(icl_op_gelu(be, &G, &G, err));
   }
+  if (*pend) { /* t is the residual now */
+    swap_resid(a), *pend = NULL;
+    X = view3(&a->x, 0, d, n, 1);
+  }
   HOOK(il, HP_MLP_POST, &G);
   if (!present(&L->b_down) && !present(&L->post_ffn_norm) && !(hk && icl_hook_wants(hk, il, HP_MLP_OUT))) {
     TRY(icl_op_matmul_add(be, &L->w_down, &G, &O, &X, err)); /* nothing looks at mlp_out: x += W_down g */
@@ -241,6 +284,13 @@ static int ffn_block(icl_session *s, int il, int64_t n, struct icl_hookctx *hk, 
   }
   TRY(icl_op_matmul(be, &L->w_down, &G, &O, err));
   TRY(add_bias(be, &O, &L->b_down, err));
+  static const int bypassed_post[] = {HP_LN2_POST, HP_MLP_OUT, HP_RESID_POST};
+  if (n == 1 && present(&L->post_ffn_norm) && il + 1 < m->hp.n_layer &&
+      fold_norm(m, &m->layers[il + 1].attn_norm, hk, il + 1, HP_LN1) && !wants_any(hk, il, bypassed_post, 3) &&
+      !(hk && icl_hook_wants(hk, il + 1, HP_RESID_PRE))) {
+    *pend = &L->post_ffn_norm; /* x += post_norm(o) in the next layer's ln1-normed q/k/v (attention_block) */
+    return ICL_OK;
+  }
   if (present(&L->post_ffn_norm) &&
       !(hk && (icl_hook_wants(hk, il, HP_LN2_POST) || icl_hook_wants(hk, il, HP_MLP_OUT)))) {
     TRY(icl_op_rms_norm_add(be, &O, &L->post_ffn_norm, m->hp.eps, &X, err)); /* x += post_norm(o) in one op */
@@ -330,10 +380,12 @@ int icl_forward_chunk(icl_session *s, const int32_t *tokens, int64_t n, struct i
   }
   HOOK(-1, HP_EMBED, &X);
 
+  const icl_dt *pend = NULL; /* a post-norm add waiting for the next norm's consumer (swap_resid) */
   for (int il = 0; il < m->hp.n_layer; il++) {
-    TRY(attention_block(s, il, n, hk, err));
-    TRY(ffn_block(s, il, n, hk, err));
+    TRY(attention_block(s, il, n, hk, &pend, err));
+    TRY(ffn_block(s, il, n, hk, &pend, err));
   }
+  X = view3(&a->x, 0, d, n, 1); /* the layers may have swapped the residual's buffers; none is pending after the last */
 
   icl_dt H = view3(&a->h, 0, d, n, 1);
   TRY(norm(m, &X, &m->output_norm, &m->output_norm_b, &H, err));

@@ -176,6 +176,63 @@ int icl_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float
   return be->ops->add(be, y, x, y, err);
 }
 
+/* The post-norm add of add_rms_matmul_*: x, o, t f32 of one shape, the post-norm weight present, t apart from x and o
+ * (every workgroup reads x and o while one writes t), o apart from x. */
+static int chk_post_add(const char *op, const icl_dt *x, const icl_post_add *pa, float eps, icl_error *err) {
+  if (!pa || !pa->o || !pa->w || !pa->t)
+    return icl_error_set(err, ICL_EINVAL, "%s: pa: o, w and t are required", op);
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, "o", pa->o, err));
+  TRY(chk_f32(op, "t", pa->t, err));
+  TRY(chk_same_shape(op, "x", x, "o", pa->o, err));
+  TRY(chk_same_shape(op, "x", x, "t", pa->t, err));
+  TRY(chk_param(op, "pw", pa->w, x->ne[0], err));
+  if (!(eps >= 0.0f)) return icl_error_set(err, ICL_EINVAL, "%s: eps must be >= 0, got %g", op, eps);
+  TRY(chk_no_alias(op, "x", x, "o", pa->o, err));
+  TRY(chk_no_alias(op, "x", x, "t", pa->t, err));
+  return chk_no_alias(op, "o", pa->o, "t", pa->t, err);
+}
+
+int icl_op_add_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                                const icl_dt *h, int count, const icl_dt *w, const icl_dt *y, icl_error *err) {
+  TRY(chk_post_add("add_rms_matmul_group", x, pa, eps, err));
+  TRY(chk_folded_norm("add_rms_matmul_group", pa->t, nw, eps, h, err));
+  TRY(chk_group(count, w, h, y, err));
+  for (int i = 0; i < count; i++) {
+    TRY(chk_no_alias("add_rms_matmul_group", "x", x, "y", &y[i], err));
+    TRY(chk_no_alias("add_rms_matmul_group", "o", pa->o, "y", &y[i], err));
+  }
+  if (count > 1 && be->ops->add_rms_matmul_group)
+    return be->ops->add_rms_matmul_group(be, x, pa, nw, eps, h, count, w, y, err);
+  TRY(be->ops->rms_norm(be, pa->o, pa->w, eps, pa->o, err));
+  TRY(be->ops->add(be, x, pa->o, pa->t, err));
+  return icl_op_rms_matmul_group(be, pa->t, nw, eps, h, count, w, y, err);
+}
+
+int icl_op_add_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                              const icl_dt *h, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y,
+                              const icl_dt *u, int act, icl_error *err) {
+  TRY(chk_post_add("add_rms_matmul_glu", x, pa, eps, err));
+  TRY(chk_folded_norm("add_rms_matmul_glu", pa->t, nw, eps, h, err));
+  static const char *const out[] = {"y", "u"};
+  const icl_dt *outs[] = {y, u};
+  for (int i = 0; i < 2; i++) {
+    TRY(chk_no_alias("add_rms_matmul_glu", "x", x, out[i], outs[i], err));
+    TRY(chk_no_alias("add_rms_matmul_glu", "o", pa->o, out[i], outs[i], err));
+    TRY(chk_no_alias("add_rms_matmul_glu", "t", pa->t, out[i], outs[i], err));
+  }
+  if (act != ICL_GLU_SILU && act != ICL_GLU_GELU)
+    return icl_error_set(err, ICL_EINVAL, "add_rms_matmul_glu: unknown activation %d (expected SILU 0 or GELU 1)", act);
+  TRY(chk_matmul("add_rms_matmul_glu", w_gate, h, y, err));
+  TRY(chk_matmul("add_rms_matmul_glu", w_up, h, u, err));
+  TRY(chk_no_alias("add_rms_matmul_glu", "y", y, "u", u, err));
+  if (be->ops->add_rms_matmul_glu)
+    return be->ops->add_rms_matmul_glu(be, x, pa, nw, eps, h, w_gate, w_up, y, u, act, err);
+  TRY(be->ops->rms_norm(be, pa->o, pa->w, eps, pa->o, err));
+  TRY(be->ops->add(be, x, pa->o, pa->t, err));
+  return icl_op_rms_matmul_glu(be, pa->t, nw, eps, h, w_gate, w_up, y, u, act, err);
+}
+
 static int chk_rope(const char *op, const char *xn, const icl_dt *x, const icl_dt *pos, int n_rot, float base,
                     int mode, icl_error *err) {
   TRY(chk_f32(op, xn, x, err));

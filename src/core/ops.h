@@ -38,6 +38,15 @@ int icl_op_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_dt *nw, fl
  * normed. */
 int icl_op_rms_norm_add(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y,
                         icl_error *err);
+/* The post-norm add folded into the next norm's consumer: t = x + rms_norm(pa->o, pa->w, eps) into pa->t, then
+ * rms_matmul_group of t: the backend's add_rms_matmul_group, or rms_norm(o) in place, add(x, o, t) then
+ * rms_matmul_group (same bits); o may be left normed. */
+int icl_op_add_rms_matmul_group(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                                const icl_dt *h, int count, const icl_dt *w, const icl_dt *y, icl_error *err);
+/* likewise with rms_matmul_glu as the consumer (the backend's add_rms_matmul_glu). */
+int icl_op_add_rms_matmul_glu(icl_backend *be, const icl_dt *x, const icl_post_add *pa, const icl_dt *nw, float eps,
+                              const icl_dt *h, const icl_dt *w_gate, const icl_dt *w_up, const icl_dt *y,
+                              const icl_dt *u, int act, icl_error *err);
 /* per-head rms_norm of q (weight qw) and k (kw) in place, then rope of both: the backend's rms_rope_pair, or
  * rms_norm twice then rope_pair (same bits). */
 int icl_op_rms_rope_pair(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *qw, const icl_dt *kw,

@@ -21,7 +21,7 @@ static int alloc_view(icl_session *s, icl_buf **b, int64_t ne0, int64_t ne1, int
 }
 
 /* Activation buffers, one per view (each stays under maxStorageBufferRange-sized bindings). */
-enum { A_X, A_H, A_Q, A_Z, A_O, A_GATE, A_UP, A_IDS, A_POS, A_LOGITS, A_COUNT };
+enum { A_X, A_X2, A_H, A_Q, A_Z, A_O, A_GATE, A_UP, A_IDS, A_POS, A_LOGITS, A_COUNT };
 
 static int alloc_acts(icl_session *s, icl_error *err) {
   const icl_hparams *hp = &s->m->hp;
@@ -31,9 +31,10 @@ static int alloc_acts(icl_session *s, icl_error *err) {
   int64_t rows = (int64_t)(budget / ((size_t)hp->n_vocab * 4)); /* logits in sub-chunks of <= budget bytes */
   a->logit_rows = (int)(rows < 1 ? 1 : rows > C ? C : rows);
   struct { int64_t n0, n1; uint32_t type; icl_dt *v; } spec[A_COUNT] = {
-      {d, C, ICL_TYPE_F32, &a->x},      {d, C, ICL_TYPE_F32, &a->h},     {qd, C, ICL_TYPE_F32, &a->q},
-      {qd, C, ICL_TYPE_F32, &a->z},     {d, C, ICL_TYPE_F32, &a->o},     {ff, C, ICL_TYPE_F32, &a->gate},
-      {ff, C, ICL_TYPE_F32, &a->up}, {C, 1, ICL_TYPE_I32, &a->ids}, {C, 1, ICL_TYPE_I32, &a->pos},
+      {d, C, ICL_TYPE_F32, &a->x},      {d, C, ICL_TYPE_F32, &a->x2},    {d, C, ICL_TYPE_F32, &a->h},
+      {qd, C, ICL_TYPE_F32, &a->q},     {qd, C, ICL_TYPE_F32, &a->z},     {d, C, ICL_TYPE_F32, &a->o},
+      {ff, C, ICL_TYPE_F32, &a->gate},  {ff, C, ICL_TYPE_F32, &a->up},   {C, 1, ICL_TYPE_I32, &a->ids},
+      {C, 1, ICL_TYPE_I32, &a->pos},
       {hp->n_vocab, a->logit_rows, ICL_TYPE_F32, &a->logits}};
   for (int i = 0; i < A_COUNT; i++) {
     icl_buf *b;
@@ -97,7 +98,7 @@ void icl_session_free(icl_session *s) {
   icl_error e;
   s->m->be->ops->sync(s->m->be, &e);
   for (int i = 0; s->kv_bufs && i < 2 * s->m->hp.n_layer; i++) free_buf(s, s->kv_bufs[i]);
-  icl_dt *views[] = {&s->a.x, &s->a.h, &s->a.q, &s->a.z, &s->a.o, &s->a.gate, &s->a.up, &s->a.ids, &s->a.pos,
+  icl_dt *views[] = {&s->a.x, &s->a.x2, &s->a.h, &s->a.q, &s->a.z, &s->a.o, &s->a.gate, &s->a.up, &s->a.ids, &s->a.pos,
                      &s->a.logits};
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) free_buf(s, views[i]->buf);
   free_buf(s, s->a.pattern_buf);

@@ -7,6 +7,7 @@
 /* Device activations for one chunk of up to `chunk` tokens: one buffer per view (session.c alloc_acts). */
 typedef struct icl_acts {
   icl_dt x;            /* residual [d, C] */
+  icl_dt x2;           /* [d, C]: a folded post-norm add writes the new residual here, then x and x2 swap */
   icl_dt h;            /* normed / scratch [d, C] */
   icl_dt q;            /* [hd, nh, C] */
   icl_dt z;            /* attention output per head [hd, nh, C] */

@@ -2,7 +2,9 @@
  * capturing any one hook point of every layer, or intervening at the points a fusion would hide, gives the same
  * captures and logits bit for bit with the fused ops as without them (ICL_VK_FUSION=0). A fusion that hid a point
  * it should have given up (or computed it differently) fails here. Each fused run is also compared, within
- * rounding, with the CPU backend (no fused ops), so a point the forward pass skips on both Vulkan paths fails too. */
+ * rounding, with the CPU backend (no fused ops), so a point the forward pass skips on both Vulkan paths fails too;
+ * the points a folded post-norm add bypasses are also judged by an equivalent intervention at a point it does not
+ * bypass (check_folded_post_points: the forward pass makes that decision alike on every backend). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +193,52 @@ static void check_norm_points(icl_model *m, const char *arch) {
   }
 }
 
+/* The points a decoded token's folded post-norm add bypasses (add_rms_matmul_*: gemma3), judged without the forward
+ * pass's own decisions: an intervention there must equal, within rounding, one at a point it does not bypass that
+ * enters the residual stream the same way (adding v to resid_mid is adding it to attn_out; zeroing the next norm's
+ * output zeroes the sublayer). Only ln_final is captured (a resid capture would turn the fold off), the fold's one
+ * token and a whole prompt. A fold that skipped the point (on every backend alike) fails here. */
+static void check_folded_post_points(icl_model *m, const char *arch) {
+  int gemma = strcmp(arch, "gemma3") == 0, ln1_clean = strcmp(arch, "qwen2") != 0;
+  icl_tensor *v = icl_tensor_new(1, (int64_t[]){icl_model_hparams(m)->n_embd});
+  for (int64_t i = 0; v && i < v->numel; i++) v->data[i] = 0.5f * (float)(i % 5) - 1.0f;
+  struct { icl_intervention a, b; int on; } pairs[] = {
+      {{.kind = ICL_IV_ADD, .hook = "blocks.0.hook_resid_mid", .value = v, .coef = 1.0f},
+       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_attn_out", .value = v, .coef = 1.0f}, 1},
+      {{.kind = ICL_IV_ADD, .hook = "blocks.0.hook_resid_post", .value = v, .coef = 1.0f},
+       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_mlp_out", .value = v, .coef = 1.0f}, 1},
+      {{.kind = ICL_IV_ADD, .hook = "blocks.1.hook_resid_pre", .value = v, .coef = 1.0f},
+       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_mlp_out", .value = v, .coef = 1.0f}, 1},
+      {{.kind = ICL_IV_ADD, .hook = "blocks.0.ln1_post.hook_normalized", .value = v, .coef = 1.0f},
+       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_attn_out", .value = v, .coef = 1.0f}, gemma},
+      {{.kind = ICL_IV_ADD, .hook = "blocks.0.ln2_post.hook_normalized", .value = v, .coef = 1.0f},
+       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_mlp_out", .value = v, .coef = 1.0f}, gemma},
+      {{.kind = ICL_IV_ZERO, .hook = "blocks.0.ln2.hook_normalized"},
+       {.kind = ICL_IV_ZERO, .hook = "blocks.0.hook_mlp_out"}, 1},
+      {{.kind = ICL_IV_ZERO, .hook = "blocks.1.ln1.hook_normalized"},
+       {.kind = ICL_IV_ZERO, .hook = "blocks.1.hook_attn_out"}, ln1_clean},
+  };
+  icl_capture c = {.pattern = "ln_final.hook_normalized"};
+  for (size_t i = 0; v && i < sizeof pairs / sizeof pairs[0]; i++) {
+    if (!pairs[i].on) continue;
+    for (int64_t n = 1; n <= NTOK; n += NTOK - 1) {
+      icl_run_result ra = {0}, rb = {0};
+      icl_error e = {0};
+      icl_run_opts o = {.logits = ICL_LOGITS_LAST, .captures = &c, .n_captures = 1,
+                        .interventions = &pairs[i].a, .n_interventions = 1};
+      int rc = icl_model_run(m, TOKS, n, &o, &ra, &e);
+      o.interventions = &pairs[i].b;
+      if (!rc) rc = icl_model_run(m, TOKS, n, &o, &rb, &e);
+      CHECKF(rc == 0, "%s %s: %s", arch, pairs[i].a.hook, e.msg);
+      CHECKF(rc || (close_tensor(ra.captures[0], rb.captures[0]) && close_tensor(ra.logits, rb.logits)),
+             "%s, %lld tokens: the intervention at %s differs from the same at %s", arch, (long long)n,
+             pairs[i].a.hook, pairs[i].b.hook);
+      icl_run_result_free(&ra), icl_run_result_free(&rb);
+    }
+  }
+  icl_tensor_free(v);
+}
+
 static void check_arch(const char *arch) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/icl-fusion-hooks-%d-%s.gguf", (int)getpid(), arch);
@@ -213,6 +261,7 @@ static void check_arch(const char *arch) {
       "ln_final.hook_normalized"};
   check_bypassed_points(mf, arch);
   check_norm_points(mf, arch);
+  check_folded_post_points(mf, arch);
   icl_run_opts plain = {.logits = ICL_LOGITS_ALL};
   compare(mf, mu, &plain, arch, "no hooks");
   size_t n_points = sizeof POINTS / sizeof POINTS[0] + (strcmp(arch, "gemma3") == 0 ? 2 : 0);
@@ -231,17 +280,37 @@ static void check_arch(const char *arch) {
       {.kind = ICL_IV_ZERO, .hook = "blocks.0.hook_attn_out"},
       {.kind = ICL_IV_ADD, .hook = "blocks.1.hook_mlp_out", .value = vec, .coef = 2.0f},
       {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_attn_out", .value = vec, .coef = -1.0f},
-      /* the norms folded into q/k/v and gate/up, and gemma3's post-norms added into the residual */
+      /* the norms folded into q/k/v and gate/up */
       {.kind = ICL_IV_ADD, .hook = "blocks.0.ln1.hook_normalized", .value = vec, .coef = 3.0f},
       {.kind = ICL_IV_ZERO, .hook = "blocks.1.ln2.hook_normalized"},
+      /* the points a decoded token's post-norm adds bypass when folded into the next norm's consumer (gemma3's
+       * add_rms_matmul_*), captured downstream only (from ivs[DOWN] on: ln_final, as a resid_post capture would turn
+       * the fold off) */
+      {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_resid_mid", .value = vec, .coef = 2.0f},
+      {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_resid_post", .value = vec, .coef = -2.0f},
+      {.kind = ICL_IV_ADD, .hook = "blocks.1.hook_resid_pre", .value = vec, .coef = 3.0f},
+      {.kind = ICL_IV_ADD, .hook = "blocks.0.hook_mlp_out", .value = vec, .coef = 2.0f},
+      {.kind = ICL_IV_ZERO, .hook = "blocks.1.hook_attn_out"},
+      {.kind = ICL_IV_ADD, .hook = "blocks.1.ln2.hook_normalized", .value = vec, .coef = 2.0f},
+      {.kind = ICL_IV_ADD, .hook = "blocks.1.ln1.hook_normalized", .value = vec, .coef = 2.0f},
+      /* gemma3 only (from ivs[GEMMA] on): the post-norms, folded or added into the residual */
+      {.kind = ICL_IV_ZERO, .hook = "blocks.0.ln2_post.hook_normalized"},
+      {.kind = ICL_IV_ADD, .hook = "blocks.0.ln1_post.hook_normalized", .value = vec, .coef = 2.0f},
       {.kind = ICL_IV_ADD, .hook = "blocks.1.ln1_post.hook_normalized", .value = vec, .coef = 2.0f},
       {.kind = ICL_IV_ZERO, .hook = "blocks.0.ln2_post.hook_normalized"},
   };
   const char *names[] = {"zero z head 0", "zero attn_out", "add to mlp_out", "add to attn_out", "add to ln1",
-                         "zero ln2", "add to ln1_post", "zero ln2_post"};
-  size_t n_ivs = sizeof ivs / sizeof ivs[0] - (strcmp(arch, "gemma3") == 0 ? 0 : 2);
+                         "zero ln2", "add to resid_mid", "add to resid_post", "add to resid_pre (layer 1)",
+                         "add to mlp_out (ln_final captured)", "zero attn_out (ln_final captured)",
+                         "add to ln2 (ln_final captured)", "add to ln1 (ln_final captured)",
+                         "zero ln2_post (ln_final captured)", "add to ln1_post (ln_final captured)", "add to ln1_post",
+                         "zero ln2_post"};
+  enum { DOWN = 6, GEMMA = 13, ALL = sizeof ivs / sizeof ivs[0], RESID_CAPTURED = 15 }; /* from 15: resid_post again */
+  _Static_assert(sizeof names / sizeof names[0] == ALL, "a name per intervention");
+  size_t n_ivs = strcmp(arch, "gemma3") == 0 ? ALL : GEMMA;
   for (size_t i = 0; vec && i < n_ivs; i++) {
-    icl_capture c = {.pattern = "blocks.*.hook_resid_post"};
+    int downstream = i >= DOWN && i < RESID_CAPTURED;
+    icl_capture c = {.pattern = downstream ? "ln_final.hook_normalized" : "blocks.*.hook_resid_post"};
     icl_run_opts o = {.logits = ICL_LOGITS_ALL, .captures = &c, .n_captures = 1, .interventions = &ivs[i],
                       .n_interventions = 1};
     compare(mf, mu, &o, arch, names[i]);

@@ -321,6 +321,80 @@ static void o_rms_norm_add(const ot_case *c, double *out[]) {
 static const ot_op OP_RMS_NORM_ADD = {"rms_norm_add", "d,rows", "", g_rms_norm_add, r_rms_norm_add, o_rms_norm_add,
                                       {OT_NMSE}, 0};
 
+/* ---- the post-norm add folded in before a folded norm (add_rms_matmul_group / glu): t = x + rms_norm(o, pw) (eps
+ * 1e-6), then the folded norm of t. The oracle rounds t to f32 (the op's definition writes it) and takes the folded
+ * norm's oracle from there; inputs 6 and 7 are o and pw, the last output t. ---- */
+
+/* t = x + o * inv(o) * pw per row, in float64 into t64 and rounded into t32. */
+static void o_post_add(const float *x, const float *o, const float *pw, int64_t d, int64_t rows, double *t64,
+                       float *t32) {
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; i++) ss += (double)o[r * d + i] * o[r * d + i];
+    double inv = 1.0 / sqrt(ss / (double)d + (double)1e-6f);
+    for (int64_t i = 0; i < d; i++) {
+      t64[r * d + i] = x[r * d + i] + o[r * d + i] * inv * pw[i];
+      t32[r * d + i] = (float)t64[r * d + i];
+    }
+  }
+}
+
+/* inputs o (6) and pw (7) beside x ([K, n]), the output t (index ti) */
+static void g_post_add(ot_case *c, int64_t K, int64_t n, int ti) {
+  ot_in_f32(c, 6, K, n, 1, -6.0f, 6.0f);
+  ot_in_f32(c, 7, K, 1, 1, 0.5f, 1.5f);
+  ot_out(c, ti, ICL_TYPE_F32, K, n, 1, -1);
+}
+
+/* add_rms_matmul_group: rms_matmul_group's case (n = {K, rows0, tokens, rows1, rows2}) with the post-add */
+static int g_add_rms_matmul_group(ot_case *c) {
+  if (!g_rms_matmul_group(c)) return 0;
+  g_post_add(c, c->s->n[0], c->s->n[2], 3);
+  return 1;
+}
+static int r_add_rms_matmul_group(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                                  icl_error *err) {
+  (void)c;
+  icl_dt w[3] = {*in[0], *in[1], *in[2]}, y[3] = {*out[0], *out[1], *out[2]};
+  icl_post_add pa = {in[6], in[7], out[3]};
+  return icl_op_add_rms_matmul_group(be, in[3], &pa, in[4], 1e-6f, in[5], 3, w, y, err);
+}
+static void o_add_rms_matmul_group(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], n = c->s->n[2];
+  float *t = ot_xmalloc((size_t)(K * n) * sizeof *t);
+  o_post_add(ot_f(c, 3), ot_f(c, 6), ot_f(c, 7), K, n, out[3], t);
+  double *h = o_rms_rows(t, ot_f(c, 4), K, n);
+  o_group_products(c, h, out);
+  free(h), free(t);
+}
+static const ot_op OP_ADD_RMS_MATMUL_GROUP = {"add_rms_matmul_group", "K,rows0,tokens,rows1,rows2", "",
+                                              g_add_rms_matmul_group, r_add_rms_matmul_group,
+                                              o_add_rms_matmul_group, {OT_NMSE, OT_NMSE, OT_NMSE, OT_NMSE}, INT64_MAX};
+
+/* add_rms_matmul_glu: rms_matmul_glu's case (n = {K, rows, tokens}; flag gelu) with the post-add */
+static int g_add_rms_matmul_glu(ot_case *c) {
+  if (!g_rms_matmul_glu(c)) return 0;
+  g_post_add(c, c->s->n[0], c->s->n[2], 1);
+  return 1;
+}
+static int r_add_rms_matmul_glu(icl_backend *be, const ot_case *c, const icl_dt *in[], const icl_dt *out[],
+                                icl_error *err) {
+  icl_post_add pa = {in[6], in[7], out[1]};
+  return icl_op_add_rms_matmul_glu(be, in[2], &pa, in[3], 1e-6f, in[4], in[0], in[1], out[0], in[5],
+                                   c->s->flags & 1 ? ICL_GLU_GELU : ICL_GLU_SILU, err);
+}
+static void o_add_rms_matmul_glu(const ot_case *c, double *out[]) {
+  int64_t K = c->s->n[0], n = c->s->n[2];
+  float *t = ot_xmalloc((size_t)(K * n) * sizeof *t);
+  o_post_add(ot_f(c, 2), ot_f(c, 6), ot_f(c, 7), K, n, out[1], t);
+  double *h = o_rms_rows(t, ot_f(c, 3), K, n);
+  o_glu_products(c, h, out[0]);
+  free(h), free(t);
+}
+static const ot_op OP_ADD_RMS_MATMUL_GLU = {"add_rms_matmul_glu", "K,rows,tokens", "gelu", g_add_rms_matmul_glu,
+                                            r_add_rms_matmul_glu, o_add_rms_matmul_glu, {OT_NMSE, OT_NMSE},
+                                            INT64_MAX};
+
 /* ---- rope: n = {head_dim, heads, tokens, n_rot, pos0}, f = base; flag neox --------------- */
 
 static int g_rope(ot_case *c) {

@@ -9,7 +9,7 @@
 
 #include "backend.h"
 
-enum { OT_MAX_IN = 6, OT_MAX_OUT = 3 };
+enum { OT_MAX_IN = 8, OT_MAX_OUT = 4 };
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 #define SH(a) a, N_(a) /* a shape array and its length, for a table row */

@@ -289,6 +289,9 @@ static const ot_entry TABLE[] = {
     {&OP_RMS_MATMUL_GLU, SH(RMS_MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
     {&OP_RMS_NORM_ADD, SH(RMS_NORM_ADD), NULL, TOL_NORM},
     {&OP_RMS_ROPE_PAIR, SH(RMS_ROPE_PAIR), NULL, TOL_ROPE},
+    /* the post-norm add folded in too: the folded norms' shapes */
+    {&OP_ADD_RMS_MATMUL_GROUP, SH(RMS_MATMUL_GROUP), MATMUL_ADD_TYPES, TOL_MATMUL},
+    {&OP_ADD_RMS_MATMUL_GLU, SH(RMS_MATMUL_GLU), MATMUL_ADD_TYPES, TOL_MATMUL},
 };
 
 /* Every op of the backend contract has an entry (a new op must get one). */
@@ -297,7 +300,7 @@ static void check_every_op_listed(void) {
                               "mul",      "scale",  "silu",     "gelu",       "relu",    "swiglu",     "geglu",
                               "softmax",  "convert", "argmax",  "lse_select", "copy2d",  "fill2d", "matmul_group",
                               "matmul_add", "rope_pair", "matmul_glu", "rms_matmul_group", "rms_matmul_glu",
-                              "rms_norm_add", "rms_rope_pair"};
+                              "rms_norm_add", "rms_rope_pair", "add_rms_matmul_group", "add_rms_matmul_glu"};
   for (size_t i = 0; i < N_(ops); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(TABLE); k++) found |= strcmp(TABLE[k].op->name, ops[i]) == 0;

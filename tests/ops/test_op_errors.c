@@ -59,6 +59,24 @@ static void test_shape_errors(void) {
                "rms_matmul_glu", "y"); /* y is x */
   expect_error(icl_op_rms_norm_add(g_be, &x576, &nw, 1e-5f, &x576, &err), &err, "rms_norm_add", "y"); /* y is x */
   expect_error(icl_op_rms_norm_add(g_be, &x576, &y, 1e-5f, &h, &err), &err, "rms_norm_add", "w");
+  /* the post-norm add folded in before them: t = x + rms_norm(o, pw), then the folded norm of t */
+  icl_dt o = mk(ICL_TYPE_F32, 576, 2, 1), t = mk(ICL_TYPE_F32, 576, 2, 1), pw = mk(ICL_TYPE_F32, 576, 1, 1);
+  icl_post_add pa = {&o, &pw, &t}, pa_tx = {&o, &pw, &x576}, pa_pw = {&o, &y, &t}, pa_o = {&x, &pw, &t};
+  expect_error(icl_op_add_rms_matmul_group(g_be, &x576, NULL, &nw, 1e-5f, &h, 2, gw, gy2, &err), &err,
+               "add_rms_matmul_group", "pa");
+  expect_error(icl_op_add_rms_matmul_group(g_be, &x576, &pa_tx, &nw, 1e-5f, &h, 2, gw, gy2, &err), &err,
+               "add_rms_matmul_group", "t"); /* t is x: the workgroups still read x */
+  CHECK(strstr(err.msg, "overlaps x"));
+  expect_error(icl_op_add_rms_matmul_group(g_be, &x576, &pa_pw, &nw, 1e-5f, &h, 2, gw, gy2, &err), &err,
+               "add_rms_matmul_group", "pw"); /* 128 elements, x 576 */
+  expect_error(icl_op_add_rms_matmul_group(g_be, &x576, &pa_o, &nw, 1e-5f, &h, 2, gw, gy2, &err), &err,
+               "add_rms_matmul_group", "o"); /* 640 wide */
+  expect_error(icl_op_add_rms_matmul_group(g_be, &x576, &pa, &nw, 1e-5f, &t, 2, gw, gy2, &err), &err,
+               "add_rms_matmul_group", "h"); /* h is t */
+  expect_error(icl_op_add_rms_matmul_glu(g_be, &x576, &pa, &nw, 1e-5f, &h, &w, &w, &y2, &y2, ICL_GLU_GELU, &err),
+               &err, "add_rms_matmul_glu", "u"); /* u is y */
+  expect_error(icl_op_add_rms_matmul_glu(g_be, &x576, &pa, &nw, 1e-5f, &h, &w, &w, &y, &y2, 7, &err), &err,
+               "add_rms_matmul_glu", "unknown activation");
   icl_dt kk = mk(ICL_TYPE_F32, 64, 3, 2), qkw = mk(ICL_TYPE_F32, 64, 1, 1);
   expect_error(icl_op_rms_rope_pair(g_be, &q, &kk, &y, &qkw, 1e-5f, &i32, 64, 1e4f, ICL_ROPE_NEOX, &err), &err,
                "rms_rope_pair", "qw"); /* 128 elements, head_dim 64 */
@@ -77,7 +95,7 @@ static void test_shape_errors(void) {
   icl_dt wk = w;
   wk.type = ICL_TYPE_Q4_K; /* 576 columns are not a whole number of 256-blocks */
   expect_error(icl_op_matmul(g_be, &wk, &x576, &y, &err), &err, "matmul", "w");
-  icl_dt all[] = {w, x, y, y2, y3, x576, i32, q, nw, h, kk, qkw};
+  icl_dt all[] = {w, x, y, y2, y3, x576, i32, q, nw, h, kk, qkw, o, t, pw};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) g_be->ops->buf_free(g_be, all[i].buf);
 }
 

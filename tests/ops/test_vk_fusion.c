@@ -5,7 +5,9 @@
  * then add, on one token and several; rope_pair against rope of q then of k; matmul_glu (gate, up and the activation,
  * of one type or two) against the lone matmuls then swiglu / geglu; the folded norms (rms_matmul_group, rms_matmul_glu:
  * rms_norm into h then the lone matmuls and the activation) and rms_norm_add (rms_norm in place then add) and
- * rms_rope_pair (rms_norm of q and of k, then rope_pair), counting that the fused ones are one dispatch.
+ * rms_rope_pair (rms_norm of q and of k, then rope_pair); the post-norm add folded before those norms
+ * (add_rms_matmul_group, add_rms_matmul_glu: rms_norm_add, then the folded norm's unfused sequence), counting that
+ * the fused ones are one dispatch.
  * test_backend_ops checks the same ops against the float64 oracle; this test checks that fusing changes no bit. */
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +242,63 @@ static void check_rms_add(int64_t d, int64_t rows) {
   free(xh), free(yh), free(wh);
 }
 
+/* add_rms_matmul_group (glu < 0) or add_rms_matmul_glu (act glu): t = x + rms_norm(o, pw) then the folded norm of t
+ * (weight nw) and the weights of types ts, against the unfused sequence the forward pass runs otherwise: rms_norm_add
+ * into a copy of x, then rms_norm into h and the lone matmuls (and swiglu / geglu). x, o, pw and t at word shift s
+ * (the uniform-buffer loads' unaligned shifts), nw at ws; one dispatch when n = 1. t and every output bit for bit. */
+static void check_post_fold(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, int glu,
+                            int sh, int ws) {
+  for (int i = 0; i < count; i++)
+    if (K % icl_type_block_elems(ts[i])) return;
+  icl_dt x = shifted(K * n, sh, 71, -3.0f, 3.0f), o = shifted(K * n, sh, 72, -9.0f, 9.0f);
+  icl_dt o1 = shifted(K * n, sh, 72, -9.0f, 9.0f), t1 = shifted(K * n, sh, 71, -3.0f, 3.0f); /* copies of o, x */
+  icl_dt pw = shifted(K, sh, 73, 0.5f, 1.5f), nw = shifted(K, ws, 74, 0.5f, 1.5f), t = shifted(K * n, sh, 75, 0, 1);
+  x.ne[0] = o.ne[0] = o1.ne[0] = t1.ne[0] = t.ne[0] = K, x.ne[1] = o.ne[1] = o1.ne[1] = t1.ne[1] = t.ne[1] = n;
+  icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
+  for (int i = 0; i < count; i++) {
+    int64_t rows = rs[glu >= 0 ? 0 : i];
+    w[i] = weights(ts[i], K, rows, 76 + (uint64_t)i);
+    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
+  }
+  icl_error err;
+  float eps = 1e-6f;
+  icl_post_add pa = {&o, &pw, &t};
+  uint64_t d0 = dispatches();
+  if (glu < 0) {
+    CHECKF(be->ops->add_rms_matmul_group, "the Vulkan backend has no add_rms_matmul_group");
+    CHECKF(icl_op_add_rms_matmul_group(be, &x, &pa, &nw, eps, &h, count, w, y, &err) == ICL_OK,
+           "add_rms_matmul_group: %s", err.msg);
+  } else {
+    CHECKF(be->ops->add_rms_matmul_glu, "the Vulkan backend has no add_rms_matmul_glu");
+    CHECKF(icl_op_add_rms_matmul_glu(be, &x, &pa, &nw, eps, &h, &w[0], &w[1], &y[0], &y[1], glu, &err) == ICL_OK,
+           "add_rms_matmul_glu: %s", err.msg);
+  }
+  uint64_t used = dispatches() - d0;
+  if (n == 1) CHECKF(used == 1, "post fold %s K=%lld: %llu dispatches, expected 1", icl_type_name(ts[0]),
+                     (long long)K, (unsigned long long)used);
+  CHECKF(icl_op_rms_norm_add(be, &o1, &pw, eps, &t1, &err) == ICL_OK, "rms_norm_add: %s", err.msg);
+  CHECKF(icl_op_rms_norm(be, &t1, &nw, eps, &h1, &err) == ICL_OK, "rms_norm: %s", err.msg);
+  for (int i = 0; i < count; i++)
+    CHECKF(icl_op_matmul(be, &w[i], &h1, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
+  if (glu >= 0)
+    CHECKF((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK,
+           "glu: %s", err.msg);
+  float *tf = malloc((size_t)(K * n) * 4), *tr = malloc((size_t)(K * n) * 4);
+  CHECKF(be->ops->read(be, t.buf, t.offset, tf, (size_t)(K * n) * 4, &err) == ICL_OK, "read: %s", err.msg);
+  CHECKF(be->ops->read(be, t1.buf, t1.offset, tr, (size_t)(K * n) * 4, &err) == ICL_OK, "read: %s", err.msg);
+  CHECKF(memcmp(tf, tr, (size_t)(K * n) * 4) == 0, "post fold (count %d, glu %d) %s K=%lld n=%lld +%d: t "
+         "differs from rms_norm_add's residual", count, glu, icl_type_name(ts[0]), (long long)K, (long long)n, sh);
+  free(tf), free(tr);
+  for (int i = 0; i < (glu < 0 ? count : 1); i++)
+    CHECKF(same_bits(&y[i], &y1[i]), "post fold (count %d, glu %d) %s K=%lld n=%lld +%d nw+%d: output %d differs "
+           "from rms_norm_add, rms_norm then the lone matmuls", count, glu, icl_type_name(ts[0]), (long long)K,
+           (long long)n, sh, ws, i);
+  for (int i = 0; i < count; i++)
+    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+  icl_dt *bufs[] = {&x, &o, &o1, &t1, &pw, &nw, &t, &h, &h1};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops->buf_free(be, bufs[i]->buf);
+}
+
 /* rms_rope_pair against rms_norm of q, of k (per head) then rope_pair, one dispatch. */
 static void check_rms_rope(int64_t hd, int64_t nh, int64_t nk, int64_t n, int n_rot, int mode, int32_t pos0) {
   float *qh = malloc((size_t)(hd * nh * n) * 4), *kh = malloc((size_t)(hd * nk * n) * 4), *wh = malloc((size_t)hd * 8);
@@ -337,6 +396,17 @@ static void run_family(void) {
   check_rms_fold_mix(3, MIXES[0], 640, GEMMA, 1, -1, 0, 0);
   check_rms_fold_mix(3, MIXES[2], 256, ODD, 1, -1, 1, 2);
   check_rms_fold_mix(2, MIXES[1], 640, GFF, 1, ICL_GLU_GELU, 0, 1);
+  /* the post-norm add folded in too (Gemma 3: its mixed q/k/v with K = 640, gate/up with geglu), a single type, a
+   * partial last chunk (F32, K = 100), > one window (8448), unaligned vectors, the group (gate/up, hooked mlp_pre)
+   * and several tokens (the unfused fallback) */
+  check_post_fold(3, MIXES[0], 640, GEMMA, 1, -1, 0, 0);
+  check_post_fold(2, MIXES[1], 640, GFF, 1, ICL_GLU_GELU, 0, 0);
+  check_post_fold(2, (uint32_t[3]){ICL_TYPE_Q4_K, ICL_TYPE_Q4_K, 0}, 256, FF_ODD, 1, ICL_GLU_SILU, 1, 2);
+  check_post_fold(3, (uint32_t[3]){ICL_TYPE_F32, ICL_TYPE_F32, ICL_TYPE_F32}, 100, ODD, 1, -1, 3, 1);
+  check_post_fold(3, (uint32_t[3]){ICL_TYPE_Q8_0, ICL_TYPE_Q8_0, ICL_TYPE_Q8_0}, 8448, ODD, 1, -1, 2, 0);
+  check_post_fold(2, (uint32_t[3]){ICL_TYPE_Q4_1, ICL_TYPE_Q4_1, 0}, 256, FF_ODD, 1, -1, 0, 3);
+  check_post_fold(3, MIXES[0], 640, GEMMA, 2, -1, 0, 0);
+  check_post_fold(2, MIXES[1], 640, GFF, 3, ICL_GLU_GELU, 1, 0);
 }
 
 int main(void) {
@@ -352,7 +422,7 @@ int main(void) {
     if (!be) return t_done();
     run_family();
     printf("%s-shaped kernels: grouped mat-vecs, matmul_add, rope_pair, matmul_glu, folded norms, "
-           "rms_norm_add and rms_rope_pair equal the unfused sequence bit for bit\n",
+           "rms_norm_add, rms_rope_pair and the post-add folds equal the unfused sequence bit for bit\n",
            families[f]);
     be->ops->destroy(be);
   }
