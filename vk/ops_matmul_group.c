@@ -62,10 +62,13 @@ static int group_types(int count, const icl_dt *w, const mix_pair **mix, uint32_
 }
 
 /* One dispatch can take the group: one token, 2..3 weights of one type or of a pair with a variant, each within one
- * binding. */
+ * binding, and the device binds the grouped kernel's 11 buffers in one stage (4 of them uniform on CPU devices; the
+ * spec's minimum is 4 storage buffers a stage, so a small device runs the ops in turn). */
 static int group_fits(const vk_ctx *c, int count, const icl_dt *w, const icl_dt *x, const icl_dt *y) {
   const mix_pair *mix;
   uint32_t tmask;
+  int cpu = vk_cpu_shape(c);
+  if (c->info.max_stage_storage < (cpu ? 7u : 11u) || (cpu && c->info.max_stage_uniform < 4)) return 0;
   if (count < 2 || count > GROUP_MAX || icl_dt_nrows(x) != 1 || x->offset % 4) return 0;
   if (vk_cpu_shape(c) && !vk_matvec_cpu_fits(c, w[0].ne[0])) return 0;
   if (!group_types(count, w, &mix, &tmask)) return 0;

@@ -143,6 +143,8 @@ static void query_properties(VkPhysicalDevice pd, icl_device_info *info) {
   info->min_storage_align = l->minStorageBufferOffsetAlignment;
   info->max_shared = l->maxComputeSharedMemorySize;
   info->max_uniform_range = l->maxUniformBufferRange;
+  info->max_stage_storage = l->maxPerStageDescriptorStorageBuffers;
+  info->max_stage_uniform = l->maxPerStageDescriptorUniformBuffers;
   info->min_uniform_align = (uint32_t)l->minUniformBufferOffsetAlignment;
   info->max_wg_invocations = l->maxComputeWorkGroupInvocations;
   memcpy(info->max_wg_count, l->maxComputeWorkGroupCount, sizeof info->max_wg_count);

@@ -33,8 +33,9 @@ static int add_pool(vk_ctx *c, icl_error *err) {
   VkDescriptorPool *pools = realloc(c->pools, (size_t)(c->n_pools + 1) * sizeof *pools);
   if (!pools) return icl_error_set(err, ICL_ENOMEM, "out of memory");
   c->pools = pools;
+  /* the CPU-shaped grouped mat-vecs bind up to 4 uniform buffers a set: room for that in every set */
   VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_SETS_PER_POOL * VK_MAX_BINDINGS},
-                                {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, VK_SETS_PER_POOL}};
+                                {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, VK_SETS_PER_POOL * 4}};
   VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   pi.maxSets = VK_SETS_PER_POOL;
   pi.poolSizeCount = 2;

@@ -37,6 +37,8 @@ typedef struct icl_device_info {
   uint64_t min_storage_align;      /* minStorageBufferOffsetAlignment (bytes) */
   uint32_t max_shared;             /* maxComputeSharedMemorySize (bytes) */
   uint32_t max_uniform_range;      /* maxUniformBufferRange (bytes) */
+  uint32_t max_stage_storage;      /* maxPerStageDescriptorStorageBuffers */
+  uint32_t max_stage_uniform;      /* maxPerStageDescriptorUniformBuffers */
   uint32_t min_uniform_align;      /* minUniformBufferOffsetAlignment (bytes) */
   uint32_t max_wg_invocations;     /* maxComputeWorkGroupInvocations */
   uint32_t max_wg_count[3];        /* maxComputeWorkGroupCount */
