@@ -166,6 +166,33 @@ static icl_dt shifted(int64_t n, int shift, uint64_t seed, float lo, float hi) {
   return t;
 }
 
+/* The fold tests' consumers: weights of types ts (K wide; rs[i] rows each, or rs[0] for both GLU members) seeded
+ * from seed, with the fused outputs y and the reference outputs y1. */
+static void fold_members(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, int glu,
+                         uint64_t seed, icl_dt w[3], icl_dt y[3], icl_dt y1[3]) {
+  for (int i = 0; i < count; i++) {
+    int64_t rows = rs[glu >= 0 ? 0 : i];
+    w[i] = weights(ts[i], K, rows, seed + (uint64_t)i);
+    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
+  }
+}
+
+/* The unfused consumer of the normed h1: the lone matmuls into y1 (the grouped ones are under test too), then
+ * swiglu / geglu into y1[0] for a GLU. */
+static void fold_reference(int count, int glu, const icl_dt w[3], const icl_dt *h1, icl_dt y1[3]) {
+  icl_error err;
+  for (int i = 0; i < count; i++)
+    CHECKF(icl_op_matmul(be, &w[i], h1, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
+  if (glu >= 0)
+    CHECKF((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK,
+           "glu: %s", err.msg);
+}
+
+static void free_members(int count, icl_dt w[3], icl_dt y[3], icl_dt y1[3]) {
+  for (int i = 0; i < count; i++)
+    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+}
+
 /* rms_matmul_group (glu < 0) or rms_matmul_glu (act glu) of weights of types ts, x of K at word shift xs, the norm
  * weight at shift ws, against rms_norm into h then the lone matmuls (and swiglu / geglu); one dispatch when n = 1. */
 static void check_rms_fold_mix(int count, const uint32_t ts[3], int64_t K, const int64_t rs[3], int64_t n, int glu,
@@ -176,11 +203,7 @@ static void check_rms_fold_mix(int count, const uint32_t ts[3], int64_t K, const
   icl_dt x = shifted(K * n, xs, 41, -3.0f, 3.0f), nw = shifted(K, ws, 42, 0.5f, 1.5f);
   x.ne[0] = K, x.ne[1] = n;
   icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
-  for (int i = 0; i < count; i++) {
-    int64_t rows = rs[glu >= 0 ? 0 : i];
-    w[i] = weights(ts[i], K, rows, 43 + (uint64_t)i);
-    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
-  }
+  fold_members(count, ts, K, rs, n, glu, 43, w, y, y1);
   icl_error err;
   float eps = 1e-5f;
   uint64_t d0 = dispatches();
@@ -197,18 +220,12 @@ static void check_rms_fold_mix(int count, const uint32_t ts[3], int64_t K, const
   if (n == 1) CHECKF(used == 1, "rms fold %s K=%lld: %llu dispatches, expected 1", icl_type_name(type), (long long)K,
                      (unsigned long long)used);
   CHECKF(icl_op_rms_norm(be, &x, &nw, eps, &h1, &err) == ICL_OK, "rms_norm: %s", err.msg);
-  /* the lone matmuls (then the activation): the grouped ones are under test too */
-  for (int i = 0; i < count; i++)
-    CHECKF(icl_op_matmul(be, &w[i], &h1, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
-  if (glu >= 0)
-    CHECKF((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK,
-           "glu: %s", err.msg);
+  fold_reference(count, glu, w, &h1, y1);
   for (int i = 0; i < (glu < 0 ? count : 1); i++)
     CHECKF(same_bits(&y[i], &y1[i]), "rms fold (count %d, glu %d) %s K=%lld n=%lld x+%d nw+%d: output %d differs "
            "from rms_norm then the lone matmuls", count, glu, icl_type_name(type), (long long)K, (long long)n, xs, ws,
            i);
-  for (int i = 0; i < count; i++)
-    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+  free_members(count, w, y, y1);
   be->ops->buf_free(be, x.buf), be->ops->buf_free(be, nw.buf), be->ops->buf_free(be, h.buf);
   be->ops->buf_free(be, h1.buf);
 }
@@ -255,11 +272,7 @@ static void check_post_fold(int count, const uint32_t ts[3], int64_t K, const in
   icl_dt pw = shifted(K, sh, 73, 0.5f, 1.5f), nw = shifted(K, ws, 74, 0.5f, 1.5f), t = shifted(K * n, sh, 75, 0, 1);
   x.ne[0] = o.ne[0] = o1.ne[0] = t1.ne[0] = t.ne[0] = K, x.ne[1] = o.ne[1] = o1.ne[1] = t1.ne[1] = t.ne[1] = n;
   icl_dt h = tensor(ICL_TYPE_F32, K, n, NULL), h1 = tensor(ICL_TYPE_F32, K, n, NULL), w[3], y[3], y1[3];
-  for (int i = 0; i < count; i++) {
-    int64_t rows = rs[glu >= 0 ? 0 : i];
-    w[i] = weights(ts[i], K, rows, 76 + (uint64_t)i);
-    y[i] = tensor(ICL_TYPE_F32, rows, n, NULL), y1[i] = tensor(ICL_TYPE_F32, rows, n, NULL);
-  }
+  fold_members(count, ts, K, rs, n, glu, 76, w, y, y1);
   icl_error err;
   float eps = 1e-6f;
   icl_post_add pa = {&o, &pw, &t};
@@ -278,11 +291,7 @@ static void check_post_fold(int count, const uint32_t ts[3], int64_t K, const in
                      (long long)K, (unsigned long long)used);
   CHECKF(icl_op_rms_norm_add(be, &o1, &pw, eps, &t1, &err) == ICL_OK, "rms_norm_add: %s", err.msg);
   CHECKF(icl_op_rms_norm(be, &t1, &nw, eps, &h1, &err) == ICL_OK, "rms_norm: %s", err.msg);
-  for (int i = 0; i < count; i++)
-    CHECKF(icl_op_matmul(be, &w[i], &h1, &y1[i], &err) == ICL_OK, "matmul: %s", err.msg);
-  if (glu >= 0)
-    CHECKF((glu == ICL_GLU_GELU ? icl_op_geglu : icl_op_swiglu)(be, &y1[0], &y1[1], &y1[0], &err) == ICL_OK,
-           "glu: %s", err.msg);
+  fold_reference(count, glu, w, &h1, y1);
   float *tf = malloc((size_t)(K * n) * 4), *tr = malloc((size_t)(K * n) * 4);
   CHECKF(be->ops->read(be, t.buf, t.offset, tf, (size_t)(K * n) * 4, &err) == ICL_OK, "read: %s", err.msg);
   CHECKF(be->ops->read(be, t1.buf, t1.offset, tr, (size_t)(K * n) * 4, &err) == ICL_OK, "read: %s", err.msg);
@@ -293,8 +302,7 @@ static void check_post_fold(int count, const uint32_t ts[3], int64_t K, const in
     CHECKF(same_bits(&y[i], &y1[i]), "post fold (count %d, glu %d) %s K=%lld n=%lld +%d nw+%d: output %d differs "
            "from rms_norm_add, rms_norm then the lone matmuls", count, glu, icl_type_name(ts[0]), (long long)K,
            (long long)n, sh, ws, i);
-  for (int i = 0; i < count; i++)
-    be->ops->buf_free(be, w[i].buf), be->ops->buf_free(be, y[i].buf), be->ops->buf_free(be, y1[i].buf);
+  free_members(count, w, y, y1);
   icl_dt *bufs[] = {&x, &o, &o1, &t1, &pw, &nw, &t, &h, &h1};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops->buf_free(be, bufs[i]->buf);
 }
