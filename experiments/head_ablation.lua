@@ -388,16 +388,21 @@ for _, mode in ipairs(modes) do
     pca_conds[#pca_conds + 1] = kind
   end
   add_pca("baseline", 0, base.acts)
-  -- random set 1 gets the full entry and the figure; every set (1 included) its grid fit, and their spread
+  -- random set 1 gets the full entry and the figure; every set (1 included, from its entry) its grid fit, and
+  -- their spread
   local set_fits = {}
   for i, c in ipairs(conds) do
     if R[i].capture and (c.kind ~= "random" or c.set == 1) then add_pca(c.kind, c.k, R[i].acts) end
     if R[i].capture and c.kind == "random" then
-      local means = icl.class_means(R[i].acts, tails, nil, g.n)
-      local keep = metrics.present(means)
-      if #keep >= 3 then
-        local p = icl.pca(#keep < g.n and means:index_select(1, keep) or means, 2)
-        set_fits[#set_fits + 1] = metrics.grid_fit(p.projections, g, keep, {shuffles = 0}).rho
+      if c.set == 1 then
+        if pca.random.grid_fit ~= json.null then set_fits[#set_fits + 1] = pca.random.grid_fit.rho end
+      else
+        local means = icl.class_means(R[i].acts, tails, nil, g.n)
+        local keep = metrics.present(means)
+        if #keep >= 3 then
+          local p = icl.pca(#keep < g.n and means:index_select(1, keep) or means, 2)
+          set_fits[#set_fits + 1] = metrics.grid_fit(p.projections, g, keep, {shuffles = 0}).rho
+        end
       end
     end
   end
