@@ -23,6 +23,7 @@ local ex = X{name = "head_ablation",
              {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)", int = {-1, 1 << 20}},
              {"random_sets", 4, "random control sets per k, seeds 100, 101, ...", int = {0, 1 << 16}},
              {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind", int = {0, 1 << 20}},
+             {"random_layers", "all", "layers random heads are drawn from: all, or below-pca (only the layers that can act on the PCA's point)"},
              {"scores", "", "head_scores (or head_ablation) summary.json to rank heads (default: score them here)"},
              {"score_seed", 42, "seed of the head-score sequences when scoring here", int = {0, 0x7fffffff}},
              {"score_n_seq", 32, "head-score sequences", int = {1, 1 << 16}}, {"score_len", 32, "head-score sequence length", int = {2, 1 << 20}},
@@ -37,6 +38,9 @@ local o = ex.o
 local score_nseq, score_len = o.score_n_seq, o.score_len
 for _, k in ipairs({"walks", "length", "random_sets", "exclude_top", "window", "seed", "score_seed", "k_pca"}) do
   if math.type(o[k]) ~= "integer" then error(("--%s must be an integer"):format(k:gsub("_", "-")), 0) end
+end
+if o.random_layers ~= "all" and o.random_layers ~= "below-pca" then
+  error(("--random-layers '%s': expected all or below-pca"):format(o.random_layers), 0)
 end
 if o.walks < 1 or o.length < 2 or o.random_sets < 0 or o.window < 1 or o.window > o.length then
   error("need --walks >= 1, --length >= 2, --random-sets >= 0 and 1 <= --window <= --length", 0)
@@ -118,13 +122,16 @@ local function head_list(list, k)
 end
 
 -- random control pool: heads outside the union of the top `exclude_top` of each kind (fallback for large k on
--- small models: outside the top k of each kind; none when even that pool is smaller than k)
+-- small models: outside the top k of each kind; none when even that pool is smaller than k), in layers below
+-- `pool_layers`: with below-pca, only heads that can change what the PCA reads (hook_resid_pre at layer L sees
+-- layers below L; any later point of layer L sees L's heads too)
+local pool_layers = o.random_layers ~= "below-pca" and NL or o.hook == "hook_resid_pre" and layer or layer + 1
 local function pool_excluding(n)
   local ex, pool = {}, {}
   for _, kind in ipairs({"induction", "previous_token"}) do
     for i = 1, math.min(n, #rank[kind]) do ex[rank[kind][i].layer * NH + rank[kind][i].head] = true end
   end
-  for l = 0, NL - 1 do
+  for l = 0, pool_layers - 1 do
     for h = 0, NH - 1 do
       if not ex[l * NH + h] then pool[#pool + 1] = {layer = l, head = h} end
     end
@@ -146,6 +153,7 @@ for _, k in ipairs(ks) do
       end
     end
   end
+  if pool_layers < NL then note = ("%s, layers 0-%d (those the PCA's point sees)"):format(note, pool_layers - 1) end
   random_sets[k], random_pool_note[k] = {}, note
   if pool then
     for s = 1, o.random_sets do
@@ -545,7 +553,7 @@ local summary = {
     .. "sequences (text windows, random-token sequences), delta = paired change from the unablated model",
   scores_source = scores_source, score_seed = o.score_seed, score_n_seq = score_nseq, score_len = score_len,
   random_seeds = (function() local t = {} for s = 1, o.random_sets do t[s] = RANDOM_SEED0 + s - 1 end return t end)(),
-  exclude_top = o.exclude_top,
+  exclude_top = o.exclude_top, random_layers = o.random_layers,
   heads = {induction = head_list(rank.induction, kmax), previous_token = head_list(rank.previous_token, kmax)},
   -- the rankings as far as the conditions and the random pool used them: this summary is a valid --scores
   top = (function()

@@ -253,6 +253,23 @@ EOF
   fi
 fi
 
+# ---- head_ablation --random-layers below-pca: random heads only where they can act on the PCA's point ----
+if run head_ablation --scores "$TMP/hs1.json" --ks 2 --random-sets 3 --random-layers below-pca --text none \
+  --rep-seqs 0; then
+  check "head_ablation --random-layers below-pca: every random head below the PCA's layer" "$ICL" script - <<EOF
+local j = assert(icl.json.read("$TMP/head_ablation/summary.json"))
+if j.random_layers ~= "below-pca" or j.hook ~= ("blocks.%d.hook_resid_pre"):format(j.layer) then os.exit(1) end
+local rs = j.random_sets[1]
+if #rs.sets ~= 3 or not rs.pool:find(("layers 0%%-%d "):format(j.layer - 1)) then os.exit(1) end
+for _, set in ipairs(rs.sets) do
+  for _, e in ipairs(set) do if e.layer >= j.layer then os.exit(1) end end
+end
+EOF
+fi
+check "head_ablation --random-layers: a bad value is refused by name" bash -c \
+  "! '$ICL' script experiments/head_ablation.lua --random-layers above --out '$TMP/ha_bad' 2>'$TMP/err' &&
+   grep -q \"random-layers 'above': expected all or below-pca\" '$TMP/err'"
+
 # ---- head_ablation: zero, mean and resample ablation with the capability check (issue 40) ----
 # 2 walks (mean and resample take the other walk's activations), k = 8 only; the capability check's text is a
 # file written here, so the test does not need data/.
