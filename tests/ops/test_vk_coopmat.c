@@ -20,25 +20,10 @@ static const shape Q32_SHAPES[] = {{96, 7, 3}, {256, 70, 67}, {576, 192, 67}};
 static const shape QK_SHAPES[] = {{256, 7, 3}, {512, 70, 67}, {768, 192, 67}};
 
 static void test_coopmat(uint32_t t, shape s, int acc, uint64_t seed) {
-  icl_error err;
-  void *raw;
-  float *x, *y0 = NULL, *oracle = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float));
-  vt w = vt_weights(t, s.cols, s.rows, seed, &raw);
-  vt xv = vt_rand(s.cols, s.n, 1, seed + 1, -1.0f, 1.0f, &x);
-  vt y = acc ? vt_rand(s.rows, s.n, 1, seed + 2, -1.0f, 1.0f, &y0) : vt_new(ICL_TYPE_F32, s.rows, s.n, 1, 4);
-  int rc = acc ? vt_be->ops->matmul_add(vt_be, &w.dt, &xv.dt, &y.dt, &err)
-               : vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err);
-  CHECKF(rc == ICL_OK, "coopmat %s: %s", icl_type_name(t), err.msg);
-  icl_ref_matmul(t, raw, s.cols, s.rows, x, s.n, oracle);
-  for (int64_t i = 0; acc && i < s.rows * s.n; i++) oracle[i] += y0[i];
-  char what[96];
-  snprintf(what, sizeof what, "%s %s [%lld x %lld] x %lld", acc ? "matmul_add" : "matmul", icl_type_name(t),
-           (long long)s.cols, (long long)s.rows, (long long)s.n);
-  double e = vt_expect(what, &y, oracle, 1e-5);
-  CHECKF(e > 1e-12, "%s: NMSE %.3g: the f32 kernel ran, not the f16 cooperative matrices", what, e);
-  CHECKF(vt_guards_ok(&w) && vt_guards_ok(&xv), "%s: inputs' guards changed", what);
-  vt_free(&w), vt_free(&xv), vt_free(&y);
-  free(raw), free(x), free(oracle), free(y0);
+  vt_mm c = vt_mm_run("coopmat", t, s.cols, s.rows, s.n, acc, seed);
+  double e = vt_expect(c.what, &c.y, c.oracle, 1e-5);
+  CHECKF(e > 1e-12, "%s: NMSE %.3g: the f32 kernel ran, not the f16 cooperative matrices", c.what, e);
+  vt_mm_free(&c);
 }
 
 /* test_vk_coopmat [--quick]: --quick runs F16, Q4_1 and Q4_K only, one type of each block family (on lavapipe each
@@ -76,17 +61,6 @@ int main(int argc, char **argv) {
   }
   test_coopmat(ICL_TYPE_Q4_1, Q32_SHAPES[1], 1, 77);
   test_coopmat(ICL_TYPE_Q6_K, QK_SHAPES[2], 1, 78);
-  /* EXACT with the switch set: the f32 kernel */
-  void *raw;
-  float *x, *oracle = vt_xmalloc(192 * 67 * sizeof(float));
-  vt w = vt_weights(ICL_TYPE_Q4_K, 768, 192, 5, &raw);
-  vt xv = vt_rand(768, 67, 1, 6, -1.0f, 1.0f, &x);
-  vt y = vt_new(ICL_TYPE_F32, 192, 67, 1, 4);
-  vt_be->precision = ICL_PRECISION_EXACT;
-  CHECKF(vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err) == ICL_OK, "%s", err.msg);
-  icl_ref_matmul(ICL_TYPE_Q4_K, raw, 768, 192, x, 67, oracle);
-  vt_expect("EXACT with ICL_VK_MATMUL=coopmat: Q4_K [768 x 192] x 67", &y, oracle, 1e-9);
-  vt_free(&w), vt_free(&xv), vt_free(&y);
-  free(raw), free(x), free(oracle);
+  vt_exact_stays_f32("coopmat", ICL_TYPE_Q4_K, 768); /* EXACT with the switch set: the f32 kernel */
   return vt_finish();
 }

@@ -22,46 +22,15 @@ static const shape SHAPES[] = {{96, 7, 3}, {256, 33, 37}, {2048, 70, 4}, {576, 1
 static const shape K_SHAPES[] = {{256, 33, 37}, {2048, 70, 4}, {1024, 192, 67}};
 
 static void test_intdot(uint32_t t, shape s, int acc, uint64_t seed) {
-  icl_error err;
-  void *raw;
-  float *x, *ref = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float));
-  float *oracle = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float)), *y0 = NULL;
-  vt w = vt_weights(t, s.cols, s.rows, seed, &raw);
-  vt xv = vt_rand(s.cols, s.n, 1, seed + 1, -1.0f, 1.0f, &x);
-  vt y = acc ? vt_rand(s.rows, s.n, 1, seed + 2, -1.0f, 1.0f, &y0) : vt_new(ICL_TYPE_F32, s.rows, s.n, 1, 4);
-  int rc = acc ? vt_be->ops->matmul_add(vt_be, &w.dt, &xv.dt, &y.dt, &err)
-               : vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err);
-  CHECKF(rc == ICL_OK, "intdot %s: %s", icl_type_name(t), err.msg);
-  CHECK(icl_ref_matmul_q8(t, raw, s.cols, s.rows, x, s.n, ref) == ICL_OK);
-  icl_ref_matmul(t, raw, s.cols, s.rows, x, s.n, oracle);
-  for (int64_t i = 0; acc && i < s.rows * s.n; i++) ref[i] += y0[i], oracle[i] += y0[i];
-  char what[96];
-  snprintf(what, sizeof what, "%s %s [%lld x %lld] x %lld", acc ? "matmul_add" : "matmul", icl_type_name(t),
-           (long long)s.cols, (long long)s.rows, (long long)s.n);
-  vt_expect(what, &y, ref, 1e-9);
-  double e = vt_expect(what, &y, oracle, 1e-3);
-  CHECKF(e > 1e-9, "%s: NMSE %.3g against the oracle: the f32 kernel ran, not the int8 path", what, e);
-  CHECKF(vt_guards_ok(&w) && vt_guards_ok(&xv), "%s: inputs' guards changed", what);
-  vt_free(&w), vt_free(&xv), vt_free(&y);
-  free(raw), free(x), free(ref), free(oracle), free(y0);
-}
-
-/* At EXACT precision the switch changes nothing: the f32 kernel's error against the oracle. */
-static void test_exact_stays_f32(void) {
-  icl_error err;
-  void *raw;
-  float *x, *oracle = vt_xmalloc(192 * 67 * sizeof(float));
-  vt w = vt_weights(ICL_TYPE_Q4_1, 576, 192, 5, &raw);
-  vt xv = vt_rand(576, 67, 1, 6, -1.0f, 1.0f, &x);
-  vt y = vt_new(ICL_TYPE_F32, 192, 67, 1, 4);
-  vt_be->precision = ICL_PRECISION_EXACT;
-  CHECK(!strcmp(icl_vk_backend_matmul_path(vt_be, ICL_PRECISION_EXACT), "tiled"));
-  CHECKF(vt_be->ops->matmul(vt_be, &w.dt, &xv.dt, &y.dt, &err) == ICL_OK, "%s", err.msg);
-  icl_ref_matmul(ICL_TYPE_Q4_1, raw, 576, 192, x, 67, oracle);
-  vt_expect("EXACT with ICL_VK_MATMUL=intdot: Q4_1 [576 x 192] x 67", &y, oracle, 1e-9);
-  vt_be->precision = ICL_PRECISION_FAST;
-  vt_free(&w), vt_free(&xv), vt_free(&y);
-  free(raw), free(x), free(oracle);
+  vt_mm c = vt_mm_run("intdot", t, s.cols, s.rows, s.n, acc, seed);
+  float *ref = vt_xmalloc((size_t)(s.rows * s.n) * sizeof(float));
+  CHECK(icl_ref_matmul_q8(t, c.raw, s.cols, s.rows, c.xh, s.n, ref) == ICL_OK);
+  for (int64_t i = 0; acc && i < s.rows * s.n; i++) ref[i] += c.y0[i];
+  vt_expect(c.what, &c.y, ref, 1e-9);
+  double e = vt_expect(c.what, &c.y, c.oracle, 1e-3);
+  CHECKF(e > 1e-9, "%s: NMSE %.3g against the oracle: the f32 kernel ran, not the int8 path", c.what, e);
+  vt_mm_free(&c);
+  free(ref);
 }
 
 int main(void) {
@@ -98,6 +67,6 @@ int main(void) {
   test_intdot(ICL_TYPE_Q4_1, SHAPES[1], 1, 77);
   test_intdot(ICL_TYPE_Q6_K, K_SHAPES[2], 1, 79);
   test_intdot(ICL_TYPE_Q8_0, SHAPES[3], 1, 78);
-  test_exact_stays_f32();
+  vt_exact_stays_f32("intdot", ICL_TYPE_Q4_1, 576); /* EXACT with the switch set: the f32 kernel */
   return vt_finish();
 }

@@ -151,6 +151,54 @@ static inline vt vt_weights(uint32_t t, int64_t cols, int64_t rows, uint64_t see
   return v;
 }
 
+/* One matmul case of the FAST-path tests (coopmat, intdot): weights of type t [cols x rows] (seed), activations
+ * [cols x n] in [-1, 1) (seed + 1); with acc, y starts random (seed + 2) and matmul_add runs instead of matmul.
+ * oracle holds the float64 reference (y's start added); what names the case for messages. */
+typedef struct vt_mm {
+  vt w, x, y;
+  void *raw;
+  float *xh, *y0, *oracle;
+  char what[96];
+} vt_mm;
+
+static inline vt_mm vt_mm_run(const char *path, uint32_t t, int64_t cols, int64_t rows, int64_t n, int acc,
+                              uint64_t seed) {
+  icl_error err;
+  vt_mm c = {.y0 = NULL};
+  c.oracle = vt_xmalloc((size_t)(rows * n) * sizeof(float));
+  c.w = vt_weights(t, cols, rows, seed, &c.raw);
+  c.x = vt_rand(cols, n, 1, seed + 1, -1.0f, 1.0f, &c.xh);
+  c.y = acc ? vt_rand(rows, n, 1, seed + 2, -1.0f, 1.0f, &c.y0) : vt_new(ICL_TYPE_F32, rows, n, 1, 4);
+  int rc = acc ? vt_be->ops->matmul_add(vt_be, &c.w.dt, &c.x.dt, &c.y.dt, &err)
+               : vt_be->ops->matmul(vt_be, &c.w.dt, &c.x.dt, &c.y.dt, &err);
+  snprintf(c.what, sizeof c.what, "%s %s %s [%lld x %lld] x %lld", path, acc ? "matmul_add" : "matmul",
+           icl_type_name(t), (long long)cols, (long long)rows, (long long)n);
+  CHECKF(rc == ICL_OK, "%s: %s", c.what, err.msg);
+  icl_ref_matmul(t, c.raw, cols, rows, c.xh, n, c.oracle);
+  for (int64_t i = 0; acc && i < rows * n; i++) c.oracle[i] += c.y0[i];
+  return c;
+}
+
+/* Checks that the inputs' guards survived, then frees the case. */
+static inline void vt_mm_free(vt_mm *c) {
+  CHECKF(vt_guards_ok(&c->w) && vt_guards_ok(&c->x), "%s: inputs' guards changed", c->what);
+  vt_free(&c->w), vt_free(&c->x), vt_free(&c->y);
+  free(c->raw), free(c->xh), free(c->y0), free(c->oracle);
+}
+
+/* With ICL_VK_MATMUL set to a FAST path, EXACT precision must still run the f32 kernel: t [cols x 192] x 67 within
+ * the f32 kernels' NMSE (~1e-14; 1e-9 allowed). Leaves the backend at FAST precision. */
+static inline void vt_exact_stays_f32(const char *path, uint32_t t, int64_t cols) {
+  vt_be->precision = ICL_PRECISION_EXACT;
+  CHECK(!strcmp(icl_vk_backend_matmul_path(vt_be, ICL_PRECISION_EXACT), "tiled"));
+  vt_mm c = vt_mm_run(path, t, cols, 192, 67, 0, 5);
+  char what[160];
+  snprintf(what, sizeof what, "EXACT with ICL_VK_MATMUL=%s: %s", path, c.what);
+  vt_expect(what, &c.y, c.oracle, 1e-9);
+  vt_mm_free(&c);
+  vt_be->precision = ICL_PRECISION_FAST;
+}
+
 static inline double vt_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
