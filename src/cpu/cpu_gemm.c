@@ -173,7 +173,7 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
   gemm_ctx c = {.cb = cb, .g = g, .count = count};
   /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
    * a region's items in order (the kernel calls first), so there one half serves and stays in cache */
-  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2, last = 1;
+  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2, last = 1, n_own = 0;
   int64_t wsz = 0, xsz = 0;
   for (int i = 0; i < count; i++) {
     gemm_prod *p = &c.pr[i];
@@ -182,12 +182,12 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
     int reuse = i > 0 && c.pr[i - 1].a_mode != 0 && same_mat(&g[i].a, &g[i - 1].a) && g[i].R == g[i - 1].R &&
                 g[i].K == g[i - 1].K;
     p->a_mode = a_in_place(&cb->k, &g[i]) ? 0 : reuse ? 1 : 2;
-    if (p->a_mode == 2) p->wslot = last = halves == 2 ? 1 - last : 0; /* not the half product i - 1 reads */
+    if (p->a_mode == 2) p->wslot = last = halves == 2 ? 1 - last : 0, n_own++; /* not the half i - 1 reads */
     else if (p->a_mode == 1) p->wslot = c.pr[i - 1].wslot;
     int64_t w = p->a_mode ? up16(p->n_tiles * CPU_TILE_ROWS * g[i].K) : 0, x = up16(p->n_groups * gnt * g[i].K);
     wsz = w > wsz ? w : wsz, xsz = x > xsz ? x : xsz;
   }
-  int nw = wsz ? halves : 0, nx = halves;
+  int nw = n_own < halves ? n_own : halves, nx = halves; /* the first own A takes half 0 */
   float *sp = cpu_scratch_get(&cb->shared, (size_t)(nw * wsz + nx * xsz) * sizeof(float));
   int ok = sp != NULL;
   for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;
