@@ -118,30 +118,36 @@ void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
   }
 }
 
-/* The threaded gemm runs count products of one shape in count + 1 parallel regions: region r runs the kernel items
- * (one row tile x GEMM_TOK_BLOCK tokens) of product r - 1 on its packed copies and packs the operands of product r
- * into the other half of the shared scratch (A tiles: none when A is read in place, once when every product has
- * the same A), so a product's packed operands are still in cache when it runs, and count products cost count + 1
- * hand-offs instead of 2 count. */
+/* The threaded gemm runs count products in count + 1 parallel regions: region r runs the kernel items (one row tile
+ * x GEMM_TOK_BLOCK tokens) of product r - 1 on its packed copies and packs the operands of product r into the
+ * other half of the shared scratch (A tiles: none when A is read in place, none when the product before had the
+ * same A packed), so a product's packed operands are still in cache when it runs, and count products cost
+ * count + 1 hand-offs instead of 2 count. The products may differ in shape (a matmul's dx and dW). */
+typedef struct gemm_prod {
+  int64_t n_tiles, n_groups, n_blocks;
+  int a_mode; /* 0: A in place, 1: A packed by the product before (the same matrix), 2: A packed for this one */
+  int wslot;  /* the half holding its packed A */
+} gemm_prod;
+
 typedef struct gemm_ctx {
   cpu_backend *cb;
-  const cpu_gemm_args *g; /* [count], one shape */
-  int count, k;           /* k: the product this region packs; k - 1 runs */
-  int a_mode;             /* 0: A in place, 1: one A packed for all, 2: each product's A */
-  float *wp[2], *xp[2];   /* packed A and B, by product parity (wp[0] only when shared) */
-  int64_t n_tiles, n_groups, n_blocks, n_run, n_pack_a; /* this region's run items, then A-pack, then B-pack items */
+  const cpu_gemm_args *g; /* [count] */
+  gemm_prod pr[CPU_GEMM_GROUP_MAX];
+  int count, k;                 /* k: the product this region packs; k - 1 runs */
+  float *wp[2], *xp[2];         /* packed A and B by half (B: product parity) */
+  int64_t n_run, n_pack_a;      /* this region's run items, then A-pack, then B-pack items */
 } gemm_ctx;
 
-static float *gemm_wp(const gemm_ctx *c, int i) { return c->a_mode == 0 ? NULL : c->wp[c->a_mode == 1 ? 0 : i & 1]; }
+static float *gemm_wp(const gemm_ctx *c, int i) { return c->pr[i].a_mode == 0 ? NULL : c->wp[c->pr[i].wslot]; }
 
 static void gemm_item(void *arg, int64_t it, int ith) {
   const gemm_ctx *c = arg;
   const cpu_kernels *k = &c->cb->k;
-  int64_t K = c->g->K;
   if (it < c->n_run) { /* kernel calls of product k - 1 */
     int i = c->k - 1;
     const cpu_gemm_args *g = &c->g[i];
-    int64_t j0 = it % c->n_tiles * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / c->n_tiles * tb;
+    int64_t K = g->K, nt = c->pr[i].n_tiles;
+    int64_t j0 = it % nt * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / nt * tb;
     int64_t t1 = t0 + tb < g->n ? t0 + tb : g->n;
     const float *wp = gemm_wp(c, i);
     float *tmp = c->cb->scratch[ith].p;
@@ -151,6 +157,7 @@ static void gemm_item(void *arg, int64_t it, int ith) {
   }
   it -= c->n_run;
   const cpu_gemm_args *g = &c->g[c->k];
+  int64_t K = g->K;
   if (it < c->n_pack_a)
     pack_a(k, &g->a, it * CPU_TILE_ROWS, nrows(g, it * CPU_TILE_ROWS), K, gemm_wp(c, c->k) + it * CPU_TILE_ROWS * K);
   else
@@ -161,32 +168,37 @@ static int same_mat(const cpu_mat *a, const cpu_mat *b) { return a->p == b->p &&
 
 int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error *err) {
   int gnt = cb->k.gemm_nt;
-  gemm_ctx c = {.cb = cb, .g = g, .count = count, .n_tiles = (g->R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS,
-                .n_groups = (g->n + gnt - 1) / gnt, .n_blocks = (g->n + tok_block(&cb->k) - 1) / tok_block(&cb->k)};
-  int shared_a = 1;
-  for (int i = 1; i < count; i++) {
-    if (g[i].R != g->R || g[i].n != g->n || g[i].K != g->K)
-      return icl_error_set(err, ICL_EINVAL, "cpu: gemm group: product %d is [%lld x %lld x %lld], expected [%lld x "
-                           "%lld x %lld] as product 0", i, (long long)g[i].R, (long long)g[i].n, (long long)g[i].K,
-                           (long long)g->R, (long long)g->n, (long long)g->K);
-    shared_a &= same_mat(&g[i].a, &g->a);
-  }
-  c.a_mode = a_in_place(&cb->k, g) ? 0 : shared_a ? 1 : 2;
-  int64_t wsz = up16(c.n_tiles * CPU_TILE_ROWS * g->K), xsz = up16(c.n_groups * gnt * g->K);
+  if (count < 1 || count > CPU_GEMM_GROUP_MAX)
+    return icl_error_set(err, ICL_EINVAL, "cpu: gemm group: %d products, expected 1..%d", count, CPU_GEMM_GROUP_MAX);
+  gemm_ctx c = {.cb = cb, .g = g, .count = count};
   /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
    * a region's items in order (the kernel calls first), so there one half serves and stays in cache */
-  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2;
-  int nw = c.a_mode == 0 ? 0 : c.a_mode == 1 ? 1 : halves, nx = halves;
+  int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2, last = 1, n_own = 0;
+  int64_t wsz = 0, xsz = 0;
+  for (int i = 0; i < count; i++) {
+    gemm_prod *p = &c.pr[i];
+    p->n_tiles = (g[i].R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS, p->n_groups = (g[i].n + gnt - 1) / gnt;
+    p->n_blocks = (g[i].n + tok_block(&cb->k) - 1) / tok_block(&cb->k);
+    int reuse = i > 0 && c.pr[i - 1].a_mode != 0 && same_mat(&g[i].a, &g[i - 1].a) && g[i].R == g[i - 1].R &&
+                g[i].K == g[i - 1].K;
+    p->a_mode = a_in_place(&cb->k, &g[i]) ? 0 : reuse ? 1 : 2;
+    if (p->a_mode == 2) p->wslot = last = halves == 2 ? 1 - last : 0, n_own++; /* not the half i - 1 reads */
+    else if (p->a_mode == 1) p->wslot = c.pr[i - 1].wslot;
+    int64_t w = p->a_mode ? up16(p->n_tiles * CPU_TILE_ROWS * g[i].K) : 0, x = up16(p->n_groups * gnt * g[i].K);
+    wsz = w > wsz ? w : wsz, xsz = x > xsz ? x : xsz;
+  }
+  int nw = n_own < halves ? n_own : halves, nx = halves; /* the first own A takes half 0 */
   float *sp = cpu_scratch_get(&cb->shared, (size_t)(nw * wsz + nx * xsz) * sizeof(float));
   int ok = sp != NULL;
   for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;
-  if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for %d [%lld x %lld x %lld] products",
-                                count, (long long)g->R, (long long)g->n, (long long)g->K);
-  c.wp[0] = sp, c.wp[1] = sp + (nw - 1) * wsz, c.xp[0] = sp + nw * wsz, c.xp[1] = c.xp[0] + (nx - 1) * xsz;
+  if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for %d products of up to [%lld x %lld] "
+                                "floats of packed operands", count, (long long)wsz, (long long)xsz);
+  c.wp[0] = sp, c.wp[1] = sp + (nw > 1 ? wsz : 0), c.xp[0] = sp + nw * wsz, c.xp[1] = c.xp[0] + (nx - 1) * xsz;
   for (c.k = 0; c.k <= count; c.k++) {
-    c.n_run = c.k > 0 ? c.n_tiles * c.n_blocks : 0;
-    c.n_pack_a = c.k < count && (c.a_mode == 2 || (c.a_mode == 1 && c.k == 0)) ? c.n_tiles : 0;
-    cpu_pool_for(cb->pool, c.n_run + c.n_pack_a + (c.k < count ? c.n_groups : 0), gemm_item, &c);
+    const gemm_prod *run = c.k > 0 ? &c.pr[c.k - 1] : NULL, *pack = c.k < count ? &c.pr[c.k] : NULL;
+    c.n_run = run ? run->n_tiles * run->n_blocks : 0;
+    c.n_pack_a = pack && pack->a_mode == 2 ? pack->n_tiles : 0;
+    cpu_pool_for(cb->pool, c.n_run + c.n_pack_a + (pack ? pack->n_groups : 0), gemm_item, &c);
   }
   return ICL_OK;
 }

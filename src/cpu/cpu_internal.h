@@ -387,9 +387,10 @@ typedef struct cpu_gemm_args {
 enum { CPU_GEMM_B_LOWER = 1, CPU_GEMM_B_UPPER = 2, CPU_GEMM_Y_LOWER = 3 };
 /* Threaded over row tiles and token blocks, per-thread scratch from the backend. */
 int cpu_gemm(cpu_backend *cb, const cpu_gemm_args *g, icl_error *err);
-/* count products of one shape (R, n, K) in turn, in count + 1 parallel regions (each region runs one product and
- * packs the next; an A shared by every product is packed once); each product as cpu_gemm with its own accumulate
- * flag, so the bits are those of count cpu_gemm calls in turn. */
+/* count (1..CPU_GEMM_GROUP_MAX) products, shapes free, in turn, in count + 1 parallel regions (each region runs one
+ * product and packs the next; an A that the product before packed is not packed again); each product as cpu_gemm
+ * with its own accumulate flag, so the bits are those of count cpu_gemm calls in turn. */
+enum { CPU_GEMM_GROUP_MAX = 2 * ICL_MATMUL_GROUP_MAX };
 int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error *err);
 /* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */
 void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws);

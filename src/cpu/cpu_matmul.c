@@ -56,6 +56,8 @@ typedef struct mm_ctx {
   int trows;                    /* rows per tile */
   size_t tbytes;                /* bytes per packed tile */
   int64_t tile0, n_ptiles, tblock;
+  int64_t n_xitems;             /* tile path: items of MM_X_GROUPS token groups of x packed beside the first panel */
+  float *xpw;                   /* where those items pack x (c->xp once packed) */
   const uint8_t *xw;            /* EXACT: the weight repacked (cpu_xweights.c), or NULL */
   size_t xw_tile;               /* bytes per repacked tile */
   int xw_multi;                 /* one token: items of CPU_XW_TILES repacked tiles (xgemmn) */
@@ -224,10 +226,28 @@ static void mm_gemm_one(const mm_ctx *c, int64_t ti, const void *tile, int64_t t
   }
 }
 
-/* Phase 1 of a panel: item = one tile, packed into the panel. */
+/* Token groups of x per packing item of the first panel's phase 1. */
+#define MM_X_GROUPS 4
+
+/* Groups [g0, g1) of x interleaved per group of gnt tokens at xp (one sequential stream for the kernel). */
+static void mm_pack_x_groups(const mm_ctx *c, int gnt, int64_t g0, int64_t g1, float *xp) {
+  for (int64_t g = g0; g < g1; g++) {
+    int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
+    c->cb->k.pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
+  }
+}
+
+/* Phase 1 of a panel: item = one tile, packed into the panel; in the first panel, then the items of x's groups
+ * (packed there rather than by the caller alone before the region: the same bytes, in parallel). */
 static void mm_pack_item(void *arg, int64_t it, int ith) {
   mm_ctx *c = arg;
-  mm_pack_one(c, c->tile0 + it, (uint8_t *)c->panel + it * c->tbytes, c->cb->scratch[ith].p);
+  if (it < c->n_ptiles) {
+    mm_pack_one(c, c->tile0 + it, (uint8_t *)c->panel + it * c->tbytes, c->cb->scratch[ith].p);
+    return;
+  }
+  int gnt = c->cb->k.gemm_nt;
+  int64_t groups = (c->n + gnt - 1) / gnt, g0 = (it - c->n_ptiles) * MM_X_GROUPS;
+  mm_pack_x_groups(c, gnt, g0, g0 + MM_X_GROUPS < groups ? g0 + MM_X_GROUPS : groups, c->xpw);
 }
 
 /* Phase 2: item = (token block, tile of the panel), token-block-major so the threads share one
@@ -293,14 +313,12 @@ static void mm_fused_item(void *arg, int64_t it, int ith) {
 
 /* The f32 tile paths' activations: x interleaved per group of gnt tokens into the shared scratch (c->xp), so the
  * kernel reads one sequential stream. */
-static int mm_pack_x(mm_ctx *c, int gnt, icl_error *err) {
+static int mm_pack_x(mm_ctx *c, int gnt, int defer, icl_error *err) {
   int64_t groups = (c->n + gnt - 1) / gnt;
   float *xp = cpu_scratch_get(&c->cb->shared, (size_t)(groups * gnt * c->K) * sizeof(float));
   if (!xp) return icl_error_set(err, ICL_ENOMEM, "cpu: matmul: out of memory");
-  for (int64_t g = 0; g < groups; g++) {
-    int nt = c->n - g * gnt < gnt ? (int)(c->n - g * gnt) : gnt;
-    c->cb->k.pack_x(c->x + g * gnt * c->K, c->K, c->K, nt, gnt, xp + g * gnt * c->K);
-  }
+  if (defer) c->xpw = xp, c->n_xitems = (groups + MM_X_GROUPS - 1) / MM_X_GROUPS; /* by the first pack region */
+  else mm_pack_x_groups(c, gnt, 0, groups, xp);
   c->xp = xp;
   return ICL_OK;
 }
@@ -333,7 +351,7 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
     if (c->prep) *c->prep = (mm_prep){MM_PREP_Q8, xq};
   } else if (!c->xw_multi) { /* xgemmn reads x as it lies */
     if (c->prep && c->prep->kind == MM_PREP_F32) c->xp = c->prep->p;
-    else if ((rc = mm_pack_x(c, gnt, err))) return rc;
+    else if ((rc = mm_pack_x(c, gnt, !fused, err))) return rc;
     else if (c->prep) *c->prep = (mm_prep){MM_PREP_F32, c->xp};
   }
   if (fused) {
@@ -351,7 +369,8 @@ static int mm_tiles(mm_ctx *c, icl_error *err) {
   int64_t n_tblocks = (c->n + c->tblock - 1) / c->tblock;
   for (c->tile0 = 0; c->tile0 < n_tiles; c->tile0 += per_panel) {
     c->n_ptiles = n_tiles - c->tile0 < per_panel ? n_tiles - c->tile0 : per_panel;
-    cpu_pool_for(cb->pool, c->n_ptiles, mm_pack_item, c);
+    cpu_pool_for(cb->pool, c->n_ptiles + c->n_xitems, mm_pack_item, c);
+    c->n_xitems = 0;
     cpu_pool_for(cb->pool, n_tblocks * c->n_ptiles, mm_gemm_item, c);
   }
   return ICL_OK;

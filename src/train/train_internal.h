@@ -87,6 +87,8 @@ int tr_forward(icl_trainer *tr, icl_error *err);
 int tr_backward(icl_trainer *tr, icl_error *err);
 /* The optimizer update of one step (train_optim.c); an error, weights untouched, for a non-finite gradient. */
 int tr_optim_update(icl_trainer *tr, const icl_optim_config *opt, icl_error *err);
+/* Whether no element of w[0..n) is Inf or NaN (the update's check, train_optim.c). */
+int tr_all_finite(const float *w, int64_t n);
 /* FNV-1a over the weight arena's words: ties an optimizer sidecar to its model (train_ckpt.c). */
 uint64_t tr_weights_hash(const icl_trainer *tr);
 /* Attention scale: 1/sqrt(d_head), or 1 with no_scale. */

@@ -2,7 +2,8 @@
  * layout (row-major, transposed view, general strides), ragged sizes (partial row tiles and token groups),
  * writing and accumulating, threaded and serial, on every SIMD level and with 1 and 2 threads, its output is
  * bit-identical to making the operands contiguous and running the backend's matmul, then a separate add: the
- * path it replaced. Also against a float64 sum (a loose bound), so both cannot be wrong together. */
+ * path it replaced. Also against a float64 sum (a loose bound), so both cannot be wrong together. And the pipelined
+ * gemm group against its products one cpu_gemm call at a time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,42 @@ static void check(int64_t R, int64_t n, int64_t K, int la, int lb, int acc, cons
   free(A), free(B), free(y0), free(want), free(got);
 }
 
+/* cpu_gemm_group on a matmul backward's products (count dx products summed into one dx, then count dW products of
+ * shapes unlike dx's; distinct: each dW with its own x, else one x shared): bit-identical to cpu_gemm on each
+ * product in turn, the path the group replaced. */
+static void check_group(int count, int64_t K, int64_t R, int64_t n, int distinct, int acc, const char *level) {
+  cpu_backend *cb = cpu_of(be);
+  float *W[3], *x[3], *dy[3], *dW[2][3], *dx[2];
+  for (int i = 0; i < count; i++) {
+    W[i] = malloc((size_t)(R * K) * 4), x[i] = malloc((size_t)(n * K) * 4), dy[i] = malloc((size_t)(n * R) * 4);
+    t_rand_fill(W[i], R * K, 11 + i, -1.0f, 1.0f), t_rand_fill(x[i], n * K, 21 + i, -1.0f, 1.0f);
+    t_rand_fill(dy[i], n * R, 31 + i, -1.0f, 1.0f);
+    for (int v = 0; v < 2; v++) dW[v][i] = malloc((size_t)(R * K) * 4), t_rand_fill(dW[v][i], R * K, 41 + i, -1.0f, 1.0f);
+  }
+  for (int v = 0; v < 2; v++) dx[v] = malloc((size_t)(n * K) * 4), t_rand_fill(dx[v], n * K, 51, -1.0f, 1.0f);
+  cpu_gemm_args g[2][6];
+  for (int v = 0; v < 2; v++)
+    for (int i = 0; i < count; i++) {
+      g[v][i] = (cpu_gemm_args){.a = {W[i], 1, K}, .b = {dy[i], R, 1}, .R = K, .n = n, .K = R, .y = dx[v], .ldy = K,
+                                .accumulate = i > 0 || acc};
+      g[v][count + i] = (cpu_gemm_args){.a = {x[distinct ? i : 0], 1, K}, .b = {dy[i], 1, R}, .R = K, .n = R, .K = n,
+                                        .y = dW[v][i], .ldy = K, .accumulate = acc};
+    }
+  icl_error err;
+  for (int i = 0; i < 2 * count; i++) CHECKF(cpu_gemm(cb, &g[0][i], &err) == ICL_OK, "gemm: %s", err.msg);
+  CHECKF(cpu_gemm_group(cb, 2 * count, g[1], &err) == ICL_OK, "gemm group: %s", err.msg);
+  int bad = memcmp(dx[0], dx[1], (size_t)(n * K) * 4) != 0;
+  for (int i = 0; i < count; i++) bad += memcmp(dW[0][i], dW[1][i], (size_t)(R * K) * 4) != 0;
+  CHECKF(!bad, "%s %d threads: gemm group of %d dx + %d dW products (K=%lld R=%lld n=%lld, %s x, acc %d): %d outputs "
+         "differ from cpu_gemm in turn", level, cb->n_threads, count, count, (long long)K, (long long)R, (long long)n,
+         distinct ? "distinct" : "shared", acc, bad);
+  for (int i = 0; i < count; i++) {
+    free(W[i]), free(x[i]), free(dy[i]);
+    for (int v = 0; v < 2; v++) free(dW[v][i]);
+  }
+  free(dx[0]), free(dx[1]);
+}
+
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
   static const int64_t shapes[][3] = {{32, 8, 16}, {45, 13, 37}, {128, 70, 9}, {9, 9, 128}, {70, 130, 200}, {1, 1, 1}, {40, 20, 1500}};
@@ -103,6 +140,14 @@ int main(void) {
             for (int acc = 0; acc < 2; acc++) check(shapes[s][0], shapes[s][1], shapes[s][2], la, lb, acc, levels[l]);
       printf("%s, %d thread(s): strided gemm bit-identical to transpose + matmul (+ add) on every layout\n", levels[l],
              threads);
+      /* n 600: dW's A packed (a reduction past the in-place limit), 130: read in place */
+      static const int64_t gshapes[][3] = {{40, 45, 600}, {37, 70, 130}, {128, 128, 1152}};
+      for (size_t s = 0; s < sizeof gshapes / sizeof gshapes[0]; s++)
+        for (int count = 1; count <= 3; count++)
+          for (int distinct = 0; distinct < 2; distinct++)
+            for (int acc = 0; acc < 2; acc++)
+              check_group(count, gshapes[s][0], gshapes[s][1], gshapes[s][2], distinct, acc, levels[l]);
+      printf("%s, %d thread(s): gemm groups of mixed shapes bit-identical to the products in turn\n", levels[l], threads);
       be->ops->destroy(be);
     }
   unsetenv("ICL_CPU_SIMD");

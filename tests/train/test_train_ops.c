@@ -12,6 +12,7 @@
 #include "ref_backward.h"
 #include "testutil.h"
 #include "cpu_train_ops.h"
+#include "train_internal.h"
 
 #define TOL_CPU 2e-5
 #define TOL_FD 1e-6
@@ -650,6 +651,36 @@ static void test_xent(int64_t nv, int64_t n, int weighted) {
   free(t), free(lg), free(w), free(pr), free(g), free(c.logits), free(c.w), free(gd), free(fd);
 }
 
+/* The update's finite check (tr_all_finite, integer exponent bits) against the float test it replaced (w - w != 0
+ * for Inf and NaN), every special value at every position of runs of 0..70 floats and of one long run. */
+static void test_all_finite(void) {
+  const float special[] = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1e-45f, -1e-45f, 1.17549435e-38f, 3.4028235e38f,
+                           -3.4028235e38f, 1.0f};
+  uint32_t snan = 0x7f800001u, nan_payload = 0xffc12345u;
+  float extra[2];
+  memcpy(&extra[0], &snan, 4), memcpy(&extra[1], &nan_payload, 4);
+  int checked = 0, bad = 0;
+  float *w = rnd(5000, -2.0f, 2.0f);
+  bad += tr_all_finite(w, 0) != 1, checked++;
+  for (int64_t k = 1; k <= 71; k++) {
+    int64_t n = k <= 70 ? k : 5000;
+    for (int64_t at = 0; at < n; at = n <= 70 || at < 40 ? at + 1 : at + 997) {
+      bad += tr_all_finite(w, n) != 1, checked++;
+      for (int s = 0; s < 14; s++) {
+        float keep = w[at];
+        w[at] = s < 12 ? special[s] : extra[s - 12];
+        int old = 0;
+        for (int64_t j = 0; j < n; j++) old |= w[j] - w[j] != 0.0f;
+        bad += tr_all_finite(w, n) != !old, checked++;
+        w[at] = keep;
+      }
+    }
+  }
+  free(w);
+  CHECKF(!bad, "tr_all_finite: %d of %d runs disagree with w - w != 0", bad, checked);
+  printf("tr_all_finite: %d runs agree with the float test\n", checked);
+}
+
 int main(void) {
   icl_backend *be;
   icl_error err;
@@ -658,6 +689,7 @@ int main(void) {
     return 1;
   }
   g_cb = cpu_of(be);
+  test_all_finite();
   test_matmul(6, 5, 4, 1);
   test_matmul(70, 33, 50, 0);
   test_matmul(256, 256, 300, 0);
