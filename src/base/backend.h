@@ -68,6 +68,9 @@ typedef struct icl_attn_params {
   float softcap;       /* logits -> softcap*tanh(logits/softcap) before the mask; 0 = none */
 } icl_attn_params;
 
+/* Item i of run_split on sub, a backend private to the thread running it (errors into err). */
+typedef int (*icl_split_fn)(void *ctx, int i, icl_backend *sub, icl_error *err);
+
 /* Buffer usage hints. */
 enum { ICL_BUF_WEIGHT = 1, ICL_BUF_ACT = 2, ICL_BUF_HOST_VISIBLE = 4 };
 
@@ -239,6 +242,10 @@ typedef struct icl_backend_ops {
   /* one optimizer step of w with gradient g and moments m1, m2 (all [n]; m2 unused by SGD) */
   int (*optim_update)(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
                       const icl_optim_args *a, icl_error *err);
+  /* fn(ctx, i, sub, err) for i < n, concurrently on the backend's threads: each item's ops on a sub-backend that runs
+   * them on the item's thread alone, with scratch of its own, on this backend's buffers; items write disjoint memory;
+   * returns the lowest failing item's error; optional (NULL: the wrapper runs the items in turn on be) */
+  int (*run_split)(icl_backend *be, int n, icl_split_fn fn, void *ctx, icl_error *err);
   /* the counts so far (icl_be_counts); optional (NULL: the backend counts nothing, e.g. cpu and ref) */
   void (*counts)(icl_backend *be, icl_be_counts *out);
 } icl_backend_ops;

@@ -99,6 +99,8 @@ int icl_op_smear_bwd(icl_backend *be, const icl_dt *k, const icl_dt *alpha, cons
                      const icl_dt *dalpha, icl_error *err);
 int icl_op_xent(icl_backend *be, const icl_dt *logits, const icl_dt *targets, const icl_dt *weights,
                 const icl_dt *probs, const icl_dt *dlogits, double *loss, icl_error *err);
+/* run_split: the backend's, or the n items in turn on be itself. */
+int icl_op_run_split(icl_backend *be, int n, icl_split_fn fn, void *ctx, icl_error *err);
 int icl_op_optim_update(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
                         const icl_optim_args *a, icl_error *err);
 

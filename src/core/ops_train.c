@@ -225,3 +225,11 @@ int icl_op_optim_update(icl_backend *be, const icl_dt *w, const icl_dt *g, const
   NEED(be, optim_update);
   return be->ops->optim_update(be, w, g, m1, m2, a, err);
 }
+
+int icl_op_run_split(icl_backend *be, int n, icl_split_fn fn, void *ctx, icl_error *err) {
+  if (n < 1) return icl_error_set(err, ICL_EINVAL, "run_split: %d items, expected at least 1", n);
+  if (be->ops->run_split) return be->ops->run_split(be, n, fn, ctx, err);
+  int rc = ICL_OK;
+  for (int i = 0; !rc && i < n; i++) rc = fn(ctx, i, be, err);
+  return rc;
+}

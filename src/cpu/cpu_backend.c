@@ -134,6 +134,7 @@ static int cpu_sync(icl_backend *be, icl_error *err) { (void)be; (void)err; retu
 static void cpu_destroy(icl_backend *be) {
   cpu_backend *cb = cpu_of(be);
   if (!cb) return;
+  cpu_split_free(cb);
   cpu_pool_free(cb->pool);
   if (cb->scratch)
     for (int i = 0; i < cb->n_threads; i++) free(cb->scratch[i].p);
@@ -192,6 +193,7 @@ static const icl_backend_ops CPU_OPS = {
     .smear_bwd = cpu_smear_bwd,
     .xent = cpu_xent,
     .optim_update = cpu_optim_update,
+    .run_split = cpu_run_split,
 };
 
 int icl_cpu_backend_new(int n_threads, icl_backend **out, icl_error *err) {

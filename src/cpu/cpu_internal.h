@@ -356,6 +356,7 @@ typedef struct cpu_backend {
   cpu_rope_tab rope[CPU_ROPE_TABS];
   int rope_next;        /* the table to replace next */
   cpu_mem mem;          /* weights and repacked copies */
+  struct cpu_backend **sub; /* run_split's sub-backends [n_threads] (cpu_split.c), made on first use */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }
@@ -421,6 +422,10 @@ int cpu_xent(icl_backend *be, const icl_dt *logits, const icl_dt *targets, const
              const icl_dt *dlogits, double *loss, icl_error *err);
 int cpu_optim_update(icl_backend *be, const icl_dt *w, const icl_dt *g, const icl_dt *m1, const icl_dt *m2,
                      const icl_optim_args *a, icl_error *err);
+
+/* run_split (cpu_split.c), with the backend.h signature; cpu_split_free destroys the sub-backends (destroy). */
+int cpu_run_split(icl_backend *be, int n, icl_split_fn fn, void *ctx, icl_error *err);
+void cpu_split_free(cpu_backend *cb);
 
 /* Ops (cpu_matmul.c, cpu_attention.c, cpu_ops.c), with the backend.h signatures. */
 int cpu_matmul(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_dt *y, icl_error *err);

@@ -1,151 +1,229 @@
 /* The trainer's forward pass, top to bottom (docs/gguf.md, icl-attn): the backend's own ops
  * (src/core/ops.c on the CPU backend: matmul, norms, causal attention with its pattern, gelu, add)
  * on the trainer's buffers, plus the contract's training entries where inference has none (embed, smear, xent).
- * Every activation the backward needs stays in its own buffer (train_internal.h). */
+ * Every activation the backward needs stays in its own buffer (train_internal.h).
+ *
+ * Every op up to the logits is row-local by sequence (each output row's bits do not depend on the rows computed with
+ * it: EXACT precision, backend.h), so on a backend with run_split the sequences are cut into one slice per thread and
+ * each slice runs the whole way from the embedding to its logits on its own sub-backend, with no hand-off between
+ * ops; the loss (an ordered sum over every row) then runs on all rows at once. */
 #include <math.h>
 #include <string.h>
 
 #include "ops.h"
 #include "train_internal.h"
 
+/* One slice of whole sequences [b0, b0 + B), rows [n0, n0 + N) of every activation, run on backend be. */
+typedef struct tr_slice {
+  icl_trainer *tr;
+  icl_backend *be;
+  int64_t b0, B, n0, N;
+} tr_slice;
+
+/* Width of the forward's scratch tr->tmp per row (as train_model.c carves it): slice rows at tmp + n0 * width. */
+static int64_t tmp_width(const icl_trainer *tr) {
+  int64_t d = tr->cfg.d_model, w = tr->qd > d ? tr->qd : d;
+  return tr->cfg.d_ff > w ? tr->cfg.d_ff : w;
+}
+
 /* y[R, N] = x[K, N] . W^T (+ bias). */
-static int fwd_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K, int64_t R, float *y, icl_error *err) {
-  icl_dt vw = tr_view(tr, tr_w(tr, w), K, R), vx = tr_view(tr, x, K, tr->N), vy = tr_view(tr, y, R, tr->N);
-  int rc = icl_op_matmul(tr->be, &vw, &vx, &vy, err);
+static int fwd_linear(const tr_slice *s, int w, int b, const float *x, int64_t K, int64_t R, float *y, icl_error *err) {
+  icl_trainer *tr = s->tr;
+  icl_dt vw = tr_view(tr, tr_w(tr, w), K, R), vx = tr_view(tr, x, K, s->N), vy = tr_view(tr, y, R, s->N);
+  int rc = icl_op_matmul(s->be, &vw, &vx, &vy, err);
   if (rc || b < 0) return rc;
   icl_dt vb = tr_view(tr, tr_w(tr, b), R, 1);
-  return icl_op_add(tr->be, &vy, &vb, &vy, err);
+  return icl_op_add(s->be, &vy, &vb, &vy, err);
 }
 
 /* q, k, v = h . W^T (+ bias) as one matmul group: the backend prepares h once for the three, each product
  * bit-identical to its own matmul. */
-static int fwd_qkv(icl_trainer *tr, const tr_layer *L, tr_acts *a, icl_error *err) {
+static int fwd_qkv(const tr_slice *s, const tr_layer *L, const tr_acts *a, icl_error *err) {
+  icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model, qd = tr->qd;
   const int w[3] = {L->wq, L->wk, L->wv}, b[3] = {L->bq, L->bk, L->bv};
   float *y[3] = {a->q, a->k, a->v};
-  icl_dt vw[3], vy[3], vx = tr_view(tr, a->h, d, tr->N);
-  for (int i = 0; i < 3; i++) vw[i] = tr_view(tr, tr_w(tr, w[i]), d, qd), vy[i] = tr_view(tr, y[i], qd, tr->N);
-  int rc = icl_op_matmul_group(tr->be, 3, vw, &vx, vy, err);
+  icl_dt vw[3], vy[3], vx = tr_view(tr, a->h, d, s->N);
+  for (int i = 0; i < 3; i++) vw[i] = tr_view(tr, tr_w(tr, w[i]), d, qd), vy[i] = tr_view(tr, y[i], qd, s->N);
+  int rc = icl_op_matmul_group(s->be, 3, vw, &vx, vy, err);
   for (int i = 0; !rc && i < 3 && b[i] >= 0; i++) {
     icl_dt vb = tr_view(tr, tr_w(tr, b[i]), qd, 1);
-    rc = icl_op_add(tr->be, &vy[i], &vb, &vy[i], err);
+    rc = icl_op_add(s->be, &vy[i], &vb, &vy[i], err);
   }
   return rc;
 }
 
 /* y = norm(x) per the model's norm kind (a copy for none). */
-static int fwd_norm(icl_trainer *tr, int w, int b, const float *x, float *y, icl_error *err) {
+static int fwd_norm(const tr_slice *s, int w, int b, const float *x, float *y, icl_error *err) {
+  icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model;
-  icl_dt vx = tr_view(tr, x, d, tr->N), vy = tr_view(tr, y, d, tr->N);
+  icl_dt vx = tr_view(tr, x, d, s->N), vy = tr_view(tr, y, d, s->N);
   tr_views v = {.tr = tr}; /* absent weight or bias: NULL */
   const icl_dt *vw = tr_v(&v, tr_w(tr, w), d, 1), *vb = tr_v(&v, tr_w(tr, b), d, 1);
-  if (tr->cfg.norm == ICL_NORM_LAYER) return icl_op_layer_norm(tr->be, &vx, vw, vb, tr->cfg.norm_eps, &vy, err);
-  if (tr->cfg.norm == ICL_NORM_RMS) return icl_op_rms_norm(tr->be, &vx, vw, tr->cfg.norm_eps, &vy, err);
-  memcpy(y, x, (size_t)(d * tr->N) * sizeof(float));
+  if (tr->cfg.norm == ICL_NORM_LAYER) return icl_op_layer_norm(s->be, &vx, vw, vb, tr->cfg.norm_eps, &vy, err);
+  if (tr->cfg.norm == ICL_NORM_RMS) return icl_op_rms_norm(s->be, &vx, vw, tr->cfg.norm_eps, &vy, err);
+  memcpy(y, x, (size_t)(d * s->N) * sizeof(float));
   return ICL_OK;
 }
 
 /* y = a + b over [d, N]. */
-static int fwd_add(icl_trainer *tr, const float *a, const float *b, float *y, int64_t d, int64_t rows, icl_error *err) {
-  icl_dt va = tr_view(tr, a, d, tr->N), vb = tr_view(tr, b, d, rows), vy = tr_view(tr, y, d, tr->N);
-  return icl_op_add(tr->be, &va, &vb, &vy, err);
+static int fwd_add(const tr_slice *s, const float *a, const float *b, float *y, int64_t d, icl_error *err) {
+  icl_dt va = tr_view(s->tr, a, d, s->N), vb = tr_view(s->tr, b, d, s->N), vy = tr_view(s->tr, y, d, s->N);
+  return icl_op_add(s->be, &va, &vb, &vy, err);
 }
 
 float tr_attn_scale(const icl_trainer *tr) { return tr->cfg.no_scale ? 1.0f : 1.0f / sqrtf((float)tr->hd); }
 
-/* z = softmax(scale q.ks^T + causal) v per sequence, pattern saved: every sequence in one call. */
-static int fwd_attention(icl_trainer *tr, tr_acts *a, icl_error *err) {
-  int64_t T = tr->T, nh = tr->cfg.n_head, hd = tr->hd, B = tr->B;
+/* z = softmax(scale q.ks^T + causal) v per sequence, pattern saved: every sequence of the slice in one call. */
+static int fwd_attention(const tr_slice *s, const tr_acts *a, icl_error *err) {
+  const icl_trainer *tr = s->tr;
+  int64_t T = tr->T, nh = tr->cfg.n_head, hd = tr->hd, B = s->B;
   icl_attn_params p = {.scale = tr_attn_scale(tr)};
   tr_views v = {.tr = tr};
-  return icl_op_attention_seqs(tr->be, tr_v4(&v, a->q, hd, nh, T, B), tr_v4(&v, a->ks, hd, nh, T, B),
+  return icl_op_attention_seqs(s->be, tr_v4(&v, a->q, hd, nh, T, B), tr_v4(&v, a->ks, hd, nh, T, B),
                                tr_v4(&v, a->v, hd, nh, T, B), &p, tr_v4(&v, a->z, hd, nh, T, B),
                                tr_v4(&v, a->P, T, T, nh, B), err);
 }
 
 /* RoPE in place on x [hd, nh, N] (NEOX pairing over all of d_head) with the backend's op. */
-static int fwd_rope(icl_trainer *tr, float *x, icl_error *err) {
-  icl_dt vx = tr_view(tr, x, tr->hd, tr->cfg.n_head * tr->N), vp = tr_view(tr, (const float *)tr->pos_ids, tr->N, 1);
-  vx.ne[1] = tr->cfg.n_head, vx.ne[2] = tr->N;
+static int fwd_rope(const tr_slice *s, float *x, icl_error *err) {
+  const icl_trainer *tr = s->tr;
+  icl_dt vx = tr_view(tr, x, tr->hd, tr->cfg.n_head * s->N);
+  icl_dt vp = tr_view(tr, (const float *)(tr->pos_ids + s->n0), s->N, 1);
+  vx.ne[1] = tr->cfg.n_head, vx.ne[2] = s->N;
   vp.type = ICL_TYPE_I32;
-  return icl_op_rope(tr->be, &vx, &vp, tr->hd, tr->cfg.rope_base, ICL_ROPE_NEOX, err);
+  return icl_op_rope(s->be, &vx, &vp, tr->hd, tr->cfg.rope_base, ICL_ROPE_NEOX, err);
 }
 
 /* x0 = token embedding + input projection (or the inputs) + learned positions. */
-static int fwd_embed(icl_trainer *tr, float *x, icl_error *err) {
+static int fwd_embed(const tr_slice *s, float *x, icl_error *err) {
+  icl_trainer *tr = s->tr;
   const icl_attn_config *c = &tr->cfg;
-  int64_t d = c->d_model, N = tr->N;
+  int64_t d = c->d_model, N = s->N;
   tr_views v = {.tr = tr};
   int rc = ICL_OK;
   if (tr->tok >= 0)
-    rc = icl_op_embed(tr->be, tr_v(&v, tr_w(tr, tr->tok), d, c->vocab), tr_vi(&v, tr->tokens, N), tr_v(&v, x, d, N), err);
+    rc = icl_op_embed(s->be, tr_v(&v, tr_w(tr, tr->tok), d, c->vocab), tr_vi(&v, tr->tokens + s->n0, N),
+                      tr_v(&v, x, d, N), err);
   else memset(x, 0, (size_t)(d * N) * sizeof(float));
   if (rc) return rc;
+  const float *in = tr->inputs + s->n0 * c->input_len;
+  float *tmp = tr->tmp + s->n0 * tmp_width(tr);
   if (c->input_len > 0 && tr->inp_w >= 0) {
-    if (!(rc = fwd_linear(tr, tr->inp_w, tr->inp_b, tr->inputs, c->input_len, d, tr->tmp, err)))
-      rc = fwd_add(tr, x, tr->tmp, x, d, N, err);
-  } else if (c->input_len > 0) rc = fwd_add(tr, x, tr->inputs, x, d, N, err);
+    if (!(rc = fwd_linear(s, tr->inp_w, tr->inp_b, in, c->input_len, d, tmp, err))) rc = fwd_add(s, x, tmp, x, d, err);
+  } else if (c->input_len > 0) rc = fwd_add(s, x, in, x, d, err);
   if (!rc && tr->pos >= 0) { /* one add for every sequence: x as B rows of d*T, the table one row broadcast */
-    icl_dt vx = tr_view(tr, x, d * tr->T, tr->B), vp = tr_view(tr, tr_w(tr, tr->pos), d * tr->T, 1);
-    rc = icl_op_add(tr->be, &vx, &vp, &vx, err);
+    icl_dt vx = tr_view(tr, x, d * tr->T, s->B), vp = tr_view(tr, tr_w(tr, tr->pos), d * tr->T, 1);
+    rc = icl_op_add(s->be, &vx, &vp, &vx, err);
   }
   return rc;
 }
 
+/* The slice's rows of block l's activations. */
+static tr_acts slice_acts(const tr_slice *s, int l) {
+  const icl_trainer *tr = s->tr;
+  const tr_acts *a = &tr->A[l];
+  int64_t d = tr->cfg.d_model, qd = tr->qd, ff = tr->cfg.d_ff, n0 = s->n0;
+  return (tr_acts){.h = a->h + n0 * d, .q = a->q + n0 * qd, .k = a->k + n0 * qd, .ks = a->ks + n0 * qd,
+                   .v = a->v + n0 * qd, .z = a->z + n0 * qd, .P = a->P + s->b0 * tr->T * tr->T * tr->cfg.n_head,
+                   .mid = a->mid ? a->mid + n0 * d : NULL, .h2 = a->h2 ? a->h2 + n0 * d : NULL,
+                   .u = a->u ? a->u + n0 * ff : NULL, .a = a->a ? a->a + n0 * ff : NULL};
+}
+
 /* One block: attention (and the MLP) from res_in to res_out. */
-static int fwd_block(icl_trainer *tr, int l, const float *xin, float *xout, icl_error *err) {
+static int fwd_block(const tr_slice *s, int l, const float *xin, float *xout, icl_error *err) {
+  icl_trainer *tr = s->tr;
   const icl_attn_config *c = &tr->cfg;
   const tr_layer *L = &tr->L[l];
-  tr_acts *a = &tr->A[l];
+  tr_acts a = slice_acts(s, l);
   int64_t d = c->d_model, qd = tr->qd;
-  float *mid = c->d_ff ? a->mid : xout;
-  int rc = fwd_norm(tr, L->norm_w, L->norm_b, xin, a->h, err);
-  if (!rc) rc = fwd_qkv(tr, L, a, err);
-  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->q, err);
-  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(tr, a->k, err);
+  float *mid = c->d_ff ? a.mid : xout, *tmp = tr->tmp + s->n0 * tmp_width(tr);
+  int rc = fwd_norm(s, L->norm_w, L->norm_b, xin, a.h, err);
+  if (!rc) rc = fwd_qkv(s, L, &a, err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(s, a.q, err);
+  if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(s, a.k, err);
   if (!rc && L->smear >= 0) {
     tr_views v = {.tr = tr};
-    rc = icl_op_smear(tr->be, tr_v4(&v, a->k, tr->hd, c->n_head, tr->T, tr->B), tr_v(&v, tr_w(tr, L->smear), c->n_head, 1),
-                      tr_v4(&v, a->ks, tr->hd, c->n_head, tr->T, tr->B), err);
+    rc = icl_op_smear(s->be, tr_v4(&v, a.k, tr->hd, c->n_head, tr->T, s->B), tr_v(&v, tr_w(tr, L->smear), c->n_head, 1),
+                      tr_v4(&v, a.ks, tr->hd, c->n_head, tr->T, s->B), err);
   }
-  if (!rc) rc = fwd_attention(tr, a, err);
-  if (!rc && L->wo >= 0) rc = fwd_linear(tr, L->wo, L->bo, a->z, qd, d, tr->tmp, err);
-  if (!rc) rc = fwd_add(tr, xin, L->wo >= 0 ? tr->tmp : a->z, mid, d, tr->N, err);
+  if (!rc) rc = fwd_attention(s, &a, err);
+  if (!rc && L->wo >= 0) rc = fwd_linear(s, L->wo, L->bo, a.z, qd, d, tmp, err);
+  if (!rc) rc = fwd_add(s, xin, L->wo >= 0 ? tmp : a.z, mid, d, err);
   if (rc || !c->d_ff) return rc;
-  rc = fwd_norm(tr, L->ffn_norm_w, L->ffn_norm_b, mid, a->h2, err);
-  if (!rc) rc = fwd_linear(tr, L->up, L->up_b, a->h2, d, c->d_ff, a->u, err);
-  icl_dt vu = tr_view(tr, a->u, c->d_ff, tr->N), va = tr_view(tr, a->a, c->d_ff, tr->N);
-  if (!rc) rc = icl_op_gelu(tr->be, &vu, &va, err);
-  if (!rc) rc = fwd_linear(tr, L->down, L->down_b, a->a, c->d_ff, d, tr->tmp, err);
-  if (!rc) rc = fwd_add(tr, mid, tr->tmp, xout, d, tr->N, err);
+  rc = fwd_norm(s, L->ffn_norm_w, L->ffn_norm_b, mid, a.h2, err);
+  if (!rc) rc = fwd_linear(s, L->up, L->up_b, a.h2, d, c->d_ff, a.u, err);
+  icl_dt vu = tr_view(tr, a.u, c->d_ff, s->N), va = tr_view(tr, a.a, c->d_ff, s->N);
+  if (!rc) rc = icl_op_gelu(s->be, &vu, &va, err);
+  if (!rc) rc = fwd_linear(s, L->down, L->down_b, a.a, c->d_ff, d, tmp, err);
+  if (!rc) rc = fwd_add(s, mid, tmp, xout, d, err);
   return rc;
 }
 
 /* Final norm, classifier layers, logits. */
-static int fwd_head(icl_trainer *tr, const float *x, icl_error *err) {
+static int fwd_head(const tr_slice *s, const float *x, icl_error *err) {
+  icl_trainer *tr = s->tr;
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model;
-  int rc = fwd_norm(tr, tr->onorm_w, tr->onorm_b, x, tr->hf, err);
-  const float *h = tr->hf;
+  float *hf = tr->hf + s->n0 * d;
+  int rc = fwd_norm(s, tr->onorm_w, tr->onorm_b, x, hf, err);
+  const float *h = hf;
   for (int i = 0; !rc && c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) {
-    icl_dt vc = tr_view(tr, tr->ch[i], d, tr->N);
-    rc = fwd_linear(tr, tr->cls_w[i], tr->cls_b[i], h, d, d, tr->ch[i], err);
-    if (!rc) rc = icl_op_relu(tr->be, &vc, &vc, err);
-    h = tr->ch[i];
+    float *ch = tr->ch[i] + s->n0 * d;
+    icl_dt vc = tr_view(tr, ch, d, s->N);
+    rc = fwd_linear(s, tr->cls_w[i], tr->cls_b[i], h, d, d, ch, err);
+    if (!rc) rc = icl_op_relu(s->be, &vc, &vc, err);
+    h = ch;
   }
-  if (!rc) rc = fwd_linear(tr, tr->out_w, tr->out_b, h, d, tr_n_out(c), tr->logits, err);
+  if (!rc) rc = fwd_linear(s, tr->out_w, tr->out_b, h, d, tr_n_out(c), tr->logits + s->n0 * tr_n_out(c), err);
   return rc;
 }
 
-int tr_forward(icl_trainer *tr, icl_error *err) {
+/* Embedding to logits for the slice's rows. */
+static int fwd_slice(const tr_slice *s, icl_error *err) {
+  icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model, N = tr->N;
-  int rc = fwd_embed(tr, tr->res, err);
-  for (int l = 0; !rc && l < tr->cfg.n_layer; l++) rc = fwd_block(tr, l, tr->res + l * d * N, tr->res + (l + 1) * d * N, err);
-  if (!rc) rc = fwd_head(tr, tr->res + tr->cfg.n_layer * d * N, err);
-  int64_t nv = tr_n_out(&tr->cfg);
+  float *res = tr->res + s->n0 * d;
+  int rc = fwd_embed(s, res, err);
+  for (int l = 0; !rc && l < tr->cfg.n_layer; l++) rc = fwd_block(s, l, res + l * d * N, res + (l + 1) * d * N, err);
+  if (!rc) rc = fwd_head(s, res + tr->cfg.n_layer * d * N, err);
+  return rc;
+}
+
+typedef struct fwd_split {
+  icl_trainer *tr;
+  const int64_t *b; /* slice i = sequences [b[i], b[i + 1]) */
+} fwd_split;
+
+static int fwd_item(void *ctx, int i, icl_backend *sub, icl_error *err) {
+  const fwd_split *f = ctx;
+  int64_t T = f->tr->T, b0 = f->b[i], nb = f->b[i + 1] - b0;
+  tr_slice s = {.tr = f->tr, .be = sub, .b0 = b0, .B = nb, .n0 = b0 * T, .N = nb * T};
+  return nb > 0 ? fwd_slice(&s, err) : ICL_OK;
+}
+
+int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
+  if (n < 1 || b[0] != 0 || b[n] != tr->B)
+    return icl_error_set(err, ICL_EINVAL, "train: %d forward slices from sequence %lld to %lld, expected 0 to %lld", n,
+                         (long long)(n > 0 ? b[0] : 0), (long long)(n > 0 ? b[n] : 0), (long long)tr->B);
+  for (int i = 0; i < n; i++)
+    if (b[i + 1] < b[i]) return icl_error_set(err, ICL_EINVAL, "train: forward slice %d ends before it starts", i);
+  fwd_split f = {.tr = tr, .b = b};
+  int rc = n == 1 ? fwd_item(&f, 0, tr->be, err) : icl_op_run_split(tr->be, n, fwd_item, &f, err);
+  int64_t nv = tr_n_out(&tr->cfg), N = tr->N;
   tr_views v = {.tr = tr};
   if (!rc)
     rc = icl_op_xent(tr->be, tr_v(&v, tr->logits, nv, N), tr_vi(&v, tr->targets, N), tr_v(&v, tr->mask, N, 1),
                      tr_v(&v, tr->probs, nv * N + N, 1), tr_v(&v, tr->dlogits, nv, N), &tr->loss, err);
   return rc;
+}
+
+int tr_forward(icl_trainer *tr, icl_error *err) {
+  /* one slice per thread where the backend runs slices at once; else all rows as one (Vulkan, or one thread) */
+  int n = tr->n_threads > 1 && tr->be->ops->run_split ? tr->n_threads : 1;
+  if (n > tr->B) n = (int)tr->B;
+  if (n > TR_MAX_SLICES) n = TR_MAX_SLICES;
+  int64_t b[TR_MAX_SLICES + 1];
+  for (int i = 0; i <= n; i++) b[i] = tr->B * i / n;
+  return tr_forward_slices(tr, n, b, err);
 }

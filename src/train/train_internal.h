@@ -82,8 +82,12 @@ int tr_layout(icl_trainer *tr, icl_error *err);
 void tr_init_weights(icl_trainer *tr);
 /* Activation buffers for B x T (grows only). */
 int tr_reserve(icl_trainer *tr, int64_t B, int64_t T, icl_error *err);
-/* Forward and backward passes (train_fwd.c, train_bwd.c). */
+/* Forward and backward passes (train_fwd.c, train_bwd.c); tr_forward runs one slice of sequences per thread. */
 int tr_forward(icl_trainer *tr, icl_error *err);
+/* The forward in n (1..TR_MAX_SLICES) slices, sequences [b[i], b[i+1]) (b[0] = 0, b[n] = B), at once on the
+ * backend's run_split (one slice: on the backend itself), then the loss over all rows: the same bits for any slices. */
+#define TR_MAX_SLICES 256
+int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err);
 int tr_backward(icl_trainer *tr, icl_error *err);
 /* The optimizer update of one step (train_optim.c); an error, weights untouched, for a non-finite gradient. */
 int tr_optim_update(icl_trainer *tr, const icl_optim_config *opt, icl_error *err);
