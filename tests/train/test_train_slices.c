@@ -107,7 +107,7 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
   icl_train_batch batch = {.B = B, .T = T, .tokens = cfg.vocab > 0 ? tok : NULL, .targets = tgt, .mask = mask,
                            .inputs = cfg.input_len > 0 ? in : NULL};
   /* slicings of B sequences: one, unequal, an empty slice, more slices than threads, one per sequence */
-  int64_t cuts[5][16] = {{0, B}, {0, 1, B}, {0, B - 2, B - 2, B}, {0, 1, 3, B - 1, B}, {0}};
+  int64_t cuts[5][TR_MAX_SLICES + 1] = {{0, B}, {0, 1, B}, {0, B - 2, B - 2, B}, {0, 1, 3, B - 1, B}, {0}};
   int ncut[5] = {1, 2, 3, 4, (int)B};
   for (int64_t i = 0; i <= B; i++) cuts[4][i] = i;
   snap ref = {.loss = 0};
@@ -174,5 +174,9 @@ int main(void) {
                                  .position = ICL_POS_LEARNED, .norm = ICL_NORM_LAYER, .w_o = 1, .d_ff = 128,
                                  .seed = 5},
                11, 9);
+  check_config("the meta bench's model (d_model 128, 1 head, layer norm, learned pos, W_O), 40 sequences",
+               (icl_attn_config){.n_layer = 2, .n_head = 1, .d_model = 128, .n_ctx = 9, .vocab = 64,
+                                 .position = ICL_POS_LEARNED, .norm = ICL_NORM_LAYER, .w_o = 1, .seed = 6},
+               40, 9);
   return t_done();
 }
