@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "testutil.h"
 #include "train_internal.h"
 
@@ -148,7 +149,54 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
   free(tok), free(tgt), free(mask), free(in);
 }
 
+/* run_split itself: each item runs once, on a sub-backend (never the parent; at most one per thread), the lowest
+ * failing item's error comes back; a backend without it (ref) runs the items in turn on itself. */
+typedef struct probe {
+  icl_backend *sub[16];
+  int runs[16];
+  int fail_from; /* items from this one fail; 16: none */
+} probe;
+
+static int probe_item(void *ctx, int i, icl_backend *sub, icl_error *err) {
+  probe *p = ctx;
+  p->sub[i] = sub, p->runs[i]++;
+  return i >= p->fail_from ? icl_error_set(err, ICL_EINVAL, "item %d failed", i) : ICL_OK;
+}
+
+static void check_run_split(void) {
+  icl_backend *cpu, *ref;
+  icl_error err;
+  if (icl_cpu_backend_new(2, &cpu, &err) || icl_ref_backend_new(&ref, &err)) {
+    CHECKF(0, "backends: %s", err.msg);
+    return;
+  }
+  CHECK(cpu->ops->run_split != NULL && ref->ops->run_split == NULL);
+  for (int round = 0; round < 2; round++) { /* the second call reuses the sub-backends */
+    probe p = {.fail_from = 16};
+    CHECK(icl_op_run_split(cpu, 7, probe_item, &p, &err) == ICL_OK);
+    icl_backend *seen[2] = {NULL, NULL};
+    for (int i = 0; i < 7; i++) {
+      CHECKF(p.runs[i] == 1 && p.sub[i] && p.sub[i] != cpu, "item %d: %d runs, on the parent %d", i, p.runs[i],
+             p.sub[i] == cpu);
+      if (p.sub[i] != seen[0] && p.sub[i] != seen[1]) {
+        CHECKF(!seen[1], "item %d: a third sub-backend on 2 threads", i);
+        seen[seen[0] ? 1 : 0] = p.sub[i];
+      }
+    }
+  }
+  probe f = {.fail_from = 3};
+  CHECK(icl_op_run_split(cpu, 6, probe_item, &f, &err) == ICL_EINVAL);
+  CHECKF(strcmp(err.msg, "item 3 failed") == 0, "error '%s', want item 3's", err.msg);
+  probe r = {.fail_from = 2};
+  CHECK(icl_op_run_split(ref, 5, probe_item, &r, &err) == ICL_EINVAL);
+  CHECK(r.runs[0] == 1 && r.runs[1] == 1 && r.runs[2] == 1 && r.runs[3] == 0 && r.sub[0] == ref && r.sub[2] == ref);
+  CHECK(icl_op_run_split(cpu, 0, probe_item, &r, &err) == ICL_EINVAL);
+  cpu->ops->destroy(cpu);
+  ref->ops->destroy(ref);
+}
+
 int main(void) {
+  check_run_split();
   check_config("all options (learned pos, layer norm, W_O+bias, qkv bias, smeared key, MLP, unembed+bias)",
                (icl_attn_config){.n_layer = 2, .n_head = 2, .d_model = 8, .d_head = 4, .n_ctx = 6, .vocab = 7,
                                  .position = ICL_POS_LEARNED, .norm = ICL_NORM_LAYER, .w_o = 1, .o_bias = 1,
