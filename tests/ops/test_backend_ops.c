@@ -327,7 +327,8 @@ static void check_every_op_listed(void) {
   const size_t n_train = 15; /* distinct entries in train[] (norm_bwd twice) */
   /* the members that are not ops: name, the 7 buffer functions, counts, run_split (an execution entry: its test is
    * tests/train/test_train_slices.c) */
-  CHECKF(N_(ops) + n_train == sizeof(icl_backend_ops) / sizeof(void *) - 10, "backend.h has ops the table does not know");
+  CHECKF(N_(ops) + n_train == sizeof(icl_backend_ops) / sizeof(void *) - 10,
+         "backend.h has ops the table does not know");
 }
 
 /* --types: the weight types matmul and get_rows run on (the other ops' types are not weight choices) */

@@ -34,7 +34,8 @@ static outs outputs(icl_trainer *tr) {
     add(&o, "h", a->h, d * N), add(&o, "q", a->q, qd * N), add(&o, "k", a->k, qd * N), add(&o, "v", a->v, qd * N);
     add(&o, "z", a->z, qd * N), add(&o, "P", a->P, tr->T * tr->T * c->n_head * tr->B);
     if (a->ks != a->k) add(&o, "ks", a->ks, qd * N);
-    if (ff) add(&o, "mid", a->mid, d * N), add(&o, "h2", a->h2, d * N), add(&o, "u", a->u, ff * N), add(&o, "a", a->a, ff * N);
+    if (ff) add(&o, "mid", a->mid, d * N), add(&o, "h2", a->h2, d * N);
+    if (ff) add(&o, "u", a->u, ff * N), add(&o, "a", a->a, ff * N);
   }
   add(&o, "hf", tr->hf, d * N);
   for (int i = 0; i < c->cls_hidden; i++) add(&o, "cls hidden", tr->ch[i], d * N);
@@ -100,7 +101,8 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
   uint64_t s = 7;
   int nout = cfg.output == ICL_OUT_CLASSIFIER ? cfg.n_classes : cfg.vocab;
   for (int64_t i = 0; i < N; i++) {
-    tok[i] = t_rand_f(&s, 0, 1) < 0.1f ? -1 : (int32_t)(t_rand_f(&s, 0, 0.999f) * (float)(cfg.vocab > 0 ? cfg.vocab : 1));
+    float nv = (float)(cfg.vocab > 0 ? cfg.vocab : 1);
+    tok[i] = t_rand_f(&s, 0, 1) < 0.1f ? -1 : (int32_t)(t_rand_f(&s, 0, 0.999f) * nv);
     tgt[i] = t_rand_f(&s, 0, 1) < 0.15f ? -1 : (int32_t)(t_rand_f(&s, 0, 0.999f) * (float)nout);
   }
   t_rand_fill(mask, N, 3, 0.2f, 2.0f);
@@ -140,8 +142,8 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
     }
     int64_t wrong[3] = {0, 1, B - 1}; /* not ending at B: refused */
     CHECK(tr_forward_slices(tr, 2, wrong, &err) == ICL_EINVAL);
-    printf("%s, %d thread(s): %d outputs, %d slicings: %d outputs differ\n", label, threads, o.count, threads > 1 ? 6 : 5,
-           bad);
+    printf("%s, %d thread(s): %d outputs, %d slicings: %d outputs differ\n", label, threads, o.count,
+           threads > 1 ? 6 : 5, bad);
     if (tr != tr1) icl_trainer_free(tr);
   }
   drop(&ro, &ref);
