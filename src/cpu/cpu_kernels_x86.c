@@ -93,6 +93,45 @@ __attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int
   gemm_tile_any_avx2(wp, ldw, K, xp, nt, 1, y, ldy, nr);
 }
 
+/* gemm16_avx2 on A and B in place (column c of B's tokens at xp + c*ldx), the sums starting from y's values when
+ * cont: the same fma per (row, token) and column in the same order, so a reduction split into parts, each part's
+ * sums stored and reloaded, has the bits of gemm_tile_ld over all of it. */
+static AI __attribute__((target(AVX2))) void gemm16s_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                          int64_t ldx, const int NT, float *y, int64_t ldy, int nr,
+                                                          int cont) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+  __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++)
+    if (cont) acc[t][0] = _mm256_maskload_ps(y + t * ldy, m0), acc[t][1] = _mm256_maskload_ps(y + t * ldy + 8, m1);
+    else acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    const float *w = wp + c * ldw;
+    col16_avx2(_mm256_maskload_ps(w, m0), _mm256_maskload_ps(w + 8, m1), xp + c * ldx, NT, acc);
+  }
+  store16_avx2(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_2ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                             int64_t ldx, int nt, float *y, int64_t ldy, int nr,
+                                                             int cont) {
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    const float *w = wp + 16 * h;
+    float *yh = y + 16 * h;
+    int n = nr - 16 * h;
+    switch (nt) {
+    case 1: gemm16s_avx2(w, ldw, K, xp, ldx, 1, yh, ldy, n, cont); break;
+    case 2: gemm16s_avx2(w, ldw, K, xp, ldx, 2, yh, ldy, n, cont); break;
+    case 3: gemm16s_avx2(w, ldw, K, xp, ldx, 3, yh, ldy, n, cont); break;
+    case 4: gemm16s_avx2(w, ldw, K, xp, ldx, 4, yh, ldy, n, cont); break;
+    case 5: gemm16s_avx2(w, ldw, K, xp, ldx, 5, yh, ldy, n, cont); break;
+    default: gemm16s_avx2(w, ldw, K, xp, ldx, 6, yh, ldy, n, cont); break;
+    }
+  }
+}
+
 /* 8 rows of 8 floats (ld apart) to 8 columns in registers: c[j] holds column j of the block. */
 static AI __attribute__((target(AVX2))) void transpose8_avx2(const float *src, int64_t ld, __m256 c[8]) {
   __m256 r[8];
@@ -354,6 +393,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->gemm_tile = gemm_tile_avx2;
   k->gemm_rowtile = gemm_rowtile_avx2;
   k->gemm_tile_ld = gemm_tile_ld_avx2;
+  k->gemm_tile_2ld = gemm_tile_2ld_avx2;
   k->dot = dot_avx2;
   k->axpy = axpy_avx2;
   k->f16_to_f32 = f16_to_f32_avx2;
@@ -560,6 +600,41 @@ __attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src
 __attribute__((target(AVX512))) static void gemm_tile_ld_avx512(const float *wp, int64_t ldw, int64_t K,
                                                                 const float *xp, int nt, float *y, int64_t ldy, int nr) {
   gemm_tile_any_avx512(wp, ldw, K, xp, nt, 1, y, ldy, nr);
+}
+
+/* gemm32_avx512 on A and B in place (column c of B's tokens at xp + c*ldx), the sums starting from y's values when
+ * cont (gemm16s_avx2's contract). */
+static AI __attribute__((target(AVX512))) void gemm32s_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                              const float *xp, int64_t ldx, const int NT, float *y,
+                                                              int64_t ldy, int nr, int cont) {
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++)
+    if (cont)
+      acc[t][0] = _mm512_maskz_loadu_ps(m0, y + t * ldy), acc[t][1] = _mm512_maskz_loadu_ps(m1, y + t * ldy + 16);
+    else acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    const float *w = wp + c * ldw;
+    col32_avx512(_mm512_maskz_loadu_ps(m0, w), _mm512_maskz_loadu_ps(m1, w + 16), xp + c * ldx, NT, acc);
+  }
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX512))) static void gemm_tile_2ld_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                 const float *xp, int64_t ldx, int nt, float *y,
+                                                                 int64_t ldy, int nr, int cont) {
+  switch (nt) {
+  case 1: gemm32s_avx512(wp, ldw, K, xp, ldx, 1, y, ldy, nr, cont); break;
+  case 2: gemm32s_avx512(wp, ldw, K, xp, ldx, 2, y, ldy, nr, cont); break;
+  case 3: gemm32s_avx512(wp, ldw, K, xp, ldx, 3, y, ldy, nr, cont); break;
+  case 4: gemm32s_avx512(wp, ldw, K, xp, ldx, 4, y, ldy, nr, cont); break;
+  case 5: gemm32s_avx512(wp, ldw, K, xp, ldx, 5, y, ldy, nr, cont); break;
+  case 6: gemm32s_avx512(wp, ldw, K, xp, ldx, 6, y, ldy, nr, cont); break;
+  case 7: gemm32s_avx512(wp, ldw, K, xp, ldx, 7, y, ldy, nr, cont); break;
+  default: gemm32s_avx512(wp, ldw, K, xp, ldx, 8, y, ldy, nr, cont); break;
+  }
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {
@@ -845,6 +920,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->pack_x = pack_x_avx512;
   k->gemm_rowtile = gemm_rowtile_avx512;
   k->gemm_tile_ld = gemm_tile_ld_avx512;
+  k->gemm_tile_2ld = gemm_tile_2ld_avx512;
   k->copy_cols = copy_cols_avx512;
   xw_install_avx512(k);
   cpu_probes_avx512(k);
