@@ -2,9 +2,10 @@
  * trainer's backward: dx = dy . W, dW = dy^T . x, attention's dq, dk, dv). Each operand is read where it lies and
  * packed straight into the kernel's layouts, so no transposed copy is made first; a transposed A over a short
  * reduction is not copied at all (gemm_tile_ld reads its columns in place), a transposed B packs by contiguous
- * copies, and where both are transposed (dW) neither is copied (gemm_tile_2ld, the reduction in chunks). Every output element is one kernel sum over the whole reduction in order c = 0..K-1, the same fma
- * sequence as transposing first and calling the matmul, so results are bit-identical to that and do not depend
- * on the thread count. */
+ * copies; and where A is transposed and B transposed or row-major (the matmul backward's dW and dx) neither is
+ * copied (gemm_tile_2ld, the reduction in chunks). Every output element is one kernel sum over the whole reduction
+ * in order c = 0..K-1, the same fma sequence as transposing first and calling the matmul, so results are
+ * bit-identical to that and do not depend on the thread count. */
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -79,11 +80,13 @@ static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
   return g->a.rs == 1 && k->gemm_tile_ld && g->K <= GEMM_IN_PLACE_MAX_K;
 }
 
-/* Whether both operands are read in place (dW's products: A and B transposed views, each column a contiguous run of
- * one row of x and of dy) by gemm_tile_2ld instead of packed. The reduction is cut into chunks of GEMM_IP_COLS
- * columns, so that an item's chunk of A (GEMM_IP_ROWS rows) and of B (a token block) stays in cache while all its
- * kernel calls read it, and every output's sum continues from its stored value at each chunk: one fma chain in
- * order c = 0..K-1 from +0, the bits of the packed path. No causal structure (attention's products keep theirs). */
+/* Whether both operands are read in place by gemm_tile_2ld instead of packed: a transposed A (each column's rows
+ * contiguous) and a B either transposed (dW: a column's tokens side by side in a row of dy) or row-major (dx: a
+ * token's columns in a row of dy, the kernel reading gemm_nt rows at once). The reduction is cut into chunks of
+ * GEMM_IP_COLS columns, so that an item's chunk of A (GEMM_IP_ROWS rows) and of B (a token block) stays in cache
+ * while all its kernel calls read it, and every output's sum continues from its stored value at each chunk: one fma
+ * chain in order c = 0..K-1 from +0, the bits of the packed path, without the packed copies' writes and re-reads
+ * (docs/performance.md, "dW in place"). No causal structure (attention's products keep theirs). */
 #define GEMM_IP_COLS 128
 #define GEMM_IP_ROWS 256
 #define GEMM_IP_TOK 128
@@ -94,7 +97,7 @@ static int64_t ip_tb(const cpu_kernels *k, int64_t n, int threads) {
   return tb < gnt ? gnt : (tb + gnt - 1) / gnt * gnt;
 }
 static int both_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
-  return g->a.rs == 1 && g->b.rs == 1 && !g->causal && g->K > 0 && k->gemm_tile_2ld;
+  return g->a.rs == 1 && (g->b.rs == 1 || g->b.cs == 1) && !g->causal && g->K > 0 && k->gemm_tile_2ld;
 }
 
 /* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) on A and B in place, chunk by chunk of the reduction;
@@ -108,7 +111,8 @@ static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, i
     for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
       for (int64_t t = ta; t < t1; t += k->gemm_nt) {
         float *y = g->accumulate ? tmp + (t - ta) * GEMM_IP_ROWS + (j0 - j0a) : g->y + t * g->ldy + j0;
-        k->gemm_tile_2ld(a + j0, g->a.cs, kc, b + t, g->b.cs, ntoks(k, g, t), y, ldo, nrows(g, j0), c0 > 0);
+        k->gemm_tile_2ld(a + j0, g->a.cs, kc, b + t * g->b.rs, g->b.cs, g->b.rs, ntoks(k, g, t), y, ldo, nrows(g, j0),
+                         c0 > 0);
       }
   }
   if (!g->accumulate) return;
@@ -249,7 +253,8 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
   size_t ssz = (size_t)(nw * wsz + nx * xsz) * sizeof(float); /* 0 when every product reads in place */
   float *sp = ssz ? cpu_scratch_get(&cb->shared, ssz) : NULL;
   int ok = sp != NULL || !ssz;
-  for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], (size_t)tmp_sz * sizeof(float)) != NULL;
+  for (int i = 0; ok && i < cb->n_threads; i++)
+    ok = cpu_scratch_get(&cb->scratch[i], (size_t)tmp_sz * sizeof(float)) != NULL;
   if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for %d products of up to [%lld x %lld] "
                                 "floats of packed operands", count, (long long)wsz, (long long)xsz);
   c.wp[0] = sp, c.wp[1] = sp + (nw > 1 ? wsz : 0), c.xp[0] = sp + nw * wsz, c.xp[1] = c.xp[0] + (nx - 1) * xsz;

@@ -24,14 +24,14 @@ static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, flo
 }
 
 /* gemm_tile_c's sums on A and B in place, continuing from y's values when cont (cpu_kernels.gemm_tile_2ld). */
-static void gemm_tile_2ld_c(const float *wp, int64_t ldw, int64_t K, const float *xp, int64_t ldx, int nt, float *y,
-                            int64_t ldy, int nr, int cont) {
+static void gemm_tile_2ld_c(const float *wp, int64_t ldw, int64_t K, const float *xp, int64_t ldx, int64_t ldt, int nt,
+                            float *y, int64_t ldy, int nr, int cont) {
   for (int t = 0; t < nt; t++) {
     float acc[CPU_TILE_ROWS] = {0};
     if (cont) memcpy(acc, y + t * ldy, (size_t)nr * sizeof(float));
     for (int64_t c = 0; c < K; c++) {
       const float *w = wp + c * ldw;
-      float xv = xp[c * ldx + t];
+      float xv = xp[c * ldx + t * ldt];
       for (int r = 0; r < nr; r++) acc[r] += w[r] * xv;
     }
     memcpy(y + t * ldy, acc, (size_t)nr * sizeof(float));

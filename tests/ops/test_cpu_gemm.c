@@ -122,7 +122,8 @@ static void check_group(int count, int64_t K, int64_t R, int64_t n, int distinct
 }
 
 /* The level's gemm_tile_2ld (A and B in place, sums continued from y) with the reduction cut into three parts, for
- * every token count and some row counts: bit-identical to gemm_tile on the packed copies over the whole reduction. */
+ * every token count, some row counts and B's tokens side by side (ldt = 1) or rows apart: bit-identical to gemm_tile
+ * on the packed copies over the whole reduction. */
 static void check_2ld(const char *level) {
   const cpu_kernels *k = &cpu_of(be)->k;
   CHECKF(k->gemm_tile_2ld != NULL, "%s: no gemm_tile_2ld", level);
@@ -133,22 +134,24 @@ static void check_2ld(const char *level) {
   float want[CPU_TILE_TOKS * LDY], got[CPU_TILE_TOKS * LDY];
   t_rand_fill(A, K * LDA, 61, -1.0f, 1.0f), t_rand_fill(B, K * LDB, 67, -1.0f, 1.0f);
   int bad = 0;
-  for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-    for (int nt = 1; nt <= k->gemm_nt; nt++) {
-      int nr = rows[ri];
-      memset(wp, 0, sizeof wp);
-      for (int c = 0; c < K; c++) {
-        for (int r = 0; r < nr; r++) wp[c * CPU_TILE_ROWS + r] = A[c * LDA + 3 + r];
-        for (int t = 0; t < nt; t++) xp[c * k->gemm_nt + t] = B[c * LDB + 2 + t];
+  for (int rowb = 0; rowb < 2; rowb++) /* B(t, c) at B[c*LDB + t] or B[t*(K + 2) + c] */
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+      for (int nt = 1; nt <= k->gemm_nt; nt++) {
+        int nr = rows[ri];
+        int64_t ldx = rowb ? 1 : LDB, ldt = rowb ? K + 2 : 1;
+        memset(wp, 0, sizeof wp);
+        for (int c = 0; c < K; c++) {
+          for (int r = 0; r < nr; r++) wp[c * CPU_TILE_ROWS + r] = A[c * LDA + 3 + r];
+          for (int t = 0; t < nt; t++) xp[c * k->gemm_nt + t] = B[2 + c * ldx + t * ldt];
+        }
+        memset(want, 0, sizeof want), memset(got, 0, sizeof got);
+        k->gemm_tile(wp, K, xp, nt, want, LDY, nr);
+        static const int cut[] = {0, 13, 14, K};
+        for (int p = 0; p < 3; p++)
+          k->gemm_tile_2ld(A + cut[p] * LDA + 3, LDA, cut[p + 1] - cut[p], B + 2 + cut[p] * ldx, ldx, ldt, nt, got,
+                           LDY, nr, p > 0);
+        bad += memcmp(want, got, sizeof want) != 0;
       }
-      memset(want, 0, sizeof want), memset(got, 0, sizeof got);
-      k->gemm_tile(wp, K, xp, nt, want, LDY, nr);
-      static const int cut[] = {0, 13, 14, K};
-      for (int p = 0; p < 3; p++)
-        k->gemm_tile_2ld(A + cut[p] * LDA + 3, LDA, cut[p + 1] - cut[p], B + cut[p] * LDB + 2, LDB, nt, got, LDY, nr,
-                         p > 0);
-      bad += memcmp(want, got, sizeof want) != 0;
-    }
   CHECKF(!bad, "%s: gemm_tile_2ld in three parts differs from gemm_tile in %d of the cases", level, bad);
 }
 
