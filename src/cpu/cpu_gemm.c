@@ -2,9 +2,10 @@
  * trainer's backward: dx = dy . W, dW = dy^T . x, attention's dq, dk, dv). Each operand is read where it lies and
  * packed straight into the kernel's layouts, so no transposed copy is made first; a transposed A over a short
  * reduction is not copied at all (gemm_tile_ld reads its columns in place), a transposed B packs by contiguous
- * copies. Every output element is one kernel sum over the whole reduction in order c = 0..K-1, the same fma
- * sequence as transposing first and calling the matmul, so results are bit-identical to that and do not depend
- * on the thread count. */
+ * copies; and where A is transposed and B transposed or row-major (the matmul backward's dW and dx) neither is
+ * copied (gemm_tile_2ld, the reduction in chunks). Every output element is one kernel sum over the whole reduction
+ * in order c = 0..K-1, the same fma sequence as transposing first and calling the matmul, so results are
+ * bit-identical to that and do not depend on the thread count. */
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -79,6 +80,48 @@ static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
   return g->a.rs == 1 && k->gemm_tile_ld && g->K <= GEMM_IN_PLACE_MAX_K;
 }
 
+/* Whether both operands are read in place by gemm_tile_2ld instead of packed: a transposed A (each column's rows
+ * contiguous) and a B either transposed (dW: a column's tokens side by side in a row of dy) or row-major (dx: a
+ * token's columns in a row of dy, the kernel reading gemm_nt rows at once). The reduction is cut into chunks of
+ * GEMM_IP_COLS columns, so that an item's chunk of A (GEMM_IP_ROWS rows) and of B (a token block) stays in cache
+ * while all its kernel calls read it, and every output's sum continues from its stored value at each chunk: one fma
+ * chain in order c = 0..K-1 from +0, the bits of the packed path, without the packed copies' writes and re-reads
+ * (docs/performance.md, "dW in place"). No causal structure (attention's products keep theirs). */
+#define GEMM_IP_COLS 128
+#define GEMM_IP_ROWS 256
+#define GEMM_IP_TOK 128
+/* Tokens per item: up to GEMM_IP_TOK, fewer where that leaves under two items per thread (whole token groups). */
+static int64_t ip_tb(const cpu_kernels *k, int64_t n, int threads) {
+  int64_t gnt = k->gemm_nt, tb = (n + 2 * threads - 1) / (2 * threads);
+  tb = tb < GEMM_IP_TOK ? tb : GEMM_IP_TOK;
+  return tb < gnt ? gnt : (tb + gnt - 1) / gnt * gnt;
+}
+static int both_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
+  return g->a.rs == 1 && (g->b.rs == 1 || g->b.cs == 1) && !g->causal && g->K > 0 && k->gemm_tile_2ld;
+}
+
+/* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) on A and B in place, chunk by chunk of the reduction;
+ * accumulating, the sums go to tmp (tb x GEMM_IP_ROWS floats) and are added to y when whole, as gemm_call adds. */
+static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, float *tmp) {
+  int64_t j1 = j0a + GEMM_IP_ROWS < g->R ? j0a + GEMM_IP_ROWS : g->R;
+  int64_t t1 = ta + tb < g->n ? ta + tb : g->n, ldo = g->accumulate ? GEMM_IP_ROWS : g->ldy;
+  for (int64_t c0 = 0; c0 < g->K; c0 += GEMM_IP_COLS) {
+    int64_t kc = g->K - c0 < GEMM_IP_COLS ? g->K - c0 : GEMM_IP_COLS;
+    const float *a = g->a.p + c0 * g->a.cs, *b = g->b.p + c0 * g->b.cs;
+    for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
+      for (int64_t t = ta; t < t1; t += k->gemm_nt) {
+        float *y = g->accumulate ? tmp + (t - ta) * GEMM_IP_ROWS + (j0 - j0a) : g->y + t * g->ldy + j0;
+        k->gemm_tile_2ld(a + j0, g->a.cs, kc, b + t * g->b.rs, g->b.cs, g->b.rs, ntoks(k, g, t), y, ldo, nrows(g, j0),
+                         c0 > 0);
+      }
+  }
+  if (!g->accumulate) return;
+  for (int64_t t = ta; t < t1; t++) { /* y + the finished sum, add_mul's bits as in gemm_call */
+    float *yr = g->y + t * g->ldy + j0a;
+    k->add_mul(0, yr, tmp + (t - ta) * GEMM_IP_ROWS, yr, j1 - j0a);
+  }
+}
+
 /* One kernel call: rows [j0, j0 + nr) of tokens [t, t + nt) from the packed tile wp (NULL: A in place) and the
  * packed group xp. */
 static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
@@ -107,6 +150,12 @@ int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K) {
 
 void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
   int gnt = k->gemm_nt;
+  if (both_in_place(k, g) && !g->accumulate) { /* (accumulating needs a sum buffer larger than ws holds) */
+    int64_t tb = ip_tb(k, g->n, 1);
+    for (int64_t ta = 0; ta < g->n; ta += tb)
+      for (int64_t j0 = 0; j0 < g->R; j0 += GEMM_IP_ROWS) ip_item(k, g, j0, ta, tb, NULL);
+    return;
+  }
   int64_t groups = (g->n + gnt - 1) / gnt;
   float *xp = ws, *wp = ws + up16(groups * gnt * g->K), *tmp = wp + CPU_TILE_ROWS * g->K;
   for (int64_t i = 0; i < groups; i++) pack_group(k, g, i, xp + i * gnt * g->K);
@@ -126,6 +175,8 @@ void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
 typedef struct gemm_prod {
   int64_t n_tiles, n_groups, n_blocks;
   int a_mode; /* 0: A in place, 1: A packed by the product before (the same matrix), 2: A packed for this one */
+  int ip;     /* both operands in place (both_in_place): items of GEMM_IP_ROWS rows, nothing packed */
+  int64_t n_panels, tb; /* ip: items per token block, tokens per item */
   int wslot;  /* the half holding its packed A */
 } gemm_prod;
 
@@ -146,6 +197,11 @@ static void gemm_item(void *arg, int64_t it, int ith) {
   if (it < c->n_run) { /* kernel calls of product k - 1 */
     int i = c->k - 1;
     const cpu_gemm_args *g = &c->g[i];
+    if (c->pr[i].ip) {
+      int64_t np = c->pr[i].n_panels;
+      ip_item(k, g, it % np * GEMM_IP_ROWS, it / np * c->pr[i].tb, c->pr[i].tb, c->cb->scratch[ith].p);
+      return;
+    }
     int64_t K = g->K, nt = c->pr[i].n_tiles;
     int64_t j0 = it % nt * CPU_TILE_ROWS, tb = tok_block(k), t0 = it / nt * tb;
     int64_t t1 = t0 + tb < g->n ? t0 + tb : g->n;
@@ -174,29 +230,37 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
   /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
    * a region's items in order (the kernel calls first), so there one half serves and stays in cache */
   int halves = count == 1 || cpu_pool_threads(cb->pool) == 1 ? 1 : 2, last = 1, n_own = 0;
-  int64_t wsz = 0, xsz = 0;
+  int64_t wsz = 0, xsz = 0, tmp_sz = gnt * CPU_TILE_ROWS; /* per-thread sums of one kernel call or one ip item */
   for (int i = 0; i < count; i++) {
     gemm_prod *p = &c.pr[i];
     p->n_tiles = (g[i].R + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS, p->n_groups = (g[i].n + gnt - 1) / gnt;
     p->n_blocks = (g[i].n + tok_block(&cb->k) - 1) / tok_block(&cb->k);
     int reuse = i > 0 && c.pr[i - 1].a_mode != 0 && same_mat(&g[i].a, &g[i - 1].a) && g[i].R == g[i - 1].R &&
                 g[i].K == g[i - 1].K;
-    p->a_mode = a_in_place(&cb->k, &g[i]) ? 0 : reuse ? 1 : 2;
+    p->ip = both_in_place(&cb->k, &g[i]);
+    if (p->ip) {
+      p->n_panels = (g[i].R + GEMM_IP_ROWS - 1) / GEMM_IP_ROWS, p->n_groups = 0;
+      p->tb = ip_tb(&cb->k, g[i].n, cpu_pool_threads(cb->pool)), p->n_blocks = (g[i].n + p->tb - 1) / p->tb;
+      tmp_sz = g[i].accumulate && GEMM_IP_ROWS * p->tb > tmp_sz ? GEMM_IP_ROWS * p->tb : tmp_sz;
+    }
+    p->a_mode = p->ip || a_in_place(&cb->k, &g[i]) ? 0 : reuse ? 1 : 2;
     if (p->a_mode == 2) p->wslot = last = halves == 2 ? 1 - last : 0, n_own++; /* not the half i - 1 reads */
     else if (p->a_mode == 1) p->wslot = c.pr[i - 1].wslot;
     int64_t w = p->a_mode ? up16(p->n_tiles * CPU_TILE_ROWS * g[i].K) : 0, x = up16(p->n_groups * gnt * g[i].K);
     wsz = w > wsz ? w : wsz, xsz = x > xsz ? x : xsz;
   }
   int nw = n_own < halves ? n_own : halves, nx = halves; /* the first own A takes half 0 */
-  float *sp = cpu_scratch_get(&cb->shared, (size_t)(nw * wsz + nx * xsz) * sizeof(float));
-  int ok = sp != NULL;
-  for (int i = 0; ok && i < cb->n_threads; i++) ok = cpu_scratch_get(&cb->scratch[i], gnt * CPU_TILE_ROWS * sizeof(float)) != NULL;
+  size_t ssz = (size_t)(nw * wsz + nx * xsz) * sizeof(float); /* 0 when every product reads in place */
+  float *sp = ssz ? cpu_scratch_get(&cb->shared, ssz) : NULL;
+  int ok = sp != NULL || !ssz;
+  for (int i = 0; ok && i < cb->n_threads; i++)
+    ok = cpu_scratch_get(&cb->scratch[i], (size_t)tmp_sz * sizeof(float)) != NULL;
   if (!ok) return icl_error_set(err, ICL_ENOMEM, "cpu: gemm: out of memory for %d products of up to [%lld x %lld] "
                                 "floats of packed operands", count, (long long)wsz, (long long)xsz);
   c.wp[0] = sp, c.wp[1] = sp + (nw > 1 ? wsz : 0), c.xp[0] = sp + nw * wsz, c.xp[1] = c.xp[0] + (nx - 1) * xsz;
   for (c.k = 0; c.k <= count; c.k++) {
     const gemm_prod *run = c.k > 0 ? &c.pr[c.k - 1] : NULL, *pack = c.k < count ? &c.pr[c.k] : NULL;
-    c.n_run = run ? run->n_tiles * run->n_blocks : 0;
+    c.n_run = run ? (run->ip ? run->n_panels : run->n_tiles) * run->n_blocks : 0;
     c.n_pack_a = pack && pack->a_mode == 2 ? pack->n_tiles : 0;
     cpu_pool_for(cb->pool, c.n_run + c.n_pack_a + (pack ? pack->n_groups : 0), gemm_item, &c);
   }

@@ -228,6 +228,12 @@ typedef struct cpu_kernels {
   /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
    * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
   void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
+  /* gemm_tile_ld with B in place too: token t's value for column c at xp[c*ldx + t*ldt] (t < nt <= gemm_nt); the
+   * sums start from y's values when cont, else from +0, and take the fma steps of gemm_tile in the same order, so a
+   * reduction split at any columns (each part's sums stored, then continued) has the bits of one gemm_tile call
+   * over all of it (the strided gemm's dW and dx products); NULL where the level has none */
+  void (*gemm_tile_2ld)(const float *wp, int64_t ldw, int64_t K, const float *xp, int64_t ldx, int64_t ldt, int nt,
+                        float *y, int64_t ldy, int nr, int cont);
 } cpu_kernels;
 
 /* Fills k for the given level ("generic", "avx2", "avx512" or NULL = best the CPU supports,

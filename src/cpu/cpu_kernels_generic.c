@@ -23,6 +23,21 @@ static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, flo
   }
 }
 
+/* gemm_tile_c's sums on A and B in place, continuing from y's values when cont (cpu_kernels.gemm_tile_2ld). */
+static void gemm_tile_2ld_c(const float *wp, int64_t ldw, int64_t K, const float *xp, int64_t ldx, int64_t ldt, int nt,
+                            float *y, int64_t ldy, int nr, int cont) {
+  for (int t = 0; t < nt; t++) {
+    float acc[CPU_TILE_ROWS] = {0};
+    if (cont) memcpy(acc, y + t * ldy, (size_t)nr * sizeof(float));
+    for (int64_t c = 0; c < K; c++) {
+      const float *w = wp + c * ldw;
+      float xv = xp[c * ldx + t * ldt];
+      for (int r = 0; r < nr; r++) acc[r] += w[r] * xv;
+    }
+    memcpy(y + t * ldy, acc, (size_t)nr * sizeof(float));
+  }
+}
+
 void cpu_scale_mul_c(const float *x, float s, const float *w, float *y, int64_t n) {
   if (w)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * s * w[i];
@@ -283,6 +298,7 @@ void cpu_kernels_generic(cpu_kernels *k) {
   k->name = "generic";
   k->gemm_nt = CPU_GENERIC_NT;
   k->gemm_tile = gemm_tile_c;
+  k->gemm_tile_2ld = gemm_tile_2ld_c;
   k->pack_tile = pack_tile_c;
   k->pack_x = cpu_pack_x;
   k->gemm_tile_bf16 = cpu_gemm_tile_bf16_c;

@@ -93,6 +93,53 @@ __attribute__((target(AVX2))) static void gemm_tile_ld_avx2(const float *wp, int
   gemm_tile_any_avx2(wp, ldw, K, xp, nt, 1, y, ldy, nr);
 }
 
+/* gemm16_avx2 on A and B in place (token t's value for column c at xp[c*ldx + t*ldt]), the sums starting from y's values when
+ * cont: the same fma per (row, token) and column in the same order, so a reduction split into parts, each part's
+ * sums stored and reloaded, has the bits of gemm_tile_ld over all of it. */
+static AI __attribute__((target(AVX2))) void gemm16s_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                          int64_t ldx, int64_t ldt, const int NT, float *y,
+                                                          int64_t ldy, int nr, int cont) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+  __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; t++)
+    if (cont) acc[t][0] = _mm256_maskload_ps(y + t * ldy, m0), acc[t][1] = _mm256_maskload_ps(y + t * ldy + 8, m1);
+    else acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    const float *w = wp + c * ldw;
+    __m256 w0 = _mm256_maskload_ps(w, m0), w1 = _mm256_maskload_ps(w + 8, m1);
+    if (ldt == 1) col16_avx2(w0, w1, xp + c * ldx, NT, acc);
+    else
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; t++) { /* col16_avx2's fma steps, the values from NT rows */
+        __m256 b = _mm256_broadcast_ss(xp + c * ldx + t * ldt);
+        acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+      }
+  }
+  store16_avx2(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX2))) static void gemm_tile_2ld_avx2(const float *wp, int64_t ldw, int64_t K, const float *xp,
+                                                             int64_t ldx, int64_t ldt, int nt, float *y, int64_t ldy,
+                                                             int nr, int cont) {
+  for (int h = 0; h < 2 && 16 * h < nr; h++) {
+    const float *w = wp + 16 * h;
+    float *yh = y + 16 * h;
+    int n = nr - 16 * h;
+    switch (nt) {
+    case 1: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 1, yh, ldy, n, cont); break;
+    case 2: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 2, yh, ldy, n, cont); break;
+    case 3: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 3, yh, ldy, n, cont); break;
+    case 4: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 4, yh, ldy, n, cont); break;
+    case 5: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 5, yh, ldy, n, cont); break;
+    default: gemm16s_avx2(w, ldw, K, xp, ldx, ldt, 6, yh, ldy, n, cont); break;
+    }
+  }
+}
+
 /* 8 rows of 8 floats (ld apart) to 8 columns in registers: c[j] holds column j of the block. */
 static AI __attribute__((target(AVX2))) void transpose8_avx2(const float *src, int64_t ld, __m256 c[8]) {
   __m256 r[8];
@@ -354,6 +401,7 @@ void cpu_kernels_avx2(cpu_kernels *k) {
   k->gemm_tile = gemm_tile_avx2;
   k->gemm_rowtile = gemm_rowtile_avx2;
   k->gemm_tile_ld = gemm_tile_ld_avx2;
+  k->gemm_tile_2ld = gemm_tile_2ld_avx2;
   k->dot = dot_avx2;
   k->axpy = axpy_avx2;
   k->f16_to_f32 = f16_to_f32_avx2;
@@ -560,6 +608,61 @@ __attribute__((target(AVX512))) static void gemm_rowtile_avx512(const float *src
 __attribute__((target(AVX512))) static void gemm_tile_ld_avx512(const float *wp, int64_t ldw, int64_t K,
                                                                 const float *xp, int nt, float *y, int64_t ldy, int nr) {
   gemm_tile_any_avx512(wp, ldw, K, xp, nt, 1, y, ldy, nr);
+}
+
+/* gemm32_avx512 on A and B in place (token t's value for column c at xp[c*ldx + t*ldt]; UNIT: ldt = 1, the tokens
+ * of a column side by side), the sums starting from y's values when cont (gemm16s_avx2's contract). */
+static AI __attribute__((target(AVX512))) void gemm32s_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                              const float *xp, int64_t ldx, int64_t ldt, const int NT,
+                                                              const int UNIT, float *y, int64_t ldy, int nr, int cont) {
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++)
+    if (cont)
+      acc[t][0] = _mm512_maskz_loadu_ps(m0, y + t * ldy), acc[t][1] = _mm512_maskz_loadu_ps(m1, y + t * ldy + 16);
+    else acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; c++) {
+    const float *w = wp + c * ldw;
+    __m512 w0 = _mm512_maskz_loadu_ps(m0, w), w1 = _mm512_maskz_loadu_ps(m1, w + 16);
+    if (UNIT) col32_avx512(w0, w1, xp + c * ldx, NT, acc);
+    else
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) { /* col32_avx512's fma steps, the values from NT rows */
+        __m512 b = _mm512_set1_ps(xp[c * ldx + t * ldt]);
+        acc[t][0] = _mm512_fmadd_ps(w0, b, acc[t][0]);
+        acc[t][1] = _mm512_fmadd_ps(w1, b, acc[t][1]);
+      }
+  }
+  cpu_store32_avx512(acc, NT, y, ldy, nr);
+}
+
+__attribute__((target(AVX512))) static void gemm_tile_2ld_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                 const float *xp, int64_t ldx, int64_t ldt, int nt,
+                                                                 float *y, int64_t ldy, int nr, int cont) {
+#define G32S(N, U) gemm32s_avx512(wp, ldw, K, xp, ldx, ldt, N, U, y, ldy, nr, cont)
+  if (ldt == 1) switch (nt) {
+    case 1: G32S(1, 1); break;
+    case 2: G32S(2, 1); break;
+    case 3: G32S(3, 1); break;
+    case 4: G32S(4, 1); break;
+    case 5: G32S(5, 1); break;
+    case 6: G32S(6, 1); break;
+    case 7: G32S(7, 1); break;
+    default: G32S(8, 1); break;
+    }
+  else switch (nt) {
+    case 1: G32S(1, 0); break;
+    case 2: G32S(2, 0); break;
+    case 3: G32S(3, 0); break;
+    case 4: G32S(4, 0); break;
+    case 5: G32S(5, 0); break;
+    case 6: G32S(6, 0); break;
+    case 7: G32S(7, 0); break;
+    default: G32S(8, 0); break;
+    }
+#undef G32S
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {
@@ -845,6 +948,7 @@ void cpu_kernels_avx512(cpu_kernels *k) {
   k->pack_x = pack_x_avx512;
   k->gemm_rowtile = gemm_rowtile_avx512;
   k->gemm_tile_ld = gemm_tile_ld_avx512;
+  k->gemm_tile_2ld = gemm_tile_2ld_avx512;
   k->copy_cols = copy_cols_avx512;
   xw_install_avx512(k);
   cpu_probes_avx512(k);

@@ -121,9 +121,47 @@ static void check_group(int count, int64_t K, int64_t R, int64_t n, int distinct
   free(dx[0]), free(dx[1]);
 }
 
+/* The level's gemm_tile_2ld (A and B in place, sums continued from y) with the reduction cut into three parts, for
+ * every token count, some row counts and B's tokens side by side (ldt = 1) or rows apart: bit-identical to gemm_tile
+ * on the packed copies over the whole reduction. */
+static void check_2ld(const char *level) {
+  const cpu_kernels *k = &cpu_of(be)->k;
+  CHECKF(k->gemm_tile_2ld != NULL, "%s: no gemm_tile_2ld", level);
+  if (!k->gemm_tile_2ld) return;
+  enum { K = 37, LDA = 45, LDB = 11, LDY = 40 };
+  static const int rows[] = {1, 7, 16, 17, 31, 32};
+  float A[K * LDA], B[K * LDB], wp[K * CPU_TILE_ROWS] __attribute__((aligned(64))), xp[K * CPU_TILE_TOKS];
+  float want[CPU_TILE_TOKS * LDY], got[CPU_TILE_TOKS * LDY];
+  t_rand_fill(A, K * LDA, 61, -1.0f, 1.0f), t_rand_fill(B, K * LDB, 67, -1.0f, 1.0f);
+  int bad = 0;
+  for (int rowb = 0; rowb < 2; rowb++) /* B(t, c) at B[c*LDB + t] or B[t*(K + 2) + c] */
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+      for (int nt = 1; nt <= k->gemm_nt; nt++) {
+        int nr = rows[ri];
+        int64_t ldx = rowb ? 1 : LDB, ldt = rowb ? K + 2 : 1;
+        memset(wp, 0, sizeof wp);
+        for (int c = 0; c < K; c++) {
+          for (int r = 0; r < nr; r++) wp[c * CPU_TILE_ROWS + r] = A[c * LDA + 3 + r];
+          for (int t = 0; t < nt; t++) xp[c * k->gemm_nt + t] = B[2 + c * ldx + t * ldt];
+        }
+        memset(want, 0, sizeof want), memset(got, 0, sizeof got);
+        k->gemm_tile(wp, K, xp, nt, want, LDY, nr);
+        static const int cut[] = {0, 13, 14, K};
+        for (int p = 0; p < 3; p++)
+          k->gemm_tile_2ld(A + cut[p] * LDA + 3, LDA, cut[p + 1] - cut[p], B + 2 + cut[p] * ldx, ldx, ldt, nt, got,
+                           LDY, nr, p > 0);
+        bad += memcmp(want, got, sizeof want) != 0;
+      }
+  CHECKF(!bad, "%s: gemm_tile_2ld in three parts differs from gemm_tile in %d of the cases", level, bad);
+}
+
 int main(void) {
   static const char *levels[] = {"generic", "avx2", "avx512"};
-  static const int64_t shapes[][3] = {{32, 8, 16}, {45, 13, 37}, {128, 70, 9}, {9, 9, 128}, {70, 130, 200}, {1, 1, 1}, {40, 20, 1500}};
+  /* the last four: A and B both transposed (dW) read in place, the reduction cut into chunks of 128: R on both sides
+   * of an item's 256 rows, n odd and past an item's 128 tokens, K on both sides of one and two chunks */
+  static const int64_t shapes[][3] = {{32, 8, 16},  {45, 13, 37},  {128, 70, 9},   {9, 9, 128},   {70, 130, 200},
+                                      {1, 1, 1},    {40, 20, 1500}, {257, 131, 129}, {256, 9, 128}, {33, 263, 257},
+                                      {64, 17, 127}};
   for (size_t l = 0; l < 3; l++)
     for (int threads = 1; threads <= 2; threads++) {
       setenv("ICL_CPU_SIMD", levels[l], 1);
@@ -140,6 +178,7 @@ int main(void) {
             for (int acc = 0; acc < 2; acc++) check(shapes[s][0], shapes[s][1], shapes[s][2], la, lb, acc, levels[l]);
       printf("%s, %d thread(s): strided gemm bit-identical to transpose + matmul (+ add) on every layout\n", levels[l],
              threads);
+      check_2ld(levels[l]);
       /* n 600: dW's A packed (a reduction past the in-place limit), 130: read in place */
       static const int64_t gshapes[][3] = {{40, 45, 600}, {37, 70, 130}, {128, 128, 1152}};
       for (size_t s = 0; s < sizeof gshapes / sizeof gshapes[0]; s++)
