@@ -210,7 +210,7 @@ typedef struct icl_backend_ops {
   int (*matmul_bwd_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
                           const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
   /* for y = norm(x [d, n]) * w (+ b), LayerNorm (rms 0) or RMSNorm (rms 1), w NULL = ones: dx, dw, db (LayerNorm
-   * only); stats [2, n] is scratch */
+   * only); stats [2, n] is scratch; dx NULL: the parameter sums alone, dw and db NULL: dx alone (row-local) */
   int (*norm_bwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                   const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
   /* causal attention backward from its saved pattern P [T, T, nh, B]: q, k, v, dz [hd, nh, T, B]; dq, dk, dv
@@ -231,7 +231,7 @@ typedef struct icl_backend_ops {
   /* dst [d, T] += the sum over b of src [d, T, B] (position-table and bias gradients) */
   int (*sum_rows)(icl_backend *be, const icl_dt *src, const icl_dt *dst, icl_error *err);
   /* smeared key: ks_t = s k_t + (1 - s) k_{t-1} per head, s = sigmoid(alpha [nh]); k, ks [hd, nh, T, B] (ks WRITTEN);
-   * backward: dk WRITTEN, dalpha [nh] accumulated */
+   * backward: dk WRITTEN, dalpha [nh] accumulated; either NULL: not computed (dk alone is row-local by sequence) */
   int (*smear)(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *ks, icl_error *err);
   int (*smear_bwd)(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const icl_dt *dks, const icl_dt *dk,
                    const icl_dt *dalpha, icl_error *err);

@@ -191,13 +191,14 @@ int icl_op_smear_bwd(icl_backend *be, const icl_dt *k, const icl_dt *alpha, cons
                      const icl_dt *dalpha, icl_error *err) {
   TRY(chk_f32("smear_bwd", "k", k, err));
   TRY(chk_f32("smear_bwd", "dks", dks, err));
-  TRY(chk_f32("smear_bwd", "dk", dk, err));
+  if (dk) TRY(chk_f32("smear_bwd", "dk", dk, err));
   TRY(chk_same_shape("smear_bwd", "k", k, "dks", dks, err));
-  TRY(chk_same_shape("smear_bwd", "k", k, "dk", dk, err));
+  if (dk) TRY(chk_same_shape("smear_bwd", "k", k, "dk", dk, err));
   TRY(chk_f32("smear_bwd", "alpha", alpha, err));
-  TRY(chk_f32("smear_bwd", "dalpha", dalpha, err));
+  if (dalpha) TRY(chk_f32("smear_bwd", "dalpha", dalpha, err));
   TRY(chk_grad("smear_bwd", "alpha", alpha, k->ne[1], "one per head of k", err));
   TRY(chk_grad("smear_bwd", "dalpha", dalpha, k->ne[1], "one per head of k", err));
+  if (!dk && !dalpha) return icl_error_set(err, ICL_EINVAL, "smear_bwd: dk and dalpha both NULL: nothing to compute");
   NEED(be, smear_bwd);
   return be->ops->smear_bwd(be, k, alpha, dks, dk, dalpha, err);
 }

@@ -87,7 +87,7 @@ int cpu_smear_bwd(icl_backend *be, const icl_dt *k, const icl_dt *alpha, const i
                   const icl_dt *dalpha, icl_error *err) {
   (void)err;
   cpu_tr_smear_bwd(cpu_of(be), cpu_f32(k), cpu_f32(alpha), k->ne[0], k->ne[1], k->ne[2], k->ne[3], cpu_f32(dks),
-                   cpu_f32(dk), cpu_f32(dalpha));
+                   f32_or_null(dk), f32_or_null(dalpha));
   return ICL_OK;
 }
 

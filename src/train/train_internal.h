@@ -26,6 +26,12 @@ typedef struct tr_layer {
 } tr_layer;
 
 /* Activations of one block, each [width, N] (N = B*T) unless noted; saved for the backward. */
+/* One block's backward gradients: r_mlp [d] = d(block output) (dy of down), r_attn [d] = d(mid) (dy of wo), du
+ * [ff] (dy of up), dh2 [d] and dh [d] (dy of the two norms), dq, dks, dk, dv [qd] (dk = dks without the smear). */
+typedef struct tr_grads {
+  float *r_mlp, *r_attn, *du, *dh2, *dh, *dq, *dks, *dk, *dv;
+} tr_grads;
+
 typedef struct tr_acts {
   float *h;          /* [d] normed input (= the residual itself when norm = none) */
   float *q, *k, *ks, *v, *z; /* [nh*hd]; ks = smeared keys (= k without smearing) */
@@ -63,7 +69,11 @@ struct icl_trainer {
   float *ch[TR_MAX_CLS]; /* [d] classifier hidden outputs (after ReLU) */
   float *logits, *probs; /* [n_out]; probs [n_out*N + N] */
   /* gradient scratch */
-  float *dres, *dh, *dt, *dq, *dk, *dks, *dv, *dz, *dlogits, *dc0, *dc1, *du, *stats, *tmp;
+  float *dres, *dz, *dlogits, *stats, *tmp; /* dres [d]: d(x0); dz [qd]: d(attention output) with W_O */
+  /* the backward's dx chain, kept per layer for the parameter sums after the slices join (train_bwd.c) */
+  tr_grads G[TR_MAX_LAYERS];
+  float *dcls[TR_MAX_CLS]; /* [d] dy of classifier layer i (after its ReLU's backward) */
+  float *dhf;              /* [d] gradient of the final norm's output */
   double loss;
   icl_model *run_model; /* the current weights bound as a loaded model (icl_trainer_model); NULL: stale */
 };
@@ -89,6 +99,9 @@ int tr_forward(icl_trainer *tr, icl_error *err);
 #define TR_MAX_SLICES 256
 int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err);
 int tr_backward(icl_trainer *tr, icl_error *err);
+/* The backward's dx chain in n slices as tr_forward_slices, then every parameter sum on all rows: the same bits for
+ * any slices. */
+int tr_backward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err);
 /* The optimizer update of one step (train_optim.c); an error, weights untouched, for a non-finite gradient. */
 int tr_optim_update(icl_trainer *tr, const icl_optim_config *opt, icl_error *err);
 /* Whether no element of w[0..n) is Inf or NaN (the update's check, train_optim.c). */

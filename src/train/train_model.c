@@ -232,11 +232,18 @@ static int64_t act_layout(icl_trainer *tr, float *base, int64_t N, int64_t T) {
   tr->logits = carve(&cur, nv * N), tr->probs = carve(&cur, nv * N + N), tr->dlogits = carve(&cur, nv * N);
   int64_t wide = d > qd ? d : qd;
   wide = wide > ff ? wide : ff;
-  tr->dres = carve(&cur, d * N), tr->dh = carve(&cur, d * N), tr->dt = carve(&cur, wide * N);
-  tr->dq = carve(&cur, qd * N), tr->dk = carve(&cur, qd * N), tr->dks = carve(&cur, qd * N);
-  tr->dv = carve(&cur, qd * N), tr->dz = carve(&cur, qd * N);
-  tr->dc0 = carve(&cur, d * N), tr->dc1 = carve(&cur, d * N), tr->du = carve(&cur, (ff > 0 ? ff : 1) * N);
+  tr->dres = carve(&cur, d * N), tr->dz = carve(&cur, qd * N);
   tr->stats = carve(&cur, 2 * N), tr->tmp = carve(&cur, wide * N);
+  for (int l = 0; l < c->n_layer; l++) {
+    tr_grads *g = &tr->G[l];
+    g->r_mlp = ff ? carve(&cur, d * N) : NULL, g->du = ff ? carve(&cur, ff * N) : NULL;
+    g->dh2 = ff ? carve(&cur, d * N) : NULL;
+    g->r_attn = carve(&cur, d * N), g->dh = carve(&cur, d * N);
+    g->dq = carve(&cur, qd * N), g->dks = carve(&cur, qd * N), g->dv = carve(&cur, qd * N);
+    g->dk = c->smeared_key ? carve(&cur, qd * N) : g->dks;
+  }
+  for (int i = 0; i < TR_MAX_CLS; i++) tr->dcls[i] = i < c->cls_hidden ? carve(&cur, d * N) : NULL;
+  tr->dhf = carve(&cur, d * N);
   tr->inputs = carve(&cur, (c->input_len > 0 ? c->input_len : 1) * N), tr->mask = carve(&cur, N);
   tr->tokens = (int32_t *)carve(&cur, N), tr->targets = (int32_t *)carve(&cur, N), tr->pos_ids = (int32_t *)carve(&cur, N);
   return cur - q0;

@@ -1,8 +1,10 @@
 /* The trainer's sliced forward (train_fwd.c): sequences cut into slices, each run from the embedding to its logits
- * on its own sub-backend (run_split), then the loss on all rows. Every saved activation, the logits, dlogits and the
- * loss must have the bits of the forward run as one slice, for slices of unequal size (an empty one included), more
- * slices than threads, and on 1 and 2 threads (the 2-thread trainer against the 1-thread one too). Each run starts
- * from activations filled with NaN, so a row no slice wrote fails as well as a wrong one. */
+ * on its own sub-backend (run_split), then the loss on all rows; and the sliced backward (train_bwd.c): the dx chain
+ * by the same slices, then every parameter sum on all rows. Every saved activation, the logits, dlogits and the loss,
+ * then every gradient, dres and the per-layer gradients the sums read, must have the bits of the run as one slice,
+ * for slices of unequal size (an empty one included), more slices than threads, and on 1 and 2 threads (the
+ * 2-thread trainer against the 1-thread one too). Each run starts from outputs filled with NaN, so a row no slice
+ * wrote fails as well as a wrong one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,24 @@ static outs outputs(icl_trainer *tr) {
   add(&o, "hf", tr->hf, d * N);
   for (int i = 0; i < c->cls_hidden; i++) add(&o, "cls hidden", tr->ch[i], d * N);
   add(&o, "logits", tr->logits, nv * N), add(&o, "dlogits", tr->dlogits, nv * N);
+  return o;
+}
+
+/* The backward's outputs: every gradient, dres, and the per-layer gradients the parameter sums read. */
+static outs grads(icl_trainer *tr) {
+  const icl_attn_config *c = icl_trainer_config(tr);
+  int64_t N = tr->N, d = c->d_model, qd = (int64_t)c->n_head * c->d_head, ff = c->d_ff;
+  outs o = {.count = 0};
+  add(&o, "parameter gradients", tr->g, tr->n_floats), add(&o, "dres", tr->dres, d * N);
+  add(&o, "dhf", tr->dhf, d * N);
+  for (int i = 0; i < c->cls_hidden; i++) add(&o, "d cls hidden", tr->dcls[i], d * N);
+  for (int l = 0; l < c->n_layer; l++) {
+    tr_grads *g = &tr->G[l];
+    add(&o, "r_attn", g->r_attn, d * N), add(&o, "dh", g->dh, d * N), add(&o, "dq", g->dq, qd * N);
+    add(&o, "dks", g->dks, qd * N), add(&o, "dv", g->dv, qd * N);
+    if (g->dk != g->dks) add(&o, "dk", g->dk, qd * N);
+    if (ff) add(&o, "r_mlp", g->r_mlp, d * N), add(&o, "du", g->du, ff * N), add(&o, "dh2", g->dh2, d * N);
+  }
   return o;
 }
 
@@ -113,8 +133,8 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
   int64_t cuts[5][TR_MAX_SLICES + 1] = {{0, B}, {0, 1, B}, {0, B - 2, B - 2, B}, {0, 1, 3, B - 1, B}, {0}};
   int ncut[5] = {1, 2, 3, 4, (int)B};
   for (int64_t i = 0; i <= B; i++) cuts[4][i] = i;
-  snap ref = {.loss = 0};
-  outs ro = {.count = 0};
+  snap ref = {.loss = 0}, gref = {.loss = 0};
+  outs ro = {.count = 0}, gro = {.count = 0};
   icl_trainer *tr1 = NULL;
   for (int threads = 1; threads <= 2; threads++) {
     icl_trainer *tr;
@@ -142,11 +162,27 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
     }
     int64_t wrong[3] = {0, 1, B - 1}; /* not ending at B: refused */
     CHECK(tr_forward_slices(tr, 2, wrong, &err) == ICL_EINVAL);
-    printf("%s, %d thread(s): %d outputs, %d slicings: %d outputs differ\n", label, threads, o.count,
-           threads > 1 ? 6 : 5, bad);
+    /* the backward from the reference's dlogits: the 1-thread single slice is its reference */
+    CHECKF(tr_forward_slices(tr, 1, cuts[0], &err) == ICL_OK, "%s: %s", label, err.msg);
+    outs go = grads(tr);
+    poison(&go);
+    CHECKF(tr_backward(tr, &err) == ICL_OK, "%s: %s", label, err.msg);
+    if (threads == 1) gref = take(&go, 0.0), gro = go;
+    snprintf(what, sizeof what, "%s, %d thread(s), backward, default slices", label, threads);
+    if (threads > 1) bad += compare(what, &go, &gref, 0.0);
+    for (int k = 0; k < 5; k++) {
+      poison(&go);
+      CHECKF(tr_backward_slices(tr, ncut[k], cuts[k], &err) == ICL_OK, "%s: %s", label, err.msg);
+      snprintf(what, sizeof what, "%s, %d thread(s), backward, %d slices", label, threads, ncut[k]);
+      bad += compare(what, &go, &gref, 0.0);
+    }
+    CHECK(tr_backward_slices(tr, 2, wrong, &err) == ICL_EINVAL);
+    printf("%s, %d thread(s): %d outputs, %d gradients, %d slicings each: %d differ\n", label, threads, o.count,
+           go.count, threads > 1 ? 6 : 5, bad);
     if (tr != tr1) icl_trainer_free(tr);
   }
   drop(&ro, &ref);
+  drop(&gro, &gref);
   icl_trainer_free(tr1);
   free(tok), free(tgt), free(mask), free(in);
 }
