@@ -250,6 +250,19 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   }
   report(op, "dx", t_rel_err(dx, gx, d * n), fd_check(norm_fwd, &c, c.x, d * n, gx, rd, d * n));
   report(op, "dw", t_rel_err(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
+  /* the op's partial modes (the sliced backward's): dx alone, then dw and db alone, the bits of the full call */
+  float *dx1 = zeros_f(d * n), *dw1 = zeros_f(d), *db1 = zeros_f(d), *st1 = zeros_f(2 * n);
+  struct icl_buf bdy, bdx, bdw, bdb, bst;
+  icl_dt vdy = hv(&bdy, dy, d, n, 1, ICL_TYPE_F32), vdx = hv(&bdx, dx1, d, n, 1, ICL_TYPE_F32);
+  icl_dt vdw = hv(&bdw, dw1, d, 1, 1, ICL_TYPE_F32), vdb = hv(&bdb, db1, d, 1, 1, ICL_TYPE_F32);
+  icl_dt vst = hv(&bst, st1, 2, n, 1, ICL_TYPE_F32);
+  CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, &vdx, NULL, NULL, &vst, &err) == ICL_OK);
+  CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, NULL, &vdw, rms ? NULL : &vdb, &vst, &err) == ICL_OK);
+  int same = !memcmp(dx1, dx, (size_t)(d * n) * 4) && !memcmp(dw1, dw, (size_t)d * 4);
+  same = same && !memcmp(db1, db, (size_t)d * 4);
+  printf("%-12s dx alone, then dw and db alone: equal to the full call %d\n", op, same);
+  CHECK(same);
+  free(dx1), free(dw1), free(db1), free(st1);
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
 }
@@ -511,6 +524,22 @@ static void test_smear(int64_t hd, int64_t nh, int64_t T, int64_t B) {
   icl_refd_smear_bwd(c.k, c.alpha, hd, nh, T, B, rd, gk, ga);
   report("smear dk", "", t_rel_err(dk, gk, n), fd_check(smear_fwd, &c, c.k, n, gk, rd, n));
   report("smear dalpha", "", t_rel_err(da, ga, nh), fd_check(smear_fwd, &c, c.alpha, nh, ga, rd, n));
+  /* the op's partial modes (the sliced backward's): dk alone and dalpha alone, the bits of the full call */
+  float *dk1 = rnd(n, -1, 1), *da1 = zeros_f(nh);
+  struct icl_buf bk, ba, bd, bdk, bda;
+  icl_dt vk = hv(&bk, k, hd * nh, T, B, ICL_TYPE_F32), va = hv(&ba, al, nh, 1, 1, ICL_TYPE_F32);
+  icl_dt vd = hv(&bd, dks, hd * nh, T, B, ICL_TYPE_F32), vdk = hv(&bdk, dk1, hd * nh, T, B, ICL_TYPE_F32);
+  icl_dt vda = hv(&bda, da1, nh, 1, 1, ICL_TYPE_F32);
+  icl_dt *v4[3] = {&vk, &vd, &vdk}; /* [hd, nh, T, B] */
+  for (int i = 0; i < 3; i++) v4[i]->ne[0] = hd, v4[i]->ne[1] = nh, v4[i]->ne[2] = T, v4[i]->ne[3] = B;
+  icl_error err;
+  CHECK(icl_op_smear_bwd(&g_cb->be, &vk, &va, &vd, &vdk, NULL, &err) == ICL_OK);
+  CHECK(icl_op_smear_bwd(&g_cb->be, &vk, &va, &vd, NULL, &vda, &err) == ICL_OK);
+  CHECK(icl_op_smear_bwd(&g_cb->be, &vk, &va, &vd, NULL, NULL, &err) == ICL_EINVAL);
+  int dk_same = !memcmp(dk1, dk, (size_t)n * 4), da_same = !memcmp(da1, da, (size_t)nh * 4);
+  printf("smear_bwd    dk alone equal %d, dalpha alone equal %d\n", dk_same, da_same);
+  CHECK(dk_same && da_same);
+  free(dk1), free(da1);
   free(k), free(al), free(dks), free(ks), free(dk), free(da);
   free(c.k), free(c.alpha), free(ksd), free(rd), free(gk), free(ga);
 }
