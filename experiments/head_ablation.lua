@@ -298,10 +298,11 @@ local cap_wall, cap_cpu = icl.clock() - cap_wall0, os.clock() - cap_cpu0
 local late_from = o.length >= 1400 and 1000 or math.max(1, math.floor(o.length * 1000 / 1400))
 local late_to = math.min(o.length, 1400)
 local function late_of(curve) return metrics.mean(curve, late_from, late_to) end
--- a cell: mean and SE over walks (or text windows, sequences) of per-walk values, with n
+-- a cell: mean and SE over walks (or text windows, sequences) of per-walk values, with n and the values themselves
+-- (so a cell with a large SE can be traced to its walks)
 local function cell(xs)
   local mu, se = metrics.mean_se(xs)
-  return {mean = mu, se = se, n = #xs}
+  return {mean = mu, se = se, n = #xs, values = xs}
 end
 local function per_walk_late(accs)
   local t = {}

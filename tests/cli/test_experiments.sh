@@ -288,6 +288,14 @@ if icl.json.encode(j.table) ~= icl.json.encode(j.by_mode.zero.table) then fail("
 for _, mode in ipairs({"zero", "mean", "resample"}) do
   local bm = j.by_mode[mode]
   if not bm then fail("by_mode." .. mode) end
+  -- every late-accuracy cell keeps its per-walk values, whose mean is the cell's
+  for _, kind in ipairs({"induction", "previous_token", "random"}) do
+    local c = bm.late_cells[kind][1]
+    local v = c.values or {}
+    if #v ~= 2 or not (num(v[1]) and num(v[2])) or math.abs((v[1] + v[2]) / 2 - c.mean) > 1e-12 then
+      fail(mode .. ": " .. kind .. " late cell lacks its 2 per-walk values")
+    end
+  end
   for _, row in ipairs(bm.table) do
     if not (num(row.late_accuracy) and num(row.se) and row.se >= 0 and row.n == 2) then
       fail(mode .. ": row " .. row.condition .. " k " .. row.k .. " lacks accuracy, SE or n = 2")
