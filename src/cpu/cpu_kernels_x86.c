@@ -638,31 +638,30 @@ static AI __attribute__((target(AVX512))) void gemm32s_avx512(const float *wp, i
   cpu_store32_avx512(acc, NT, y, ldy, nr);
 }
 
+/* gemm32s_avx512 with nt as the compile-time token count (UNIT a constant at each call, inlined). */
+static AI __attribute__((target(AVX512))) void gemm32s_nt_avx512(const float *wp, int64_t ldw, int64_t K,
+                                                                 const float *xp, int64_t ldx, int64_t ldt, int nt,
+                                                                 const int UNIT, float *y, int64_t ldy, int nr,
+                                                                 int cont) {
+#define G32S(N) gemm32s_avx512(wp, ldw, K, xp, ldx, ldt, N, UNIT, y, ldy, nr, cont)
+  switch (nt) {
+  case 1: G32S(1); break;
+  case 2: G32S(2); break;
+  case 3: G32S(3); break;
+  case 4: G32S(4); break;
+  case 5: G32S(5); break;
+  case 6: G32S(6); break;
+  case 7: G32S(7); break;
+  default: G32S(8); break;
+  }
+#undef G32S
+}
+
 __attribute__((target(AVX512))) static void gemm_tile_2ld_avx512(const float *wp, int64_t ldw, int64_t K,
                                                                  const float *xp, int64_t ldx, int64_t ldt, int nt,
                                                                  float *y, int64_t ldy, int nr, int cont) {
-#define G32S(N, U) gemm32s_avx512(wp, ldw, K, xp, ldx, ldt, N, U, y, ldy, nr, cont)
-  if (ldt == 1) switch (nt) {
-    case 1: G32S(1, 1); break;
-    case 2: G32S(2, 1); break;
-    case 3: G32S(3, 1); break;
-    case 4: G32S(4, 1); break;
-    case 5: G32S(5, 1); break;
-    case 6: G32S(6, 1); break;
-    case 7: G32S(7, 1); break;
-    default: G32S(8, 1); break;
-    }
-  else switch (nt) {
-    case 1: G32S(1, 0); break;
-    case 2: G32S(2, 0); break;
-    case 3: G32S(3, 0); break;
-    case 4: G32S(4, 0); break;
-    case 5: G32S(5, 0); break;
-    case 6: G32S(6, 0); break;
-    case 7: G32S(7, 0); break;
-    default: G32S(8, 0); break;
-    }
-#undef G32S
+  if (ldt == 1) gemm32s_nt_avx512(wp, ldw, K, xp, ldx, ldt, nt, 1, y, ldy, nr, cont);
+  else gemm32s_nt_avx512(wp, ldw, K, xp, ldx, ldt, nt, 0, y, ldy, nr, cont);
 }
 
 __attribute__((target(AVX512))) static float dot_avx512(const float *a, const float *b, int64_t n) {

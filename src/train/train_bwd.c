@@ -12,18 +12,11 @@
 
 #include "train_internal.h"
 
-/* One slice of whole sequences [b0, b0 + B), rows [n0, n0 + N), run on backend be. */
-typedef struct bwd_slice {
-  icl_trainer *tr;
-  icl_backend *be;
-  int64_t b0, B, n0, N;
-} bwd_slice;
-
 /* The slice's rows of a [w, tr->N] buffer. */
-static float *rows(const bwd_slice *s, const float *p, int64_t w) { return (float *)p + s->n0 * w; }
+static float *rows(const tr_slice *s, const float *p, int64_t w) { return (float *)p + s->n0 * w; }
 
 /* dx [K] WRITTEN = dy [R] . W for y = x W^T (x only shapes the call). */
-static int dx_linear(const bwd_slice *s, int w, const float *x, int64_t K, int64_t R, const float *dy, float *dx,
+static int dx_linear(const tr_slice *s, int w, const float *x, int64_t K, int64_t R, const float *dy, float *dx,
                      icl_error *err) {
   tr_views v = {.tr = s->tr};
   return icl_op_matmul_bwd(s->be, tr_v(&v, tr_w(s->tr, w), K, R), tr_v(&v, rows(s, x, K), K, s->N),
@@ -32,7 +25,7 @@ static int dx_linear(const bwd_slice *s, int w, const float *x, int64_t K, int64
 }
 
 /* dx += d(norm(x)) from dy, no parameter sums (a plain add for no norm). */
-static int dx_norm(const bwd_slice *s, int w, const float *x, const float *dy, float *dx, icl_error *err) {
+static int dx_norm(const tr_slice *s, int w, const float *x, const float *dy, float *dx, icl_error *err) {
   icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model, N = s->N;
   tr_views v = {.tr = tr};
@@ -44,7 +37,7 @@ static int dx_norm(const bwd_slice *s, int w, const float *x, const float *dy, f
 }
 
 /* dst = src over the slice's rows of a [d, N] buffer. */
-static void copy_rows(const bwd_slice *s, float *dst, const float *src, int64_t d) {
+static void copy_rows(const tr_slice *s, float *dst, const float *src, int64_t d) {
   memcpy(rows(s, dst, d), rows(s, src, d), (size_t)(d * s->N) * sizeof(float));
 }
 
@@ -55,7 +48,7 @@ static float *r_top(const icl_trainer *tr, int l) {
 }
 
 /* Output layer, classifier and final norm: dlogits -> the top layer's residual gradient. */
-static int dx_head(const bwd_slice *s, icl_error *err) {
+static int dx_head(const tr_slice *s, icl_error *err) {
   icl_trainer *tr = s->tr;
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model;
@@ -76,7 +69,7 @@ static int dx_head(const bwd_slice *s, icl_error *err) {
 }
 
 /* MLP of block l: r_mlp becomes r_attn. */
-static int dx_mlp(const bwd_slice *s, int l, icl_error *err) {
+static int dx_mlp(const tr_slice *s, int l, icl_error *err) {
   icl_trainer *tr = s->tr;
   const tr_layer *L = &tr->L[l];
   const tr_acts *a = &tr->A[l];
@@ -93,7 +86,7 @@ static int dx_mlp(const bwd_slice *s, int l, icl_error *err) {
 }
 
 /* Attention of block l: r_attn becomes the residual gradient entering the block (r_top of the layer below). */
-static int dx_attention(const bwd_slice *s, int l, icl_error *err) {
+static int dx_attention(const tr_slice *s, int l, icl_error *err) {
   icl_trainer *tr = s->tr;
   const icl_attn_config *c = &tr->cfg;
   const tr_layer *L = &tr->L[l];
@@ -138,7 +131,7 @@ static int dx_attention(const bwd_slice *s, int l, icl_error *err) {
 }
 
 /* The whole dx chain of the slice's rows. */
-static int dx_slice(const bwd_slice *s, icl_error *err) {
+static int dx_slice(const tr_slice *s, icl_error *err) {
   int rc = dx_head(s, err);
   for (int l = s->tr->cfg.n_layer - 1; !rc && l >= 0; l--) {
     if (s->tr->cfg.d_ff) rc = dx_mlp(s, l, err);
@@ -253,36 +246,14 @@ static void zero_accumulated(icl_trainer *tr) {
     if (!written[i]) zero(tr_g(tr, i), tr->p[i].ne[0] * tr->p[i].ne[1]);
 }
 
-typedef struct bwd_split {
-  icl_trainer *tr;
-  const int64_t *b; /* slice i = sequences [b[i], b[i + 1]) */
-} bwd_split;
-
-static int bwd_item(void *ctx, int i, icl_backend *sub, icl_error *err) {
-  const bwd_split *f = ctx;
-  int64_t T = f->tr->T, b0 = f->b[i], nb = f->b[i + 1] - b0;
-  bwd_slice s = {.tr = f->tr, .be = sub, .b0 = b0, .B = nb, .n0 = b0 * T, .N = nb * T};
-  return nb > 0 ? dx_slice(&s, err) : ICL_OK;
-}
-
 int tr_backward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
-  if (n < 1 || b[0] != 0 || b[n] != tr->B)
-    return icl_error_set(err, ICL_EINVAL, "train: %d backward slices from sequence %lld to %lld, expected 0 to %lld", n,
-                         (long long)(n > 0 ? b[0] : 0), (long long)(n > 0 ? b[n] : 0), (long long)tr->B);
-  for (int i = 0; i < n; i++)
-    if (b[i + 1] < b[i]) return icl_error_set(err, ICL_EINVAL, "train: backward slice %d ends before it starts", i);
+  int rc = tr_run_slices(tr, "backward", n, b, dx_slice, err); /* writes no parameter gradient */
+  if (rc) return rc;
   zero_accumulated(tr);
-  bwd_split f = {.tr = tr, .b = b};
-  int rc = n == 1 ? bwd_item(&f, 0, tr->be, err) : icl_op_run_split(tr->be, n, bwd_item, &f, err);
-  return rc ? rc : sums_all(tr, err);
+  return sums_all(tr, err);
 }
 
 int tr_backward(icl_trainer *tr, icl_error *err) {
-  /* one slice per thread where the backend runs slices at once; else all rows as one (Vulkan, or one thread) */
-  int n = tr->n_threads > 1 && tr->be->ops->run_split ? tr->n_threads : 1;
-  if (n > tr->B) n = (int)tr->B;
-  if (n > TR_MAX_SLICES) n = TR_MAX_SLICES;
   int64_t b[TR_MAX_SLICES + 1];
-  for (int i = 0; i <= n; i++) b[i] = tr->B * i / n;
-  return tr_backward_slices(tr, n, b, err);
+  return tr_backward_slices(tr, tr_default_slices(tr, b), b, err);
 }

@@ -13,13 +13,6 @@
 #include "ops.h"
 #include "train_internal.h"
 
-/* One slice of whole sequences [b0, b0 + B), rows [n0, n0 + N) of every activation, run on backend be. */
-typedef struct tr_slice {
-  icl_trainer *tr;
-  icl_backend *be;
-  int64_t b0, B, n0, N;
-} tr_slice;
-
 /* Width of the forward's scratch tr->tmp per row (as train_model.c carves it): slice rows at tmp + n0 * width. */
 static int64_t tmp_width(const icl_trainer *tr) {
   int64_t d = tr->cfg.d_model, w = tr->qd > d ? tr->qd : d;
@@ -190,26 +183,8 @@ static int fwd_slice(const tr_slice *s, icl_error *err) {
   return rc;
 }
 
-typedef struct fwd_split {
-  icl_trainer *tr;
-  const int64_t *b; /* slice i = sequences [b[i], b[i + 1]) */
-} fwd_split;
-
-static int fwd_item(void *ctx, int i, icl_backend *sub, icl_error *err) {
-  const fwd_split *f = ctx;
-  int64_t T = f->tr->T, b0 = f->b[i], nb = f->b[i + 1] - b0;
-  tr_slice s = {.tr = f->tr, .be = sub, .b0 = b0, .B = nb, .n0 = b0 * T, .N = nb * T};
-  return nb > 0 ? fwd_slice(&s, err) : ICL_OK;
-}
-
 int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
-  if (n < 1 || b[0] != 0 || b[n] != tr->B)
-    return icl_error_set(err, ICL_EINVAL, "train: %d forward slices from sequence %lld to %lld, expected 0 to %lld", n,
-                         (long long)(n > 0 ? b[0] : 0), (long long)(n > 0 ? b[n] : 0), (long long)tr->B);
-  for (int i = 0; i < n; i++)
-    if (b[i + 1] < b[i]) return icl_error_set(err, ICL_EINVAL, "train: forward slice %d ends before it starts", i);
-  fwd_split f = {.tr = tr, .b = b};
-  int rc = n == 1 ? fwd_item(&f, 0, tr->be, err) : icl_op_run_split(tr->be, n, fwd_item, &f, err);
+  int rc = tr_run_slices(tr, "forward", n, b, fwd_slice, err);
   int64_t nv = tr_n_out(&tr->cfg), N = tr->N;
   tr_views v = {.tr = tr};
   if (!rc)
@@ -219,11 +194,6 @@ int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) 
 }
 
 int tr_forward(icl_trainer *tr, icl_error *err) {
-  /* one slice per thread where the backend runs slices at once; else all rows as one (Vulkan, or one thread) */
-  int n = tr->n_threads > 1 && tr->be->ops->run_split ? tr->n_threads : 1;
-  if (n > tr->B) n = (int)tr->B;
-  if (n > TR_MAX_SLICES) n = TR_MAX_SLICES;
   int64_t b[TR_MAX_SLICES + 1];
-  for (int i = 0; i <= n; i++) b[i] = tr->B * i / n;
-  return tr_forward_slices(tr, n, b, err);
+  return tr_forward_slices(tr, tr_default_slices(tr, b), b, err);
 }

@@ -97,6 +97,18 @@ int tr_forward(icl_trainer *tr, icl_error *err);
 /* The forward in n (1..TR_MAX_SLICES) slices, sequences [b[i], b[i+1]) (b[0] = 0, b[n] = B), at once on the
  * backend's run_split (one slice: on the backend itself), then the loss over all rows: the same bits for any slices. */
 #define TR_MAX_SLICES 256
+/* One slice of whole sequences [b0, b0 + B), rows [n0, n0 + N) of every activation, run on backend be. */
+typedef struct tr_slice {
+  icl_trainer *tr;
+  icl_backend *be;
+  int64_t b0, B, n0, N;
+} tr_slice;
+typedef int (*tr_slice_fn)(const tr_slice *s, icl_error *err);
+/* fn on each slice of sequences [b[i], b[i+1]) after checking the bounds (errors name the pass), at once on the
+ * backend's run_split, or on the backend itself for one slice (train_slices.c). */
+int tr_run_slices(icl_trainer *tr, const char *pass, int n, const int64_t *b, tr_slice_fn fn, icl_error *err);
+/* The default slicing into b[0..n] (b holds TR_MAX_SLICES + 1): one slice per thread with run_split; returns n. */
+int tr_default_slices(const icl_trainer *tr, int64_t *b);
 int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err);
 int tr_backward(icl_trainer *tr, icl_error *err);
 /* The backward's dx chain in n slices as tr_forward_slices, then every parameter sum on all rows: the same bits for
