@@ -10,20 +10,9 @@ static uint32_t rd_u32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Token-at-a-time accumulation over c keeps the 32 partial sums in one vectorizable array. */
-static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr) {
-  for (int t = 0; t < nt; t++) {
-    float acc[CPU_TILE_ROWS] = {0};
-    for (int64_t c = 0; c < K; c++) {
-      const float *w = wp + c * CPU_TILE_ROWS;
-      float xv = xp[c * CPU_GENERIC_NT + t];
-      for (int r = 0; r < CPU_TILE_ROWS; r++) acc[r] += w[r] * xv;
-    }
-    memcpy(y + t * ldy, acc, (size_t)nr * sizeof(float));
-  }
-}
-
-/* gemm_tile_c's sums on A and B in place, continuing from y's values when cont (cpu_kernels.gemm_tile_2ld). */
+/* Token-at-a-time accumulation over c keeps the partial sums in one vectorizable array; A and B in place (column c
+ * of A at wp + c*ldw, token t's value for it at xp[c*ldx + t*ldt]), continuing from y's values when cont
+ * (cpu_kernels.gemm_tile_2ld). */
 static void gemm_tile_2ld_c(const float *wp, int64_t ldw, int64_t K, const float *xp, int64_t ldx, int64_t ldt, int nt,
                             float *y, int64_t ldy, int nr, int cont) {
   for (int t = 0; t < nt; t++) {
@@ -36,6 +25,11 @@ static void gemm_tile_2ld_c(const float *wp, int64_t ldw, int64_t K, const float
     }
     memcpy(y + t * ldy, acc, (size_t)nr * sizeof(float));
   }
+}
+
+/* The packed tile: A's columns CPU_TILE_ROWS apart, B's tokens side by side in groups of CPU_GENERIC_NT. */
+static void gemm_tile_c(const float *wp, int64_t K, const float *xp, int nt, float *y, int64_t ldy, int nr) {
+  gemm_tile_2ld_c(wp, CPU_TILE_ROWS, K, xp, CPU_GENERIC_NT, 1, nt, y, ldy, nr, 0);
 }
 
 void cpu_scale_mul_c(const float *x, float s, const float *w, float *y, int64_t n) {
