@@ -5,16 +5,26 @@
 -- Several summaries (runs of the same protocol with other --seed values) are pooled: every cell becomes the
 -- mean ± SE over all their walks (or text windows, sequences), exactly as one run over those samples would give.
 --   icl script scripts/head-ablation-table.lua A/summary.json [B/summary.json ...]
-if not arg[1] then error("usage: icl script scripts/head-ablation-table.lua SUMMARY.json [SUMMARY.json ...]", 0) end
+-- --per-walk also lists every walk's late accuracy for each ablated cell (each run's walks in order; walk b's donor
+-- under resample is the run's walk b % walks + 1), so a cell with a large SE can be traced to its walks.
+--   icl script scripts/head-ablation-table.lua --per-walk A/summary.json [B/summary.json ...]
+local USAGE = "usage: icl script scripts/head-ablation-table.lua [--per-walk] SUMMARY.json [SUMMARY.json ...]"
+local files, per_walk = {}, false
+for _, a in ipairs(arg) do
+  if a == "--per-walk" then per_walk = true
+  elseif a:sub(1, 2) == "--" then error(("%s: unknown option (%s)"):format(a, USAGE), 0)
+  else files[#files + 1] = a end
+end
+if not files[1] then error(USAGE, 0) end
 local null = icl.json.null
 local metrics = require("icl.metrics")
-local runs = require("icl.runs").read(arg, {experiment = "head_ablation", has = "by_mode",
+local runs = require("icl.runs").read(files, {experiment = "head_ablation", has = "by_mode",
   hint = "run it with --ablation", same = {"model_name", "precision", "length", "walks", "random_sets", "late_from",
                                            "late_to"}})
 for i = 2, #runs do
   if table.concat(runs[i].ks, ",") ~= table.concat(runs[1].ks, ",")
      or table.concat(runs[i].ablation, ",") ~= table.concat(runs[1].ablation, ",") then
-    error(("%s: ks or ablation modes differ from %s"):format(arg[i], arg[1]), 0)
+    error(("%s: ks or ablation modes differ from %s"):format(files[i], files[1]), 0)
   end
 end
 
@@ -142,4 +152,27 @@ end
 print()
 for i, rs in ipairs(j.random_sets) do
   print(("random, k = %d: %d sets, pool %s"):format(rs.k, #rs.sets, rs.pool))
+end
+
+if per_walk then
+  print()
+  print("Late accuracy per walk (each run's walks 1.. in order; — where the summary keeps no per-walk values)")
+  local function walks_of(c)
+    if c == nil or c == null or type(c.values) ~= "table" then return "—" end
+    local t = {}
+    for b, v in ipairs(c.values) do t[b] = ("%.3f"):format(v) end
+    return table.concat(t, " ")
+  end
+  for r_i, r in ipairs(runs) do
+    print()
+    print(("seed %s, unablated: %s"):format(seeds[r_i], walks_of(r.by_mode[modes[1]].late_cells.baseline)))
+    for _, mode in ipairs(modes) do
+      for _, kind in ipairs(KINDS) do
+        for i, k in ipairs(r.ks) do
+          print(("seed %s, %s %s k = %d: %s"):format(seeds[r_i], mode, SHORT[kind], k,
+            walks_of(r.by_mode[mode].late_cells[kind][i])))
+        end
+      end
+    end
+  end
 end

@@ -329,6 +329,13 @@ EOF
     '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/ha_seed2.json' >'$TMP/t2' &&
     grep -q 'n = 2 walks' '$TMP/t1' && grep -q 'n = 4 walks' '$TMP/t2' && grep -q 'Pooled over 2 runs' '$TMP/t2' &&
     [ \"\$(grep '^| 8 |' '$TMP/t1' | grep -o '0\.[0-9]* ±')\" = \"\$(grep '^| 8 |' '$TMP/t2' | grep -o '0\.[0-9]* ±')\" ]"
+  check "head-ablation-table.lua --per-walk: each cell's walks listed, their mean the table's cell" bash -c "
+    '$ICL' script scripts/head-ablation-table.lua --per-walk '$TMP/head_ablation/summary.json' >'$TMP/t3' &&
+    want=\$(grep '^| 8 |' '$TMP/t3' | cut -d'|' -f5 | grep -o '0\.[0-9]*' | head -1) &&
+    got=\$(grep -E '^seed [0-9]+, zero rnd k = 8: ' '$TMP/t3' | sed 's/.*: //' | awk '{ if (NF != 2) exit 1; printf \"%.4f\", (\$1 + \$2) / 2 }') &&
+    [ -n \"\$want\" ] && awk -v a=\"\$want\" -v b=\"\$got\" 'BEGIN { d = a - b; exit !(d < 0.0011 && d > -0.0011) }' &&
+    ! '$ICL' script scripts/head-ablation-table.lua --per-wlak '$TMP/head_ablation/summary.json' 2>'$TMP/err' &&
+    grep -q 'unknown option' '$TMP/err'"
   check "head-ablation-table.lua: runs of one seed, or of other ks, are refused" bash -c "
     ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/head_ablation/summary.json' 2>'$TMP/err' &&
     grep -q 'already given' '$TMP/err' &&
