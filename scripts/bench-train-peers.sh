@@ -8,7 +8,8 @@
 # The peer is a current PyTorch from PyPI: $PYTHON if it imports torch >= 2, else the venv ICL_TORCH_VENV (default
 # .cache/torch-venv, shared with scripts/bench-peers.sh --park), installed there the first time (about 5.6 GB: PyPI's
 # Linux wheel pulls the CUDA libraries even for CPU use). Measure on a quiet machine: the load average before and
-# after is printed beside the table.
+# after, and the cores other processes kept busy in the second before, are printed beside the table (a warning when
+# that is over 0.1 core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20}
@@ -27,6 +28,21 @@ if [ -z "$py" ]; then
   py=$TVENV/bin/python
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# Cores busy in the second before the run (user + nice + system + irq, all CPUs): a job beside the benchmark
+# measures the load, not the code. Where the kernel groups tasks by session (sched_autogroup_enabled = 1, Debian's
+# default), `nice` does not shield the benchmark from a job started in another session: that job keeps an equal share.
+cpu_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
+read -r busy0 all0 < <(cpu_jiffies)
+sleep 1
+read -r busy1 all1 < <(cpu_jiffies)
+busy=$(awk -v b=$((busy1 - busy0)) -v a=$((all1 - all0)) -v n="$(nproc)" 'BEGIN { printf "%.2f", (a > 0 ? n * b / a : 0) }')
+if awk -v b="$busy" 'BEGIN { exit !(b > 0.10) }'; then
+  echo "bench-train-peers: warning: $busy cores were busy before the run (not quiet; figures measure the load too):" >&2
+  ps -eo pid,ni,pcpu,etime,comm --sort=-pcpu | head -4 >&2
+  if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+    echo "bench-train-peers: autogroup scheduling is on: nice does not lower another session's job below this one" >&2
+  fi
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 peak=$("$icl" bench cpu --quick | awk '/f32 FMA peak/ { print $4 }')
@@ -35,7 +51,7 @@ if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$steps" | tee "
 "$py" scripts/bench_train_torch.py "$steps" | tee "$tmp/torch.txt"
 echo
 echo "torch $("$py" -c 'import torch; print(torch.__version__)'); f32 FMA peak $peak GFLOP/s; load average before" \
-  "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg); $busy cores busy in the second before"
 printf '%-22s %12s %12s %12s %7s %12s %12s %8s\n' case "icl steps/s" "base st/s" "torch st/s" ratio "icl loss" \
   "torch loss" "of peak"
 awk -v peak="$peak" 'FILENAME == ARGV[1] && / steps\/s / { s[$1] = $4; l[$1] = $NF; g[$1] = $8; next }
