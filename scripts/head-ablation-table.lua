@@ -6,7 +6,8 @@
 -- mean ± SE over all their walks (or text windows, sequences), exactly as one run over those samples would give.
 --   icl script scripts/head-ablation-table.lua A/summary.json [B/summary.json ...]
 -- --per-walk also lists every walk's late accuracy for each ablated cell (each run's walks in order; walk b's donor
--- under resample is the run's walk b % walks + 1), so a cell with a large SE can be traced to its walks.
+-- under resample is the run's walk b % walks + 1), so a cell with a large SE can be traced to its walks, and splits
+-- the resample cells by the donor's colour (below).
 --   icl script scripts/head-ablation-table.lua --per-walk A/summary.json [B/summary.json ...]
 local USAGE = "usage: icl script scripts/head-ablation-table.lua [--per-walk] SUMMARY.json [SUMMARY.json ...]"
 local files, per_walk = {}, false
@@ -173,6 +174,45 @@ if per_walk then
             walks_of(r.by_mode[mode].late_cells[kind][i])))
         end
       end
+    end
+  end
+
+  -- head_ablation's walk b starts at node (b - 1) % 16 + 1 of its 4 x 4 grid (nodes row by row) and takes its resample
+  -- donor's hook_z from walk b % walks + 1. The grid is bipartite (colour = (row + column) % 2, and every step
+  -- changes it), so a walk whose start has its donor's colour is on the donor's colour at every position, and any
+  -- other walk never is: then the donor's next word is never a valid next word for it.
+  local function colour(node) return ((node - 1) // 4 + (node - 1) % 4) % 2 end
+  local function same_colour(b, W) return colour((b - 1) % 16 + 1) == colour((b % W) % 16 + 1) end
+  local ok_grid = true
+  for _, r in ipairs(runs) do ok_grid = ok_grid and type(r.words) == "table" and #r.words == 16 end
+  if ok_grid and pooled.resample then
+    print()
+    print("Resample, late accuracy split by the donor walk's colour on the bipartite 4 x 4 grid (mean ± SE, n walks,"
+      .. " all runs together): donor on the walk's colour | on the other colour")
+    print()
+    print("| k | ind, same colour | ind, other colour | prev, same colour | prev, other colour | rnd, same colour | rnd, other colour |")
+    print("|---|---|---|---|---|---|---|")
+    for i, k in ipairs(j.ks) do
+      local row = {("| %d |"):format(k)}
+      for _, kind in ipairs(KINDS) do
+        local same, other, missing = {}, {}, false
+        for _, r in ipairs(runs) do
+          local c = r.by_mode.resample.late_cells[kind][i]
+          if c == nil or c == null or type(c.values) ~= "table" then missing = true break end
+          for b, v in ipairs(c.values) do
+            local t = same_colour(b, r.walks) and same or other
+            t[#t + 1] = v
+          end
+        end
+        for _, t in ipairs({same, other}) do
+          if missing or #t == 0 then row[#row + 1] = " — |"
+          else
+            local mu, se = metrics.mean_se(t)
+            row[#row + 1] = (" %.3f ± %.3f (%d) |"):format(mu, se or 0, #t)
+          end
+        end
+      end
+      print(table.concat(row))
     end
   end
 end

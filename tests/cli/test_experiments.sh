@@ -336,6 +336,14 @@ EOF
     [ -n \"\$want\" ] && awk -v a=\"\$want\" -v b=\"\$got\" 'BEGIN { d = a - b; exit !(d < 0.0011 && d > -0.0011) }' &&
     ! '$ICL' script scripts/head-ablation-table.lua --per-wlak '$TMP/head_ablation/summary.json' 2>'$TMP/err' &&
     grep -q 'unknown option' '$TMP/err'"
+  # 2 walks on the 4 x 4 grid start at nodes 1 and 2 (other colours), each the other's donor: the colour split has
+  # no same-colour walk and puts both in the other column, whose mean is the table's resample cell
+  check "head-ablation-table.lua --per-walk: resample split by the donor's colour (2 walks: both other-colour)" bash -c "
+    cell=\$(grep '^| 8 |' '$TMP/t3' | head -1 | cut -d'|' -f9 | grep -o '0\.[0-9]*' | head -1) &&
+    split=\$(grep -A 6 'split by the donor' '$TMP/t3' | grep '^| 8 |') &&
+    [ \"\$(echo \"\$split\" | cut -d'|' -f3)\" = ' — ' ] &&
+    [ \"\$(echo \"\$split\" | cut -d'|' -f4 | grep -o '0\.[0-9]* ±' | grep -o '0\.[0-9]*')\" = \"\$cell\" ] &&
+    echo \"\$split\" | cut -d'|' -f4 | grep -q '(2)'"
   check "head-ablation-table.lua: runs of one seed, or of other ks, are refused" bash -c "
     ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/head_ablation/summary.json' 2>'$TMP/err' &&
     grep -q 'already given' '$TMP/err' &&
