@@ -6,8 +6,10 @@
 -- --ablation zero (the default), mean or resample, or several (zero,mean,resample: one run shares the unablated
 -- runs and the random sets): zero sets hook_z of the ablated heads to 0; mean replaces it at every position by the
 -- head's mean hook_z over every position of the OTHER walks' unablated runs (leave-one-out); resample patches it
--- with its value at the same positions in the next walk's unablated run (walk b takes walk b % walks + 1's). The
--- capability check does the same within its own sets (text windows, random-token sequences).
+-- with its value at the same positions in a donor walk's unablated run: --donor next (walk b takes walk b % walks + 1's)
+-- or colour (the next walk whose start word has walk b's colour on the bipartite grid: under next, a donor starting
+-- at a row neighbour is on the other colour at every position, so its next word is never valid for walk b;
+-- docs/results.md). The capability check does the same within its own sets (text windows, random-token sequences).
 -- Cost: per walk 1 + (2 #ks + #random-sets x #ks) x #modes runs of `length` + 1 tokens (37 runs per walk with the
 -- defaults), plus the capability check's short runs; see docs/experiments.md for timings.
 local graph, metrics, plot, json, X = icl.graph, icl.metrics, icl.plot, icl.json, icl.experiment
@@ -20,6 +22,7 @@ local ex = X{name = "head_ablation",
              {"walks", 4, "walks (the full protocol is 16); walk b uses seed S + b - 1, starts at word b", int = {1, 1 << 16}},
              {"length", 1400, "words per walk", int = {2, 1 << 20}}, {"ks", "1,2,4,8,16,32", "numbers of heads to ablate"},
              {"ablation", "zero", "zero, mean or resample, or a comma list of them (mean and resample need --walks >= 2)"},
+             {"donor", "next", "resample donor of walk b: next (walk b % walks + 1) or colour (the next walk starting on walk b's colour of the bipartite grid)"},
              {"k_pca", -1, "heads of each kind ablated for the PCA figures (-1: 32 x heads / 1024, >= 1)", int = {-1, 1 << 20}},
              {"random_sets", 4, "random control sets per k, seeds 100, 101, ...", int = {0, 1 << 16}},
              {"exclude_top", 32, "random heads are drawn outside the union of the top N of each kind", int = {0, 1 << 20}},
@@ -73,6 +76,39 @@ elseif o.text ~= "none" then
 end
 
 local WORDS = X.words(16)
+local g = graph.grid(4, 4, WORDS)
+
+-- resample donors of the walks (walk b starts at word (b - 1) % 16 + 1). The grid's two colours by a search from
+-- word 1: every step of a walk changes colour, so two walks whose starts differ in colour never share one.
+if o.donor ~= "next" and o.donor ~= "colour" then
+  error(("--donor '%s': expected next or colour"):format(o.donor), 0)
+end
+local colour = {[1] = 0}
+do
+  local queue, qi = {1}, 1
+  while queue[qi] do
+    local v = queue[qi]
+    qi = qi + 1
+    for _, u in ipairs(g:neighbors(v)) do
+      if colour[u] == nil then colour[u], queue[#queue + 1] = 1 - colour[v], u end
+    end
+  end
+end
+local function start_of(b) return (b - 1) % g.n + 1 end
+local donors = {}
+for b = 1, o.walks do
+  if o.donor == "next" then donors[b] = b % o.walks + 1
+  else
+    for d = 1, o.walks - 1 do
+      local c = (b - 1 + d) % o.walks + 1
+      if colour[start_of(c)] == colour[start_of(b)] then donors[b] = c break end
+    end
+    if not donors[b] and mode_seen.resample then
+      error(("--donor colour: walk %d (starting at word %d) has no other walk starting on its colour; --walks %d, "
+             .. "expected --walks >= 4 (two walks starting on each colour)"):format(b, start_of(b), o.walks), 0)
+    end
+  end
+end
 local RANDOM_SEED0 = 100
 local PALETTE16 = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#8ca252", "#e7ba52", "#7b4173", "#fb9a99"}
@@ -196,7 +232,6 @@ for _, mode in ipairs(modes) do
 end
 local base = {accs = {}, acts = {}}
 
-local g = graph.grid(4, 4, WORDS)
 local ids = g:token_ids(m)
 
 -- the runs: first every walk unablated (accuracy, the PCA window, the walks' hook_z for mean and resample), then
@@ -225,7 +260,7 @@ for b = 1, o.walks do
       local e = res[mode][i]
       local r = assert(m:run(toks_of[b], A.merge({logits = {select = ids, lse = true},
                                                   capture = e.capture and {window_cap} or nil},
-                                                 wref:interventions(mode, c.heads, b))))
+                                                 wref:interventions(mode, c.heads, b, mode == "resample" and donors[b] or nil))))
       e.accs[b] = metrics.rule_following(r.logits, walks[b], g, {token_ids = ids, lse = r.lse})
       if e.capture then e.acts[b] = r[hook] end
       bar:update(1)
@@ -547,7 +582,7 @@ end
 local summary = {
   model_name = name, arch = m.arch, backend = m.backend,
   n_layers = NL, n_heads = NH, layer = layer, hook = hook, seed = o.seed, walks = o.walks, length = o.length,
-  window = o.window, words = WORDS, ks = ks, k_pca = k_pca,
+  window = o.window, words = WORDS, ks = ks, k_pca = k_pca, donor_rule = o.donor, donors = donors,
   ablation = modes, ablated_point = ("hook_z (%s, all positions)"):format(modes[1]),
   accuracy = "rule following, full-vocabulary softmax mass on the valid neighbours",
   se = "standard error over walks (random: per walk the mean over the sets first); n = walks. Losses: over "

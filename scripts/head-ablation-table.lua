@@ -23,6 +23,10 @@ local runs = require("icl.runs").read(files, {experiment = "head_ablation", has 
   hint = "run it with --ablation", same = {"model_name", "precision", "length", "walks", "random_sets", "late_from",
                                            "late_to"}})
 for i = 2, #runs do
+  if (runs[i].donor_rule or "next") ~= (runs[1].donor_rule or "next") then
+    error(("%s: resample donors by rule %s, but %s by %s"):format(files[i], runs[i].donor_rule or "next", files[1],
+          runs[1].donor_rule or "next"), 0)
+  end
   if table.concat(runs[i].ks, ",") ~= table.concat(runs[1].ks, ",")
      or table.concat(runs[i].ablation, ",") ~= table.concat(runs[1].ablation, ",") then
     error(("%s: ks or ablation modes differ from %s"):format(files[i], files[1]), 0)
@@ -178,11 +182,14 @@ if per_walk then
   end
 
   -- head_ablation's walk b starts at node (b - 1) % 16 + 1 of its 4 x 4 grid (nodes row by row) and takes its resample
-  -- donor's hook_z from walk b % walks + 1. The grid is bipartite (colour = (row + column) % 2, and every step
+  -- donor's hook_z from the walk the summary names (donors; older summaries: walk b % walks + 1). The grid is bipartite (colour = (row + column) % 2, and every step
   -- changes it), so a walk whose start has its donor's colour is on the donor's colour at every position, and any
   -- other walk never is: then the donor's next word is never a valid next word for it.
   local function colour(node) return ((node - 1) // 4 + (node - 1) % 4) % 2 end
-  local function same_colour(b, W) return colour((b - 1) % 16 + 1) == colour((b % W) % 16 + 1) end
+  local function same_colour(r, b)
+    local d = type(r.donors) == "table" and r.donors[b] or b % r.walks + 1
+    return colour((b - 1) % 16 + 1) == colour((d - 1) % 16 + 1)
+  end
   local ok_grid = true
   for _, r in ipairs(runs) do ok_grid = ok_grid and type(r.words) == "table" and #r.words == 16 end
   if ok_grid and pooled.resample then
@@ -200,7 +207,7 @@ if per_walk then
           local c = r.by_mode.resample.late_cells[kind][i]
           if c == nil or c == null or type(c.values) ~= "table" then missing = true break end
           for b, v in ipairs(c.values) do
-            local t = same_colour(b, r.walks) and same or other
+            local t = same_colour(r, b) and same or other
             t[#t + 1] = v
           end
         end

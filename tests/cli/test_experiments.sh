@@ -349,7 +349,36 @@ EOF
     grep -q 'already given' '$TMP/err' &&
     ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/ha_ks4.json' 2>'$TMP/err' &&
     grep -q 'ks or ablation modes differ' '$TMP/err'"
+  # resample donors: the default rule (next) is recorded; --donor colour on 4 walks (starts 1-4, colours 0 1 0 1 on the
+  # bipartite grid) takes the walk two on; the table maker refuses to pool runs of the two rules
+  if ICL_PROGRESS= "$ICL" script experiments/head_ablation.lua --quick --scores "$TMP/hs1.json" --walks 4 --ks 2 \
+       --ablation resample --donor colour --text none --rep-seqs 0 --out "$TMP/ha_colour" >"$TMP/ha_colour.log" 2>&1; then
+    ok
+    check "head_ablation --donor: next records donors 2 1 (2 walks); colour on 4 walks records 3 4 1 2" "$ICL" script - <<EOF
+local a = assert(icl.json.read("$TMP/head_ablation/summary.json"))
+local b = assert(icl.json.read("$TMP/ha_colour/summary.json"))
+if a.donor_rule ~= "next" or table.concat(a.donors, " ") ~= "2 1" then error("next: " .. icl.json.encode(a.donors)) end
+if b.donor_rule ~= "colour" or table.concat(b.donors, " ") ~= "3 4 1 2" then error("colour: " .. icl.json.encode(b.donors)) end
+EOF
+    "$ICL" script - >/dev/null 2>&1 <<EOF
+local j = assert(icl.json.read("$TMP/head_ablation/summary.json"))
+j.seed, j.donor_rule = j.seed + 2000, "colour"
+assert(icl.json.write("$TMP/ha_rule.json", j))
+EOF
+    check "head-ablation-table.lua: runs with other resample donor rules are refused" bash -c "
+      ! '$ICL' script scripts/head-ablation-table.lua '$TMP/head_ablation/summary.json' '$TMP/ha_rule.json' 2>'$TMP/err' &&
+      grep -q 'resample donors by rule colour' '$TMP/err'"
+  else
+    bad "head_ablation --donor colour exited with an error:"
+    sed 's/^/    /' "$TMP/ha_colour.log" >&2
+  fi
 fi
+check "head_ablation: an unknown --donor is refused, naming the flag" \
+  bash -c "! '$ICL' script experiments/head_ablation.lua --quick --donor blue --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
+           grep -q \"donor 'blue': expected next or colour\" '$TMP/err'"
+check "head_ablation: --donor colour without a same-colour walk for each is refused before any run" \
+  bash -c "! '$ICL' script experiments/head_ablation.lua --quick --walks 2 --ablation resample --donor colour --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
+           grep -q 'walk 1 (starting at word 1) has no other walk starting on its colour' '$TMP/err' && [ ! -e '$TMP/ha_bad/summary.json' ]"
 check "head_ablation: an unknown --ablation is refused, naming the flag" \
   bash -c "! '$ICL' script experiments/head_ablation.lua --quick --ablation median --out '$TMP/ha_bad' >'$TMP/err' 2>&1 &&
            grep -q \"ablation 'median': expected zero, mean or resample\" '$TMP/err'"
