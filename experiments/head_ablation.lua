@@ -78,22 +78,12 @@ end
 local WORDS = X.words(16)
 local g = graph.grid(4, 4, WORDS)
 
--- resample donors of the walks (walk b starts at word (b - 1) % 16 + 1). The grid's two colours by a search from
--- word 1: every step of a walk changes colour, so two walks whose starts differ in colour never share one.
+-- resample donors of the walks (walk b starts at word (b - 1) % 16 + 1). Every step of a walk changes its colour on
+-- the bipartite grid, so two walks whose starts differ in colour never share one.
 if o.donor ~= "next" and o.donor ~= "colour" then
   error(("--donor '%s': expected next or colour"):format(o.donor), 0)
 end
-local colour = {[1] = 0}
-do
-  local queue, qi = {1}, 1
-  while queue[qi] do
-    local v = queue[qi]
-    qi = qi + 1
-    for _, u in ipairs(g:neighbors(v)) do
-      if colour[u] == nil then colour[u], queue[#queue + 1] = 1 - colour[v], u end
-    end
-  end
-end
+local colour = assert(g:colours())
 local function start_of(b) return (b - 1) % g.n + 1 end
 local donors = {}
 for b = 1, o.walks do

@@ -5,9 +5,8 @@
 -- Several summaries (runs of the same protocol with other --seed values) are pooled: every cell becomes the
 -- mean ± SE over all their walks (or text windows, sequences), exactly as one run over those samples would give.
 --   icl script scripts/head-ablation-table.lua A/summary.json [B/summary.json ...]
--- --per-walk also lists every walk's late accuracy for each ablated cell (each run's walks in order; walk b's donor
--- under resample is the run's walk b % walks + 1), so a cell with a large SE can be traced to its walks, and splits
--- the resample cells by the donor's colour (below).
+-- --per-walk also lists every walk's late accuracy for each ablated cell (each run's walks in order), so a cell with a
+-- large SE can be traced to its walks, and splits the resample cells by the donor's colour (below).
 --   icl script scripts/head-ablation-table.lua --per-walk A/summary.json [B/summary.json ...]
 local USAGE = "usage: icl script scripts/head-ablation-table.lua [--per-walk] SUMMARY.json [SUMMARY.json ...]"
 local files, per_walk = {}, false
@@ -181,14 +180,14 @@ if per_walk then
     end
   end
 
-  -- head_ablation's walk b starts at node (b - 1) % 16 + 1 of its 4 x 4 grid (nodes row by row) and takes its resample
-  -- donor's hook_z from the walk the summary names (donors; older summaries: walk b % walks + 1). The grid is bipartite (colour = (row + column) % 2, and every step
-  -- changes it), so a walk whose start has its donor's colour is on the donor's colour at every position, and any
-  -- other walk never is: then the donor's next word is never a valid next word for it.
-  local function colour(node) return ((node - 1) // 4 + (node - 1) % 4) % 2 end
+  -- head_ablation's walk b starts at node (b - 1) % 16 + 1 of its 4 x 4 grid and takes its resample donor's hook_z
+  -- from the walk the summary names (donors; older summaries: walk b % walks + 1). Every step of a walk changes its
+  -- colour on the bipartite grid, so a walk whose start has its donor's colour is on the donor's colour at every
+  -- position, and any other walk never is: then the donor's next word is never a valid next word for it.
+  local colour = assert(icl.graph.grid(4, 4):colours())
   local function same_colour(r, b)
     local d = type(r.donors) == "table" and r.donors[b] or b % r.walks + 1
-    return colour((b - 1) % 16 + 1) == colour((d - 1) % 16 + 1)
+    return colour[(b - 1) % 16 + 1] == colour[(d - 1) % 16 + 1]
   end
   local ok_grid = true
   for _, r in ipairs(runs) do ok_grid = ok_grid and type(r.words) == "table" and #r.words == 16 end

@@ -231,6 +231,30 @@ function Graph:has_edge(i, j)
   return false
 end
 
+-- g:colours(): for a bipartite graph, colour[i] = 0 or 1 with neighbours always of opposite colours (each
+-- component searched from its lowest node, which gets 0), so every step of a walk changes colour; nil and a message
+-- naming an edge whose ends share a colour when the graph is not bipartite (an odd ring, the hexagonal lattice).
+function Graph:colours()
+  local colour, adj = {}, self._adj
+  for s = 1, self.n do
+    if colour[s] == nil then
+      colour[s] = 0
+      local queue, qi = { s }, 1
+      while queue[qi] do
+        local v = queue[qi]
+        qi = qi + 1
+        for _, u in ipairs(adj[v]) do
+          if colour[u] == nil then colour[u], queue[#queue + 1] = 1 - colour[v], u
+          elseif colour[u] == colour[v] then
+            return nil, string.format("graph:colours: not bipartite (edge %d-%d joins one colour)", v, u)
+          end
+        end
+      end
+    end
+  end
+  return colour
+end
+
 --- Walks and pairs ------------------------------------------------------------------------------------------
 
 -- g:walk{length = L, start = node, seed = s (or rng = generator)}: L node ids; the first is start (random when

@@ -18,6 +18,15 @@ local deg = { 0, 0, 0, 0, 0 }
 for i = 1, 16 do deg[g4:degree(i)] = deg[g4:degree(i)] + 1 end
 check(#g4.edges == 24 and deg[2] == 4 and deg[3] == 8 and deg[4] == 4, "grid(4, 4): 24 edges, degrees 2/3/4")
 check(tostring(g4):find("16 nodes, 24 edges", 1, true) ~= nil, "tostring")
+-- colours of the bipartite grid: (row + column) % 2 from node 1; neighbours differ; odd ring and hex refused
+local col = g4:colours()
+local col_ok = col ~= nil
+for i = 1, 16 do col_ok = col_ok and col[i] == ((i - 1) // 4 + (i - 1) % 4) % 2 end
+for _, e in ipairs(g4.edges) do col_ok = col_ok and col[e[1]] ~= col[e[2]] end
+check(col_ok, "grid(4, 4):colours(): (row + column) % 2, every edge two colours")
+local c5, why5 = icl.graph.ring(5):colours()
+check(c5 == nil and tostring(why5):find("not bipartite", 1, true) ~= nil, "ring(5):colours(): not bipartite")
+check(same(icl.graph.ring(4):colours(), { 0, 1, 0, 1 }), "ring(4):colours()")
 
 -- ring
 local r5 = icl.graph.ring(5)
