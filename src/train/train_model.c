@@ -8,10 +8,11 @@
 #include <sys/mman.h>
 
 #include "train_internal.h"
+#include "train_rng.h"
 
 /* The weights, gradients, moments and activations on 2 MiB boundaries with transparent huge pages asked for
- * (Linux's default THP mode, "madvise", gives none otherwise): on 4 KiB pages the meta step's speed moved with
- * where its pages fell (docs/performance.md, session 28). The values are the same, so no bit changes. */
+ * (Linux's default THP mode, "madvise", gives none otherwise): the meta step ran ~5% faster so in paired runs
+ * (docs/performance.md, session 28). The values are the same, so no bit changes. */
 static void *big_alloc(size_t bytes) {
   size_t a = (size_t)2 << 20, n = bytes ? (bytes + a - 1) / a * a : a;
   void *p = aligned_alloc(a, n);
@@ -20,7 +21,6 @@ static void *big_alloc(size_t bytes) {
 #endif
   return p;
 }
-#include "train_rng.h"
 
 #define TR_MAX_PARAMS ((int64_t)1 << 33)
 #define TR_MAX_TOKENS ((int64_t)1 << 26)
