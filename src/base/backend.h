@@ -209,10 +209,17 @@ typedef struct icl_backend_ops {
    * others with write & ICL_BWD_WRITE_DW; optional (NULL: the wrapper does that) */
   int (*matmul_bwd_group)(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
                           const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
+  /* the trainer's norm forward: y as layer_norm (rms 0) or rms_norm (rms 1) give it, bit for bit, and stats [2, n]
+   * as norm_bwd writes them for x (so its stats_in may read them); optional (NULL: the wrapper runs those two) */
+  int (*norm_fwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps,
+                  const icl_dt *y, const icl_dt *stats, icl_error *err);
   /* for y = norm(x [d, n]) * w (+ b), LayerNorm (rms 0) or RMSNorm (rms 1), w NULL = ones: dx, dw, db (LayerNorm
-   * only); stats [2, n] is scratch; dx NULL: the parameter sums alone, dw and db NULL: dx alone (row-local) */
+   * only); stats [2, n]: each row's mean (0 for rms) and 1/sqrt(var + eps), written, or with stats_in read as an
+   * earlier call on the same x wrote them (the same bits as recomputing); dx NULL: the parameter sums alone, dw and
+   * db NULL: dx alone (row-local) */
   int (*norm_bwd)(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
-                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+                  const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, int stats_in,
+                  icl_error *err);
   /* causal attention backward from its saved pattern P [T, T, nh, B]: q, k, v, dz [hd, nh, T, B]; dq, dk, dv
    * WRITTEN */
   int (*attention_bwd)(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,

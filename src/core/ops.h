@@ -83,8 +83,14 @@ int icl_op_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const i
 /* matmul_bwd_group: the backend's, or count matmul_bwd calls in turn (same bits). */
 int icl_op_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
                             const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
+/* norm_fwd: y = layer_norm (rms 0) or rms_norm (rms 1) of x, and x's statistics [2, rows] for norm_bwd's
+ * stats_in: the backend's, or the inference op then norm_bwd's statistics alone (same bits). */
+int icl_op_norm_fwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps,
+                    const icl_dt *y, const icl_dt *stats, icl_error *err);
+/* norm_bwd: stats_in 1 reads stats as an earlier norm_bwd on the same x, w and eps wrote them (not recomputed). */
 int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
-                    const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+                    const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, int stats_in,
+                    icl_error *err);
 int icl_op_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,
                          const icl_dt *dz, float scale, const icl_dt *dq, const icl_dt *dk, const icl_dt *dv,
                          icl_error *err);

@@ -181,6 +181,7 @@ static const icl_backend_ops CPU_OPS = {
     .attention_seqs = cpu_attention_seqs,
     .matmul_bwd = cpu_matmul_bwd,
     .matmul_bwd_group = cpu_matmul_bwd_group,
+    .norm_fwd = cpu_norm_fwd,
     .norm_bwd = cpu_norm_bwd,
     .attention_bwd = cpu_attention_bwd,
     .rope_bwd = cpu_rope_bwd,

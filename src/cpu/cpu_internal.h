@@ -214,17 +214,19 @@ typedef struct cpu_kernels {
   double (*probe_dot8)(int64_t iters, float *sink);
   double (*probe_read)(const float *x, int64_t n, float *sink);
   /* the trainer's norm backward, pass 1 of sixteen rows at x and g (ld floats apart, 16 ld < 2^31): stats [2, 16]
-   * (mean, 0 for rms, and 1/sqrt(var + eps)) and, when dx, dx += ..., the bits of cpu_train_ops.c's norm_bwd_tile;
-   * NULL where the level has none (that loop runs) */
+   * (mean, 0 for rms, and 1/sqrt(var + eps); read instead when stats_in) and, when dx, dx += ..., the bits of
+   * cpu_train_ops.c's norm_bwd_tile; NULL where the level has none (that loop runs) */
   void (*norm_bwd16)(const float *x, const float *g, int64_t ld, const float *w, int64_t d, int rms, float eps,
-                     float *stats, float *dx);
+                     float *stats, int stats_in, float *dx);
   /* Strided columns copied for the gemm's packing: d0[c*8 + i] = p[c*cs + i] for i < 8 and, when d1,
    * d1[c*8 + i] = p[c*cs + 8 + i] (w = 16: two token groups from one load), or d0[c*32 + i] for i < 32 (w = 32: a
    * transposed A tile); NULL where the level has none (plain loops run) */
   void (*copy_cols)(const float *p, int64_t cs, int64_t K, int w, float *d0, float *d1);
-  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional: the bits of
-   * cpu_ops.c's layer_norm_tile; NULL where the level has none */
-  void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y);
+  /* LayerNorm forward of sixteen rows at x into y (ld floats apart, 16 ld < 2^31), w and b optional, and when
+   * stats their [2, 16] statistics (norm_bwd16's): the bits of cpu_ops.c's layer_norm_tile; NULL where the level
+   * has none */
+  void (*layer_norm16)(const float *x, int64_t ld, const float *w, const float *b, int64_t d, float eps, float *y,
+                       float *stats);
   /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
    * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
   void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
@@ -410,8 +412,11 @@ int cpu_matmul_bwd(icl_backend *be, const icl_dt *w, const icl_dt *x, const icl_
                    const icl_dt *dx, int write, icl_error *err);
 int cpu_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_dt *x, const icl_dt *dy,
                          const icl_dt *dw, const icl_dt *dx, int write, icl_error *err);
+int cpu_norm_fwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps,
+                 const icl_dt *y, const icl_dt *stats, icl_error *err);
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
-                 const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err);
+                 const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, int stats_in,
+                 icl_error *err);
 int cpu_attention_bwd(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_dt *P,
                       const icl_dt *dz, float scale, const icl_dt *dq, const icl_dt *dk, const icl_dt *dv,
                       icl_error *err);
@@ -440,6 +445,10 @@ int cpu_get_rows(icl_backend *be, const icl_dt *w, const icl_dt *ids, const icl_
 int cpu_attention(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,
                   const icl_dt *mask, const icl_dt *out, const icl_dt *pattern, icl_error *err);
 int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err);
+/* LayerNorm of rows [d, n] at x into y (cpu_layer_norm's bits) and, when stats, each row's mean and 1/sqrt(var +
+ * eps) into stats [2, n], the bits norm_bwd computes. */
+void cpu_layer_norm_rows(cpu_backend *cb, const float *x, const float *w, const float *b, int64_t d, int64_t n,
+                         float eps, float *y, float *stats);
 int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
                    icl_error *err);
 int cpu_rope(icl_backend *be, const icl_dt *x, const icl_dt *pos, int n_rot, float base, int mode, icl_error *err);

@@ -23,6 +23,7 @@ typedef struct norm_ctx {
   float *y;
   int64_t d, rows;
   float eps;
+  float *stats; /* LayerNorm: [2, rows] mean and 1/sqrt(var + eps) when not NULL (the trainer's norm_fwd) */
 } norm_ctx;
 
 static void rms_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
@@ -56,6 +57,7 @@ static inline __attribute__((always_inline)) void layer_norm_tile(const norm_ctx
   for (int i = 0; i < NT; i++) {
     float inv = (float)(1.0 / sqrt(var[i] / (double)c->d + (double)c->eps)), m = (float)mean[i];
     float *y = c->y + (r0 + i) * c->d;
+    if (c->stats) c->stats[2 * (r0 + i)] = m, c->stats[2 * (r0 + i) + 1] = inv;
     for (int64_t j = 0; j < c->d; j++)
       y[j] = (x[i][j] - m) * inv * (c->w ? c->w[j] : 1.0f) + (c->b ? c->b[j] : 0.0f);
   }
@@ -66,7 +68,9 @@ static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
   const norm_ctx *c = arg;
   int64_t r = lo;
   if (c->k->layer_norm16 && c->d < ((int64_t)1 << 27))
-    for (; r + 16 <= hi; r += 16) c->k->layer_norm16(c->x + r * c->d, c->d, c->w, c->b, c->d, c->eps, c->y + r * c->d);
+    for (; r + 16 <= hi; r += 16)
+      c->k->layer_norm16(c->x + r * c->d, c->d, c->w, c->b, c->d, c->eps, c->y + r * c->d,
+                         c->stats ? c->stats + 2 * r : NULL);
   for (; r + 4 <= hi; r += 4) layer_norm_tile(c, r, 4);
   for (; r < hi; r++) layer_norm_tile(c, r, 1);
 }
@@ -74,18 +78,22 @@ static void layer_norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
 int cpu_rms_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *y, icl_error *err) {
   (void)err;
   cpu_backend *cb = cpu_of(be);
-  norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, NULL, cpu_f32(y), x->ne[0], icl_dt_nrows(x), eps};
+  norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, NULL, cpu_f32(y), x->ne[0], icl_dt_nrows(x), eps, NULL};
   run(cb, c.rows, c.d, rms_norm_range, &c);
   return ICL_OK;
+}
+
+void cpu_layer_norm_rows(cpu_backend *cb, const float *x, const float *w, const float *b, int64_t d, int64_t n,
+                         float eps, float *y, float *stats) {
+  norm_ctx c = {&cb->k, x, w, b, y, d, n, eps, stats};
+  run(cb, c.rows, c.d, layer_norm_range, &c);
 }
 
 int cpu_layer_norm(icl_backend *be, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps, const icl_dt *y,
                    icl_error *err) {
   (void)err;
-  cpu_backend *cb = cpu_of(be);
-  norm_ctx c = {&cb->k, cpu_f32(x), w ? cpu_f32(w) : NULL, b ? cpu_f32(b) : NULL, cpu_f32(y), x->ne[0],
-                icl_dt_nrows(x), eps};
-  run(cb, c.rows, c.d, layer_norm_range, &c);
+  cpu_layer_norm_rows(cpu_of(be), cpu_f32(x), w ? cpu_f32(w) : NULL, b ? cpu_f32(b) : NULL, x->ne[0],
+                      icl_dt_nrows(x), eps, cpu_f32(y), NULL);
   return ICL_OK;
 }
 

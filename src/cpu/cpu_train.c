@@ -22,15 +22,30 @@ int cpu_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const icl_
                                  dw ? pdw : NULL, f32_or_null(dx), write, err);
 }
 
+int cpu_norm_fwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps,
+                 const icl_dt *y, const icl_dt *stats, icl_error *err) {
+  cpu_backend *cb = cpu_of(be);
+  int64_t d = x->ne[0], n = icl_dt_nrows(x);
+  if (!rms) { /* the statistics from the forward's own sums (the same bits as norm_bwd's) */
+    cpu_layer_norm_rows(cb, cpu_f32(x), f32_or_null(w), f32_or_null(b), d, n, eps, cpu_f32(y), cpu_f32(stats));
+    return ICL_OK;
+  }
+  /* RMSNorm's forward sums in another order than norm_bwd: its statistics come from norm_bwd's own pass */
+  int rc = cpu_rms_norm(be, x, w, eps, y, err);
+  if (!rc) cpu_tr_rms_norm_bwd(cb, cpu_f32(x), f32_or_null(w), d, n, eps, cpu_f32(x), NULL, NULL, cpu_f32(stats), 0);
+  return rc;
+}
+
 int cpu_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
-                 const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, icl_error *err) {
+                 const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, int stats_in,
+                 icl_error *err) {
   (void)err;
   cpu_backend *cb = cpu_of(be);
   int64_t d = x->ne[0], n = icl_dt_nrows(x);
   if (rms) cpu_tr_rms_norm_bwd(cb, cpu_f32(x), f32_or_null(w), d, n, eps, cpu_f32(dy), f32_or_null(dx), f32_or_null(dw),
-                               cpu_f32(stats));
+                               cpu_f32(stats), stats_in);
   else cpu_tr_layer_norm_bwd(cb, cpu_f32(x), f32_or_null(w), d, n, eps, cpu_f32(dy), f32_or_null(dx), f32_or_null(dw),
-                             f32_or_null(db), cpu_f32(stats));
+                             f32_or_null(db), cpu_f32(stats), stats_in);
   return ICL_OK;
 }
 

@@ -71,7 +71,7 @@ typedef struct norm_ctx {
   float *dx, *dw, *db, *stats; /* stats [2, n]: mean (0 for rms), rstd */
   int64_t d, n;
   float eps;
-  int rms;
+  int rms, stats_in; /* stats_in: stats hold x's statistics already (read, not computed) */
 } norm_ctx;
 
 /* Pass 1's sums for NT rows x, g (NT a constant per call, so the loops unroll): m, r (mean, 0 for RMSNorm, and
@@ -84,18 +84,20 @@ static inline __attribute__((always_inline)) void norm_bwd_sums(const norm_ctx *
   double mean[4], v[4];
   #pragma GCC unroll 4
   for (int i = 0; i < NT; i++) mean[i] = v[i] = sg[i] = sgx[i] = 0.0;
-  if (!c->rms) {
+  if (!c->stats_in) { /* else m and r are given */
+    if (!c->rms) {
+      for (int64_t j = 0; j < d; j++)
+        #pragma GCC unroll 4
+        for (int i = 0; i < NT; i++) mean[i] += x[i][j];
+      #pragma GCC unroll 4
+      for (int i = 0; i < NT; i++) mean[i] /= (double)d;
+    }
     for (int64_t j = 0; j < d; j++)
       #pragma GCC unroll 4
-      for (int i = 0; i < NT; i++) mean[i] += x[i][j];
+      for (int i = 0; i < NT; i++) v[i] += (x[i][j] - mean[i]) * (x[i][j] - mean[i]);
     #pragma GCC unroll 4
-    for (int i = 0; i < NT; i++) mean[i] /= (double)d;
+    for (int i = 0; i < NT; i++) m[i] = (float)mean[i], r[i] = (float)(1.0 / sqrt(v[i] / (double)d + c->eps));
   }
-  for (int64_t j = 0; j < d; j++)
-    #pragma GCC unroll 4
-    for (int i = 0; i < NT; i++) v[i] += (x[i][j] - mean[i]) * (x[i][j] - mean[i]);
-  #pragma GCC unroll 4
-  for (int i = 0; i < NT; i++) m[i] = (float)mean[i], r[i] = (float)(1.0 / sqrt(v[i] / (double)d + c->eps));
   if (!c->dx) return;
   for (int64_t j = 0; j < d; j++) {
     float w = c->w ? c->w[j] : 1.0f;
@@ -117,9 +119,9 @@ static inline __attribute__((always_inline)) void norm_bwd_tile(const norm_ctx *
   float m[4], r[4];
   #pragma GCC unroll 4
   for (int i = 0; i < NT; i++) x[i] = c->x + (t0 + i) * d, g[i] = c->dy + (t0 + i) * d;
+  for (int i = 0; c->stats_in && i < NT; i++) m[i] = c->stats[2 * (t0 + i)], r[i] = c->stats[2 * (t0 + i) + 1];
   norm_bwd_sums(c, x, g, NT, m, r, sg, sgx);
-  #pragma GCC unroll 4
-  for (int i = 0; i < NT; i++) c->stats[2 * (t0 + i)] = m[i], c->stats[2 * (t0 + i) + 1] = r[i];
+  for (int i = 0; !c->stats_in && i < NT; i++) c->stats[2 * (t0 + i)] = m[i], c->stats[2 * (t0 + i) + 1] = r[i];
   if (!c->dx) return;
   #pragma GCC unroll 4
   for (int i = 0; i < NT; i++) {
@@ -137,7 +139,7 @@ static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi, int ith) {
   if (c->k->norm_bwd16 && c->d < ((int64_t)1 << 27))
     for (; t + 16 <= hi; t += 16)
       c->k->norm_bwd16(c->x + t * c->d, c->dy + t * c->d, c->d, c->w, c->d, c->rms, c->eps, c->stats + 2 * t,
-                       c->dx ? c->dx + t * c->d : NULL);
+                       c->stats_in, c->dx ? c->dx + t * c->d : NULL);
   for (; t + 4 <= hi; t += 4) norm_bwd_tile(c, t, 4);
   for (; t < hi; t++) norm_bwd_tile(c, t, 1);
 }
@@ -159,21 +161,21 @@ static void norm_bwd_cols(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 static void norm_bwd(cpu_backend *cb, norm_ctx *c) {
-  cpu_pool_range(cb->pool, c->n, 16, norm_bwd_rows, c);
+  if (c->dx || !c->stats_in) cpu_pool_range(cb->pool, c->n, 16, norm_bwd_rows, c); /* else nothing to do per row */
   if (c->dw || c->db) cpu_pool_range(cb->pool, c->d, COL_GRAIN, norm_bwd_cols, c);
 }
 
 void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
-                       const float *dy, float *dx, float *dw, float *db, float *stats) {
+                           const float *dy, float *dx, float *dw, float *db, float *stats, int stats_in) {
   norm_ctx c = {.k = &cb->k, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .stats = stats, .d = d, .n = n,
-                .eps = eps};
+                .eps = eps, .stats_in = stats_in};
   norm_bwd(cb, &c);
 }
 
 void cpu_tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
-                     const float *dy, float *dx, float *dw, float *stats) {
+                         const float *dy, float *dx, float *dw, float *stats, int stats_in) {
   norm_ctx c = {.k = &cb->k, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .stats = stats, .d = d, .n = n,
-                .eps = eps, .rms = 1};
+                .eps = eps, .rms = 1, .stats_in = stats_in};
   norm_bwd(cb, &c);
 }
 

@@ -30,11 +30,12 @@ int cpu_tr_matmul_bwd(cpu_backend *cb, const float *W, int64_t K, int64_t R, con
 int cpu_tr_matmul_bwd_group(cpu_backend *cb, int count, const float *const *W, int64_t K, int64_t R, const float *x,
                             int64_t n, const float *const *dy, float *const *dW, float *dx, int write,
                             icl_error *err);
-/* LayerNorm / RMSNorm backward (w may be NULL = ones); stats is scratch [2, n]. */
+/* LayerNorm / RMSNorm backward (w may be NULL = ones); stats [2, n] written, or read when stats_in (as an earlier
+ * call on the same x wrote them). */
 void cpu_tr_layer_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
-                       const float *dy, float *dx, float *dw, float *db, float *stats);
+                           const float *dy, float *dx, float *dw, float *db, float *stats, int stats_in);
 void cpu_tr_rms_norm_bwd(cpu_backend *cb, const float *x, const float *w, int64_t d, int64_t n, float eps,
-                     const float *dy, float *dx, float *dw, float *stats);
+                         const float *dy, float *dx, float *dw, float *stats, int stats_in);
 /* Causal attention backward from the saved pattern P [T, T, nh, B] (see icl_refd_attention):
  * q, k, v, dz [hd, nh, T, B]; dq, dk, dv are WRITTEN. */
 int cpu_tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const float *v, const float *P,

@@ -22,16 +22,20 @@ static inline __attribute__((always_inline, target(AVX512))) void cols8(const fl
     }
     return;
   }
-  __m256 r[8], t[8];
+  __m256 r[8], t[8]; /* unrolled so that r and t stay in registers (they were spilled to the stack) */
+  #pragma GCC unroll 8
   for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + i * ld + j0);
+  #pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2)
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   /* t[0] = a0 b0 a1 b1 | a4 b4 a5 b5, t[1] = a2 b2 a3 b3 | a6 b6 a7 b7 (rows a, b), likewise t[2..7] */
+  #pragma GCC unroll 2
   for (int i = 0; i < 8; i += 4) {
     r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
     r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
   }
   /* r[0..3] = columns 0, 1, 2, 3 of rows 0-3 (low half) and columns 4..7 (high half); r[4..7] rows 4-7 */
+  #pragma GCC unroll 4
   for (int u = 0; u < 4; u++) {
     c[u] = _mm256_permute2f128_ps(r[u], r[u + 4], 0x20);
     c[u + 4] = _mm256_permute2f128_ps(r[u], r[u + 4], 0x31);
@@ -60,38 +64,43 @@ static inline __attribute__((always_inline, target(AVX512))) void xcols(const fl
 
 __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, const float *g, int64_t ld,
                                                                const float *w, int64_t d, int rms, float eps,
-                                                               float *stats, float *dx) {
+                                                               float *stats, int stats_in, float *dx) {
   const float *x8 = x + 8 * ld, *g8 = g + 8 * ld;
   __m256 c[8], c8[8], cg[8], cg8[8], kept[2][NORM_KEEP_COLS];
   __m256 *k0 = d <= NORM_KEEP_COLS ? kept[0] : NULL, *k1 = d <= NORM_KEEP_COLS ? kept[1] : NULL;
   int have = 0; /* x's columns are in kept */
-  __m512d mean = _mm512_setzero_pd(), mean8 = mean, v = mean, v8 = mean;
-  if (!rms) {
+  float m[16], r[16];
+  if (stats_in) { /* given: the sums pass below transposes x itself */
+    for (int i = 0; i < 16; i++) m[i] = stats[2 * i], r[i] = stats[2 * i + 1];
+    k0 = k1 = NULL;
+  } else {
+    __m512d mean = _mm512_setzero_pd(), mean8 = mean, v = mean, v8 = mean;
+    if (!rms) {
+      for (int64_t j0 = 0; j0 < d; j0 += 8) {
+        int nj = d - j0 < 8 ? (int)(d - j0) : 8;
+        xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
+        for (int u = 0; u < nj; u++) SUM16(mean, mean8, _mm512_cvtps_pd(c[u]), _mm512_cvtps_pd(c8[u]));
+      }
+      mean = _mm512_div_pd(mean, _mm512_set1_pd((double)d)), mean8 = _mm512_div_pd(mean8, _mm512_set1_pd((double)d));
+      have = k0 != NULL;
+    }
     for (int64_t j0 = 0; j0 < d; j0 += 8) {
       int nj = d - j0 < 8 ? (int)(d - j0) : 8;
       xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
-      for (int u = 0; u < nj; u++) SUM16(mean, mean8, _mm512_cvtps_pd(c[u]), _mm512_cvtps_pd(c8[u]));
+      for (int u = 0; u < nj; u++) {
+        __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(c[u]), mean), t8 = _mm512_sub_pd(_mm512_cvtps_pd(c8[u]), mean8);
+        SUM16(v, v8, _mm512_mul_pd(t, t), _mm512_mul_pd(t8, t8));
+      }
     }
-    mean = _mm512_div_pd(mean, _mm512_set1_pd((double)d)), mean8 = _mm512_div_pd(mean8, _mm512_set1_pd((double)d));
     have = k0 != NULL;
-  }
-  for (int64_t j0 = 0; j0 < d; j0 += 8) {
-    int nj = d - j0 < 8 ? (int)(d - j0) : 8;
-    xcols(x, ld, j0, nj, c, k0, have), xcols(x8, ld, j0, nj, c8, k1, have);
-    for (int u = 0; u < nj; u++) {
-      __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(c[u]), mean), t8 = _mm512_sub_pd(_mm512_cvtps_pd(c8[u]), mean8);
-      SUM16(v, v8, _mm512_mul_pd(t, t), _mm512_mul_pd(t8, t8));
+    double md[16], vd[16];
+    _mm512_storeu_pd(md, mean), _mm512_storeu_pd(md + 8, mean8);
+    _mm512_storeu_pd(vd, v), _mm512_storeu_pd(vd + 8, v8);
+    for (int i = 0; i < 16; i++) {
+      m[i] = (float)md[i];
+      r[i] = (float)(1.0 / sqrt(vd[i] / (double)d + eps));
+      stats[2 * i] = m[i], stats[2 * i + 1] = r[i];
     }
-  }
-  have = k0 != NULL;
-  double md[16], vd[16];
-  float m[16], r[16];
-  _mm512_storeu_pd(md, mean), _mm512_storeu_pd(md + 8, mean8);
-  _mm512_storeu_pd(vd, v), _mm512_storeu_pd(vd + 8, v8);
-  for (int i = 0; i < 16; i++) {
-    m[i] = (float)md[i];
-    r[i] = (float)(1.0 / sqrt(vd[i] / (double)d + eps));
-    stats[2 * i] = m[i], stats[2 * i + 1] = r[i];
   }
   if (!dx) return;
   const __m256 mf = _mm256_loadu_ps(m), rf = _mm256_loadu_ps(r);
@@ -167,12 +176,13 @@ __attribute__((target(AVX512))) static void row_dots8_avx512(const float *P, con
 }
 
 /* LayerNorm forward of sixteen rows: the stats by norm_bwd16's first passes (the forward loop's double sums, see
- * cpu_ops.c's layer_norm_tile), then y = (x - m) * r * w + b sixteen floats at a time, the scalar loop's float
- * operations in its order (w absent: times 1, b absent: plus 0, as there). */
+ * cpu_ops.c's layer_norm_tile; kept in stats when asked), then y = (x - m) * r * w + b sixteen floats at a time, the
+ * scalar loop's float operations in its order (w absent: times 1, b absent: plus 0, as there). */
 __attribute__((target(AVX512))) static void layer_norm16_avx512(const float *x, int64_t ld, const float *w,
-                                                                 const float *b, int64_t d, float eps, float *y) {
-  float st[32];
-  norm_bwd16_avx512(x, x, ld, NULL, d, 0, eps, st, NULL); /* g is not read without dx */
+                                                                 const float *b, int64_t d, float eps, float *y,
+                                                                 float *stats) {
+  float own[32], *st = stats ? stats : own;
+  norm_bwd16_avx512(x, x, ld, NULL, d, 0, eps, st, 0, NULL); /* g is not read without dx */
   const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
   for (int i = 0; i < 16; i++) {
     const float *xi = x + i * ld;

@@ -24,8 +24,9 @@ static int dx_linear(const tr_slice *s, int w, const float *x, int64_t K, int64_
                            ICL_BWD_WRITE_DX, err);
 }
 
-/* dx += d(norm(x)) from dy, no parameter sums (a plain add for no norm). */
-static int dx_norm(const tr_slice *s, int w, const float *x, const float *dy, float *dx, icl_error *err) {
+/* dx += d(norm(x)) from dy, no parameter sums (a plain add for no norm), with the statistics the forward left in
+ * the norm's slot of tr->stats. */
+static int dx_norm(const tr_slice *s, int w, int slot, const float *x, const float *dy, float *dx, icl_error *err) {
   icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model, N = s->N;
   tr_views v = {.tr = tr};
@@ -33,7 +34,8 @@ static int dx_norm(const tr_slice *s, int w, const float *x, const float *dy, fl
     return icl_op_sum_rows(s->be, tr_v(&v, rows(s, dy, d), d, N), tr_v(&v, rows(s, dx, d), d, N), err);
   return icl_op_norm_bwd(s->be, tr->cfg.norm == ICL_NORM_RMS, tr_v(&v, rows(s, x, d), d, N),
                          tr_v(&v, tr_w(tr, w), d, 1), tr->cfg.norm_eps, tr_v(&v, rows(s, dy, d), d, N),
-                         tr_v(&v, rows(s, dx, d), d, N), NULL, NULL, tr_v(&v, rows(s, tr->stats, 2), 2, N), err);
+                         tr_v(&v, rows(s, dx, d), d, N), NULL, NULL, tr_v(&v, rows(s, tr_stats(tr, slot), 2), 2, N), 1,
+                         err);
 }
 
 /* dst = src over the slice's rows of a [d, N] buffer. */
@@ -65,7 +67,7 @@ static int dx_head(const tr_slice *s, icl_error *err) {
   }
   float *r = r_top(tr, c->n_layer - 1);
   if (!rc) memset(rows(s, r, d), 0, (size_t)(d * s->N) * sizeof(float));
-  return rc ? rc : dx_norm(s, tr->onorm_w, tr->res + c->n_layer * d * tr->N, tr->dhf, r, err);
+  return rc ? rc : dx_norm(s, tr->onorm_w, 2 * c->n_layer, tr->res + c->n_layer * d * tr->N, tr->dhf, r, err);
 }
 
 /* MLP of block l: r_mlp becomes r_attn. */
@@ -82,7 +84,7 @@ static int dx_mlp(const tr_slice *s, int l, icl_error *err) {
   if (!rc) rc = dx_linear(s, L->up, a->h2, d, ff, g->du, g->dh2, err);
   if (rc) return rc;
   copy_rows(s, g->r_attn, g->r_mlp, d);
-  return dx_norm(s, L->ffn_norm_w, a->mid, g->dh2, g->r_attn, err);
+  return dx_norm(s, L->ffn_norm_w, 2 * l + 1, a->mid, g->dh2, g->r_attn, err);
 }
 
 /* Attention of block l: r_attn becomes the residual gradient entering the block (r_top of the layer below). */
@@ -127,7 +129,7 @@ static int dx_attention(const tr_slice *s, int l, icl_error *err) {
   if ((rc = icl_op_matmul_bwd_group(s->be, 3, vw, &vx, vdy, NULL, &vdx, ICL_BWD_WRITE_DX, err))) return rc;
   float *r = r_top(tr, l - 1);
   copy_rows(s, r, g->r_attn, d);
-  return dx_norm(s, L->norm_w, tr->res + l * d * tr->N, g->dh, r, err);
+  return dx_norm(s, L->norm_w, 2 * l, tr->res + l * d * tr->N, g->dh, r, err);
 }
 
 /* The whole dx chain of the slice's rows. */
@@ -152,15 +154,16 @@ static int sums_linear(icl_trainer *tr, int w, int b, const float *x, int64_t K,
                            tr_v(&v, tr_g(tr, w), K, R), NULL, ICL_BWD_WRITE_DW, err);
 }
 
-/* dw, db += a norm's parameter sums from its input x and output gradient dy (nothing for no norm). */
-static int sums_norm(icl_trainer *tr, int w, int b, const float *x, const float *dy, icl_error *err) {
+/* dw, db += a norm's parameter sums from its input x and output gradient dy (nothing for no norm), with the
+ * statistics the forward left in its slot. */
+static int sums_norm(icl_trainer *tr, int w, int b, int slot, const float *x, const float *dy, icl_error *err) {
   int64_t d = tr->cfg.d_model, N = tr->N;
   if (tr->cfg.norm == ICL_NORM_NONE) return ICL_OK;
   int rms = tr->cfg.norm == ICL_NORM_RMS;
   tr_views v = {.tr = tr};
   return icl_op_norm_bwd(tr->be, rms, tr_v(&v, x, d, N), tr_v(&v, tr_w(tr, w), d, 1), tr->cfg.norm_eps,
                          tr_v(&v, dy, d, N), NULL, tr_v(&v, tr_g(tr, w), d, 1),
-                         rms ? NULL : tr_v(&v, tr_g(tr, b), d, 1), tr_v(&v, tr->stats, 2, N), err);
+                         rms ? NULL : tr_v(&v, tr_g(tr, b), d, 1), tr_v(&v, tr_stats(tr, slot), 2, N), 1, err);
 }
 
 /* Block l's parameter sums, in the unsliced pass's order (MLP, then attention). */
@@ -174,7 +177,7 @@ static int sums_block(icl_trainer *tr, int l, icl_error *err) {
   if (ff) {
     rc = sums_linear(tr, L->down, L->down_b, a->a, ff, d, g->r_mlp, err);
     if (!rc) rc = sums_linear(tr, L->up, L->up_b, a->h2, d, ff, g->du, err);
-    if (!rc) rc = sums_norm(tr, L->ffn_norm_w, L->ffn_norm_b, a->mid, g->dh2, err);
+    if (!rc) rc = sums_norm(tr, L->ffn_norm_w, L->ffn_norm_b, 2 * l + 1, a->mid, g->dh2, err);
   }
   if (!rc && L->wo >= 0) rc = sums_linear(tr, L->wo, L->bo, a->z, qd, d, g->r_attn, err);
   int64_t hd = tr->hd, nh = c->n_head, T = tr->T, B = tr->B;
@@ -195,7 +198,7 @@ static int sums_block(icl_trainer *tr, int l, icl_error *err) {
   }
   icl_dt vx = tr_view(tr, a->h, d, N);
   if (!rc) rc = icl_op_matmul_bwd_group(tr->be, 3, vw, &vx, vdy, vdw, NULL, ICL_BWD_WRITE_DW, err);
-  return rc ? rc : sums_norm(tr, L->norm_w, L->norm_b, tr->res + l * d * N, g->dh, err);
+  return rc ? rc : sums_norm(tr, L->norm_w, L->norm_b, 2 * l, tr->res + l * d * N, g->dh, err);
 }
 
 /* Every parameter sum, in the unsliced pass's order: head, blocks from the top, embedding. */
@@ -206,7 +209,7 @@ static int sums_all(icl_trainer *tr, icl_error *err) {
   int rc = sums_linear(tr, tr->out_w, tr->out_b, nh ? tr->ch[nh - 1] : tr->hf, d, tr_n_out(c), tr->dlogits, err);
   for (int i = nh - 1; !rc && i >= 0; i--)
     rc = sums_linear(tr, tr->cls_w[i], tr->cls_b[i], i > 0 ? tr->ch[i - 1] : tr->hf, d, d, tr->dcls[i], err);
-  if (!rc) rc = sums_norm(tr, tr->onorm_w, tr->onorm_b, tr->res + c->n_layer * d * N, tr->dhf, err);
+  if (!rc) rc = sums_norm(tr, tr->onorm_w, tr->onorm_b, 2 * c->n_layer, tr->res + c->n_layer * d * N, tr->dhf, err);
   for (int l = c->n_layer - 1; !rc && l >= 0; l--) rc = sums_block(tr, l, err);
   tr_views v = {.tr = tr};
   if (!rc && tr->tok >= 0)

@@ -46,15 +46,17 @@ static int fwd_qkv(const tr_slice *s, const tr_layer *L, const tr_acts *a, icl_e
   return rc;
 }
 
-/* y = norm(x) per the model's norm kind (a copy for none). */
-static int fwd_norm(const tr_slice *s, int w, int b, const float *x, float *y, icl_error *err) {
+/* y = norm(x) per the model's norm kind (a copy for none), x's statistics kept in the norm's slot of tr->stats
+ * for the backward (tr_stats). */
+static int fwd_norm(const tr_slice *s, int w, int b, int slot, const float *x, float *y, icl_error *err) {
   icl_trainer *tr = s->tr;
   int64_t d = tr->cfg.d_model;
   icl_dt vx = tr_view(tr, x, d, s->N), vy = tr_view(tr, y, d, s->N);
   tr_views v = {.tr = tr}; /* absent weight or bias: NULL */
   const icl_dt *vw = tr_v(&v, tr_w(tr, w), d, 1), *vb = tr_v(&v, tr_w(tr, b), d, 1);
-  if (tr->cfg.norm == ICL_NORM_LAYER) return icl_op_layer_norm(s->be, &vx, vw, vb, tr->cfg.norm_eps, &vy, err);
-  if (tr->cfg.norm == ICL_NORM_RMS) return icl_op_rms_norm(s->be, &vx, vw, tr->cfg.norm_eps, &vy, err);
+  if (tr->cfg.norm != ICL_NORM_NONE)
+    return icl_op_norm_fwd(s->be, tr->cfg.norm == ICL_NORM_RMS, &vx, vw, vb, tr->cfg.norm_eps, &vy,
+                           tr_v(&v, tr_stats(tr, slot) + 2 * s->n0, 2, s->N), err);
   memcpy(y, x, (size_t)(d * s->N) * sizeof(float));
   return ICL_OK;
 }
@@ -131,7 +133,7 @@ static int fwd_block(const tr_slice *s, int l, const float *xin, float *xout, ic
   tr_acts a = slice_acts(s, l);
   int64_t d = c->d_model, qd = tr->qd;
   float *mid = c->d_ff ? a.mid : xout, *tmp = tr->tmp + s->n0 * tmp_width(tr);
-  int rc = fwd_norm(s, L->norm_w, L->norm_b, xin, a.h, err);
+  int rc = fwd_norm(s, L->norm_w, L->norm_b, 2 * l, xin, a.h, err);
   if (!rc) rc = fwd_qkv(s, L, &a, err);
   if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(s, a.q, err);
   if (!rc && c->position == ICL_POS_ROPE) rc = fwd_rope(s, a.k, err);
@@ -144,7 +146,7 @@ static int fwd_block(const tr_slice *s, int l, const float *xin, float *xout, ic
   if (!rc && L->wo >= 0) rc = fwd_linear(s, L->wo, L->bo, a.z, qd, d, tmp, err);
   if (!rc) rc = fwd_add(s, xin, L->wo >= 0 ? tmp : a.z, mid, d, err);
   if (rc || !c->d_ff) return rc;
-  rc = fwd_norm(s, L->ffn_norm_w, L->ffn_norm_b, mid, a.h2, err);
+  rc = fwd_norm(s, L->ffn_norm_w, L->ffn_norm_b, 2 * l + 1, mid, a.h2, err);
   if (!rc) rc = fwd_linear(s, L->up, L->up_b, a.h2, d, c->d_ff, a.u, err);
   icl_dt vu = tr_view(tr, a.u, c->d_ff, s->N), va = tr_view(tr, a.a, c->d_ff, s->N);
   if (!rc) rc = icl_op_gelu(s->be, &vu, &va, err);
@@ -159,7 +161,7 @@ static int fwd_head(const tr_slice *s, const float *x, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model;
   float *hf = tr->hf + s->n0 * d;
-  int rc = fwd_norm(s, tr->onorm_w, tr->onorm_b, x, hf, err);
+  int rc = fwd_norm(s, tr->onorm_w, tr->onorm_b, 2 * c->n_layer, x, hf, err);
   const float *h = hf;
   for (int i = 0; !rc && c->output == ICL_OUT_CLASSIFIER && i < c->cls_hidden; i++) {
     float *ch = tr->ch[i] + s->n0 * d;

@@ -69,7 +69,8 @@ struct icl_trainer {
   float *ch[TR_MAX_CLS]; /* [d] classifier hidden outputs (after ReLU) */
   float *logits, *probs; /* [n_out]; probs [n_out*N + N] */
   /* gradient scratch */
-  float *dres, *dz, *dlogits, *stats, *tmp; /* dres [d]: d(x0); dz [qd]: d(attention output) with W_O */
+  float *dres, *dz, *dlogits, *tmp; /* dres [d]: d(x0); dz [qd]: d(attention output) with W_O */
+  float *stats; /* [2, N] per norm (tr_stats): x's statistics, written by the forward, read by the backward */
   /* the backward's dx chain, kept per layer for the parameter sums after the slices join (train_bwd.c) */
   tr_grads G[TR_MAX_LAYERS];
   float *dcls[TR_MAX_CLS]; /* [d] dy of classifier layer i (after its ReLU's backward) */
@@ -81,6 +82,9 @@ struct icl_trainer {
 /* Parameter data / gradient by index (NULL for -1). */
 static inline float *tr_w(const icl_trainer *tr, int i) { return i < 0 ? NULL : tr->w + tr->p[i].off; }
 static inline float *tr_g(const icl_trainer *tr, int i) { return i < 0 ? NULL : tr->g + tr->p[i].off; }
+/* Norm slots of tr->stats: block l's attention norm 2 l, its MLP norm 2 l + 1, the final norm 2 n_layer. */
+static inline int tr_norm_slots(const icl_attn_config *c) { return 2 * c->n_layer + 1; }
+static inline float *tr_stats(const icl_trainer *tr, int slot) { return tr->stats + 2 * tr->N * slot; }
 
 /* Output width (vocabulary or classes). */
 int tr_n_out(const icl_attn_config *c);

@@ -247,7 +247,7 @@ static int64_t act_layout(icl_trainer *tr, float *base, int64_t N, int64_t T) {
   int64_t wide = d > qd ? d : qd;
   wide = wide > ff ? wide : ff;
   tr->dres = carve(&cur, d * N), tr->dz = carve(&cur, qd * N);
-  tr->stats = carve(&cur, 2 * N), tr->tmp = carve(&cur, wide * N);
+  tr->stats = carve(&cur, 2 * N * tr_norm_slots(c)), tr->tmp = carve(&cur, wide * N);
   for (int l = 0; l < c->n_layer; l++) {
     tr_grads *g = &tr->G[l];
     g->r_mlp = ff ? carve(&cur, d * N) : NULL, g->du = ff ? carve(&cur, ff * N) : NULL;

@@ -78,7 +78,7 @@ static int br_norm(icl_backend *be, const ob_case *c, float *g[], icl_error *err
   const icl_dt *x = ob_f(&v, c->in[0], d, n), *w = ob_f(&v, c->in[1], d, 1), *dy = ob_f(&v, c->dy, d, n);
   const icl_dt *dx = ob_f(&v, g[0], d, n), *dw = ob_f(&v, g[1], d, 1), *st = ob_f(&v, stats, 2, n);
   const icl_dt *db = layer ? ob_f(&v, g[2], d, 1) : NULL;
-  int rc = icl_op_norm_bwd(be, !layer, x, w, (float)OB_EPS, dy, dx, dw, db, st, err);
+  int rc = icl_op_norm_bwd(be, !layer, x, w, (float)OB_EPS, dy, dx, dw, db, st, 0, err);
   free(stats);
   return ob_views_free(&v, rc);
 }
@@ -103,6 +103,49 @@ static void bf_rms_norm(const ob_case *c, double *xd[], double *y) {
 static const ob_op OB_LAYER_NORM = {"layer_norm_bwd", "d,rows", bg_layer_norm, br_layer_norm, bo_layer_norm,
                                     bf_layer_norm};
 static const ob_op OB_RMS_NORM = {"rms_norm_bwd", "d,rows", bg_rms_norm, br_rms_norm, bo_rms_norm, bf_rms_norm};
+
+/* ---- norm_fwd (the trainer's norm forward): y and each row's statistics (mean, 0 for rms; 1/sqrt(var + eps)) -- */
+
+static void bg_norm_fwd(ob_case *c, int layer) {
+  int64_t d = c->s->n[0], n = c->s->n[1];
+  ob_in(c, d * n, -2, 3), ob_in(c, d, 0.5f, 1.5f);
+  if (layer) ob_in(c, d, -1, 1);
+  ob_out(c, "y", d * n, -1), ob_out(c, "stats", 2 * n, -1);
+}
+static void bg_layer_norm_fwd(ob_case *c) { bg_norm_fwd(c, 1); }
+static void bg_rms_norm_fwd(ob_case *c) { bg_norm_fwd(c, 0); }
+static int br_norm_fwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err, int layer) {
+  int64_t d = c->s->n[0], n = c->s->n[1];
+  ob_views v = {be};
+  return ob_views_free(&v, icl_op_norm_fwd(be, !layer, ob_f(&v, c->in[0], d, n), ob_f(&v, c->in[1], d, 1),
+                                           layer ? ob_f(&v, c->in[2], d, 1) : NULL, (float)OB_EPS,
+                                           ob_f(&v, g[0], d, n), ob_f(&v, g[1], 2, n), err));
+}
+static int br_layer_norm_fwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  return br_norm_fwd(be, c, g, err, 1);
+}
+static int br_rms_norm_fwd(icl_backend *be, const ob_case *c, float *g[], icl_error *err) {
+  return br_norm_fwd(be, c, g, err, 0);
+}
+static void bo_norm_fwd(const ob_case *c, double *xd[], double *g[], int layer) {
+  int64_t d = c->s->n[0], n = c->s->n[1];
+  if (layer) icl_refd_layer_norm(xd[0], xd[1], xd[2], d, n, (double)(float)OB_EPS, g[0]);
+  else icl_refd_rms_norm(xd[0], xd[1], d, n, (double)(float)OB_EPS, g[0]);
+  for (int64_t r = 0; r < n; r++) {
+    const double *x = xd[0] + r * d;
+    double m = 0.0, v = 0.0;
+    for (int64_t j = 0; layer && j < d; j++) m += x[j];
+    m /= (double)d;
+    for (int64_t j = 0; j < d; j++) v += (x[j] - m) * (x[j] - m);
+    g[1][2 * r] = m, g[1][2 * r + 1] = 1.0 / sqrt(v / (double)d + (double)(float)OB_EPS);
+  }
+}
+static void bo_layer_norm_fwd(const ob_case *c, double *xd[], double *g[]) { bo_norm_fwd(c, xd, g, 1); }
+static void bo_rms_norm_fwd(const ob_case *c, double *xd[], double *g[]) { bo_norm_fwd(c, xd, g, 0); }
+static const ob_op OB_LAYER_NORM_FWD = {"layer_norm_fwd", "d,rows", bg_layer_norm_fwd, br_layer_norm_fwd,
+                                        bo_layer_norm_fwd, NULL};
+static const ob_op OB_RMS_NORM_FWD = {"rms_norm_fwd", "d,rows", bg_rms_norm_fwd, br_rms_norm_fwd, bo_rms_norm_fwd,
+                                      NULL};
 
 /* ---- attention: n = {hd, heads, T, B}, f = scale (0: 1/sqrt(hd)); the pattern P (an input,
  * not differentiated) comes from the float64 forward; dq, dk, dv ------------------------------ */
@@ -414,6 +457,7 @@ static const ob_entry OB_TABLE[] = {
     {&OB_EMBED_FWD, SH(OBS_EMBED), OB_COPY, OB_FDT},  {&OB_XENT, SH(OBS_XENT), OB_CPU, OB_FDT},
     {&OB_SUM_ROWS, SH(OBS_SUM), OB_CPU, OB_FDT},      {&OB_OPTIM, SH(OBS_OPTIM), OB_CPU, OB_FDT},
     {&OB_ATTN_SEQS, SH(OBS_ATTN_SEQS), OB_CPU, OB_FDT}, {&OB_MATMUL_GROUP, SH(OBS_MATMUL), OB_CPU, OB_FDT},
+    {&OB_LAYER_NORM_FWD, SH(OBS_NORM), OB_CPU, OB_FDT}, {&OB_RMS_NORM_FWD, SH(OBS_NORM), OB_CPU, OB_FDT},
 };
 
 #endif

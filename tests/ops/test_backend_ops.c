@@ -318,13 +318,14 @@ static void check_every_op_listed(void) {
                                    {"embed_bwd", "embed_bwd"},   {"sum_rows", "sum_rows"},
                                    {"smear", "smear_fwd"},       {"smear_bwd", "smear_bwd"},
                                    {"xent", "xent"},             {"optim_update", "optim_update"},
-                                   {"attention_seqs", "attention_seqs"}, {"matmul_bwd_group", "matmul_bwd_group"}};
+                                   {"attention_seqs", "attention_seqs"}, {"matmul_bwd_group", "matmul_bwd_group"},
+                                   {"norm_fwd", "layer_norm_fwd"}, {"norm_fwd", "rms_norm_fwd"}};
   for (size_t i = 0; i < N_(train); i++) {
     int found = 0;
     for (size_t k = 0; k < N_(OB_TABLE); k++) found |= strcmp(OB_TABLE[k].op->name, train[i][1]) == 0;
     CHECKF(found, "training op %s has no %s entry in the backward table", train[i][0], train[i][1]);
   }
-  const size_t n_train = 15; /* distinct entries in train[] (norm_bwd twice) */
+  const size_t n_train = 16; /* distinct entries in train[] (norm_bwd and norm_fwd twice) */
   /* the members that are not ops: name, the 7 buffer functions, counts, run_split (an execution entry: its test is
    * tests/train/test_train_slices.c) */
   CHECKF(N_(ops) + n_train == sizeof(icl_backend_ops) / sizeof(void *) - 10,

@@ -241,34 +241,67 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   printf("%-12s %-10s forward cpu-vs-ref %.2e\n", op, "", t_rel_err(y, yd, d * n));
   CHECK(t_rel_err(y, yd, d * n) < TOL_CPU);
   if (rms) {
-    cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st);
+    cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, st, 0);
     icl_refd_rms_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw);
   } else {
-    cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st);
+    cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, dx, dw, db, st, 0);
     icl_refd_layer_norm_bwd(c.x, c.w, d, n, 1e-5, rd, gx, gw, gb);
     report(op, "db", t_rel_err(db, gb, d), fd_check(norm_fwd, &c, c.b, d, gb, rd, d * n));
   }
   report(op, "dx", t_rel_err(dx, gx, d * n), fd_check(norm_fwd, &c, c.x, d * n, gx, rd, d * n));
   report(op, "dw", t_rel_err(dw, gw, d), fd_check(norm_fwd, &c, c.w, d, gw, rd, d * n));
-  /* the op's partial modes (the sliced backward's): dx alone, then dw and db alone, the bits of the full call */
-  float *dx1 = zeros_f(d * n), *dw1 = zeros_f(d), *db1 = zeros_f(d), *st1 = zeros_f(2 * n);
-  struct icl_buf bdy, bdx, bdw, bdb, bst;
-  icl_dt vdy = hv(&bdy, dy, d, n, 1, ICL_TYPE_F32), vdx = hv(&bdx, dx1, d, n, 1, ICL_TYPE_F32);
-  icl_dt vdw = hv(&bdw, dw1, d, 1, 1, ICL_TYPE_F32), vdb = hv(&bdb, db1, d, 1, 1, ICL_TYPE_F32);
-  icl_dt vst = hv(&bst, st1, 2, n, 1, ICL_TYPE_F32);
-  CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, &vdx, NULL, NULL, &vst, &err) == ICL_OK);
-  CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, NULL, &vdw, rms ? NULL : &vdb, &vst, &err) == ICL_OK);
-  int same = !memcmp(dx1, dx, (size_t)(d * n) * 4) && !memcmp(dw1, dw, (size_t)d * 4);
-  same = same && !memcmp(db1, db, (size_t)d * 4);
-  printf("%-12s dx alone, then dw and db alone: equal to the full call %d\n", op, same);
-  CHECK(same);
-  free(dx1), free(dw1), free(db1), free(st1);
+  /* the op's partial modes (the sliced backward's): dx alone, then dw and db alone, the bits of the full call, with
+   * the statistics recomputed (stats_in 0) and read from the dx call's (stats_in 1, the trainer's way); and dx
+   * again from those statistics */
+  for (int given = 0; given < 2; given++) {
+    float *dx1 = zeros_f(d * n), *dw1 = zeros_f(d), *db1 = zeros_f(d), *st1 = zeros_f(2 * n), *dx2 = zeros_f(d * n);
+    struct icl_buf bdy, bdx, bdx2, bdw, bdb, bst;
+    icl_dt vdy = hv(&bdy, dy, d, n, 1, ICL_TYPE_F32), vdx = hv(&bdx, dx1, d, n, 1, ICL_TYPE_F32);
+    icl_dt vdw = hv(&bdw, dw1, d, 1, 1, ICL_TYPE_F32), vdb = hv(&bdb, db1, d, 1, 1, ICL_TYPE_F32);
+    icl_dt vst = hv(&bst, st1, 2, n, 1, ICL_TYPE_F32), vdx2 = hv(&bdx2, dx2, d, n, 1, ICL_TYPE_F32);
+    CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, &vdx, NULL, NULL, &vst, 0, &err) == ICL_OK);
+    CHECK(!memcmp(st1, st, (size_t)(2 * n) * 4));
+    if (!given) memset(st1, 0xff, (size_t)(2 * n) * 4); /* NaN: recomputing must not read them */
+    CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, NULL, &vdw, rms ? NULL : &vdb, &vst, given, &err) ==
+          ICL_OK);
+    int same = !memcmp(dx1, dx, (size_t)(d * n) * 4) && !memcmp(dw1, dw, (size_t)d * 4);
+    same = same && !memcmp(db1, db, (size_t)d * 4);
+    if (given) {
+      CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vdy, &vdx2, NULL, NULL, &vst, 1, &err) == ICL_OK);
+      same = same && !memcmp(dx2, dx, (size_t)(d * n) * 4);
+    }
+    printf("%-12s dx alone, then dw and db alone (statistics %s): equal to the full call %d\n", op,
+           given ? "given, and dx again from them" : "recomputed", same);
+    CHECK(same);
+    free(dx1), free(dw1), free(db1), free(st1), free(dx2);
+  }
+  /* the trainer's norm forward: the inference op's y and the backward's statistics, bit for bit, on the backend's
+   * entry and on the wrapper's fallback (the inference op, then norm_bwd's statistics pass) */
+  for (int fallback = 0; fallback < 2; fallback++) {
+    float *y2 = zeros_f(d * n), *st2 = zeros_f(2 * n);
+    struct icl_buf by2, bst2;
+    icl_dt vy2 = hv(&by2, y2, d, n, 1, ICL_TYPE_F32), vst2 = hv(&bst2, st2, 2, n, 1, ICL_TYPE_F32);
+    icl_backend_ops o = *g_cb->be.ops;
+    const icl_backend_ops *saved = g_cb->be.ops;
+    if (fallback) o.norm_fwd = NULL, g_cb->be.ops = &o;
+    CHECK(icl_op_norm_fwd(&g_cb->be, rms, &vx, &vw, rms ? NULL : &vb, 1e-5f, &vy2, &vst2, &err) == ICL_OK);
+    g_cb->be.ops = saved;
+    int same = !memcmp(y2, y, (size_t)(d * n) * 4) && !memcmp(st2, st, (size_t)(2 * n) * 4);
+    printf("%-12s norm_fwd%s: y and statistics equal to the inference op's and norm_bwd's %d\n", op,
+           fallback ? " (the wrapper's fallback)" : "", same);
+    CHECK(same);
+    free(y2), free(st2);
+  }
+  struct icl_buf bst0;
+  icl_dt vst0 = hv(&bst0, st, 2, n, 1, ICL_TYPE_F32);
+  CHECK(icl_op_norm_bwd(&g_cb->be, rms, &vx, &vw, 1e-5f, &vx, NULL, &vw, NULL, &vst0, 2, &err) == ICL_EINVAL);
+  printf("%-12s stats_in 2: %s\n", op, err.msg);
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(st);
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
 }
 
 /* The level's sixteen-row norm backward kernel (norm_bwd16) against the four-row loop it replaces (the kernel
- * removed from the table): stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
+ * removed from the table), and both with the statistics given: stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
  * dx, row lengths that leave partial 8-column and 16-element blocks or pass the columns it keeps (256), row counts
  * with a 4-row and 1-row remainder. */
 static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with_dx) {
@@ -277,26 +310,31 @@ static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with
     return;
   }
   float *x = rnd(d * n, -2, 2), *w = with_w ? rnd(d, 0.5f, 1.5f) : NULL, *dy = rnd(d * n, -1, 1);
-  float *dx0 = rnd(d * n, -1, 1), *out[2][4];
-  for (int k = 0; k < 2; k++) {
+  float *dx0 = rnd(d * n, -1, 1), *out[4][4];
+  for (int k = 0; k < 4; k++) { /* kernel, loop; then each again with the statistics given (the kernel's) */
+    int given = k >= 2;
     out[k][0] = with_dx ? malloc((size_t)(d * n) * 4) : NULL, out[k][1] = zeros_f(d), out[k][2] = zeros_f(d);
     out[k][3] = zeros_f(2 * n);
     if (with_dx) memcpy(out[k][0], dx0, (size_t)(d * n) * 4);
+    if (given) memcpy(out[k][3], out[0][3], (size_t)(2 * n) * 4);
     cpu_kernels saved = g_cb->k;
-    if (k == 1) g_cb->k.norm_bwd16 = NULL;
-    if (rms) cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][3]);
-    else cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][2], out[k][3]);
+    if (k & 1) g_cb->k.norm_bwd16 = NULL;
+    if (rms) cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][3], given);
+    else cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][2], out[k][3], given);
     g_cb->k = saved;
   }
-  int64_t bad[4] = {0};
   const int64_t len[4] = {with_dx ? d * n : 0, d, d, 2 * n};
-  for (int i = 0; i < 4; i++)
-    for (int64_t j = 0; j < len[i]; j++) bad[i] += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
-  printf("norm_bwd16  %s d=%lld n=%lld w=%d dx=%d: dx %lld, dw %lld, db %lld, stats %lld elements differ\n",
-         rms ? "rms  " : "layer", (long long)d, (long long)n, with_w, with_dx, (long long)bad[0], (long long)bad[1],
-         (long long)bad[2], (long long)bad[3]);
-  CHECK(bad[0] == 0 && bad[1] == 0 && bad[2] == 0 && bad[3] == 0);
-  for (int k = 0; k < 2; k++)
+  for (int k = 1; k < 4; k++) {
+    int64_t bad[4] = {0};
+    for (int i = 0; i < 4; i++)
+      for (int64_t j = 0; j < len[i]; j++) bad[i] += memcmp(&out[0][i][j], &out[k][i][j], 4) != 0;
+    printf("norm_bwd16  %s d=%lld n=%lld w=%d dx=%d, %s: dx %lld, dw %lld, db %lld, stats %lld elements differ\n",
+           rms ? "rms  " : "layer", (long long)d, (long long)n, with_w, with_dx,
+           k == 1 ? "the loop" : k == 2 ? "kernel, stats given" : "loop, stats given", (long long)bad[0],
+           (long long)bad[1], (long long)bad[2], (long long)bad[3]);
+    CHECK(bad[0] == 0 && bad[1] == 0 && bad[2] == 0 && bad[3] == 0);
+  }
+  for (int k = 0; k < 4; k++)
     for (int i = 0; i < 4; i++) free(out[k][i]);
   free(x), free(w), free(dy), free(dx0);
 }
@@ -741,6 +779,7 @@ int main(void) {
   test_norm(0, 12, 5);
   test_norm(1, 12, 5);
   test_norm(0, 200, 40);
+  test_norm(1, 200, 40);
   const int64_t nd[] = {1, 5, 8, 13, 16, 37, 128};
   for (int i = 0; i < 7; i++)
     for (int rms = 0; rms < 2; rms++) test_norm_kernel(rms, nd[i], 37, 1, 1);
