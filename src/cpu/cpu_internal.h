@@ -230,6 +230,14 @@ typedef struct cpu_kernels {
   /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
    * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
   void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
+  /* attention backward's products for one (sequence, head) of T <= 16 keys and hd % 16 == 0, hd <= 256 (rows of q,
+   * k, v, dz, dq, dk, dv ld floats apart; P, dS [T][T]): attb_dp16 dP [T][T] = dz v^T, attb_grads16 dq = dS k,
+   * dk = dS^T q, dv = P^T dz WRITTEN; each output the fma chain cpu_train_attn.c's gemm calls give it (the same
+   * order, range and start, for the level's token groups of gnt), so the bits of that path; NULL where the level
+   * has none (those calls run) */
+  void (*attb_dp16)(const float *v, const float *dz, int64_t ld, int64_t hd, int64_t T, float *dP);
+  void (*attb_grads16)(const float *q, const float *k, const float *dz, const float *P, const float *dS, int64_t ld,
+                       int64_t hd, int64_t T, int gnt, float *dq, float *dk, float *dv);
   /* gemm_tile_ld with B in place too: token t's value for column c at xp[c*ldx + t*ldt] (t < nt <= gemm_nt); the
    * sums start from y's values when cont, else from +0, and take the fma steps of gemm_tile in the same order, so a
    * reduction split at any columns (each part's sums stored, then continued) has the bits of one gemm_tile call

@@ -10,7 +10,7 @@ typedef struct attb_ctx {
   cpu_backend *cb;
   const float *q, *k, *v, *P, *dz;
   float *dq, *dk, *dv;
-  int64_t hd, nh, T;
+  int64_t hd, nh, T, B;
   float scale;
 } attb_ctx;
 
@@ -58,9 +58,20 @@ static void attb_item(void *arg, int64_t it, int ith) {
   int64_t b = it / c->nh, h = it % c->nh, T = c->T, hd = c->hd, ld = c->nh * hd, o = row_of(c, b, h, 0);
   const float *P = c->P + (b * c->nh + h) * T * T;
   float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
+  /* few keys (the meta-learning model's 9): the level's kernels, the same chains without the gemm's 32-row tiles,
+   * packing and per-call set-up around products of 9 x 9 */
+  int small = K->attb_dp16 && K->attb_grads16 && T <= 16 && hd % 16 == 0 && hd <= 256;
+  if (small && b + 1 < c->B) /* the next sequence's rows, whose first reads otherwise wait on L3 row by row */
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t e = 0; e < hd; e += 16) {
+        int64_t r = row_of(c, b + 1, h, t) + e;
+        __builtin_prefetch(c->q + r), __builtin_prefetch(c->k + r), __builtin_prefetch(c->v + r);
+        __builtin_prefetch(c->dz + r);
+      }
   /* the causal zeros of P and dS are left out of the products (cpu_gemm_args.causal: the same bits), and dP past
    * the diagonal, which nothing reads, is not computed */
-  gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws, CPU_GEMM_Y_LOWER); /* dP */
+  if (small) K->attb_dp16(c->v + o, c->dz + o, ld, hd, T, dS);
+  else gemm(K, (cpu_mat){c->v + o, ld, 1}, (cpu_mat){c->dz + o, ld, 1}, T, T, hd, dS, T, ws, CPU_GEMM_Y_LOWER); /* dP */
   const int64_t step = K->row_dots8 ? 8 : 4; /* rows whose sums run together */
   for (int64_t i0 = 0; i0 < T; i0 += step) {
     double pdp[8];
@@ -76,6 +87,10 @@ static void attb_item(void *arg, int64_t it, int ith) {
     }
   }
   /* dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij dz_i */
+  if (small) {
+    K->attb_grads16(c->q + o, c->k + o, c->dz + o, P, dS, ld, hd, T, K->gemm_nt, c->dq + o, c->dk + o, c->dv + o);
+    return;
+  }
   gemm(K, (cpu_mat){c->k + o, 1, ld}, (cpu_mat){dS, T, 1}, hd, T, T, c->dq + o, ld, ws, CPU_GEMM_B_LOWER);
   gemm(K, (cpu_mat){c->q + o, 1, ld}, (cpu_mat){dS, 1, T}, hd, T, T, c->dk + o, ld, ws, CPU_GEMM_B_UPPER);
   gemm(K, (cpu_mat){c->dz + o, 1, ld}, (cpu_mat){P, 1, T}, hd, T, T, c->dv + o, ld, ws, CPU_GEMM_B_UPPER);
@@ -89,7 +104,7 @@ int cpu_tr_attention_bwd(cpu_backend *cb, const float *q, const float *k, const 
     if (!cpu_scratch_get(&cb->scratch[i], need))
       return icl_error_set(err, ICL_ENOMEM, "train: attention backward: no %zu bytes of scratch for %lld keys", need,
                            (long long)T);
-  attb_ctx c = {cb, q, k, v, P, dz, dq, dk, dv, hd, nh, T, scale};
+  attb_ctx c = {cb, q, k, v, P, dz, dq, dk, dv, hd, nh, T, B, scale};
   cpu_pool_for(cb->pool, B * nh, attb_item, &c);
   return ICL_OK;
 }

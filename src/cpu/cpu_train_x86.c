@@ -6,6 +6,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "cpu_internal.h"
 
@@ -175,6 +176,87 @@ __attribute__((target(AVX512))) static void row_dots8_avx512(const float *P, con
   }
 }
 
+/* ni query rows of dP from i0 (NI: ni as a constant where it is 8, so the chains unroll without tests). */
+static inline __attribute__((always_inline, target(AVX512))) void attb_dp_rows(const float *vt, const float *dz,
+                                                                                int64_t ld, int64_t hd, int64_t i0,
+                                                                                int ni, const int NI, __mmask16 keys,
+                                                                                int64_t T, float *dP) {
+  __m512 acc[8];
+  for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < hd; c++) {
+    __m512 a = _mm512_load_ps(vt + c * 16);
+    #pragma GCC unroll 8
+    for (int u = 0; u < 8; u++)
+      if (u < (NI ? NI : ni)) acc[u] = _mm512_fmadd_ps(a, _mm512_set1_ps(dz[(i0 + u) * ld + c]), acc[u]);
+  }
+  for (int u = 0; u < ni; u++) _mm512_mask_storeu_ps(dP + (i0 + u) * T, keys, acc[u]);
+}
+
+/* Attention backward's dP = dz v^T for one item of T <= 16 keys: v's rows copied into a block of sixteen (the rows
+ * past T zero) and turned into sixteen-key columns by 8x8 transposes, then each query's row is one register, the
+ * keys in its lanes, summed over c = 0..hd-1 in order from +0 (the strided gemm's tile with v's rows as its rows and
+ * dz's as its tokens: the same fma chains); eight queries at a time so the chains overlap. */
+__attribute__((target(AVX512))) static void attb_dp16_avx512(const float *v, const float *dz, int64_t ld, int64_t hd,
+                                                              int64_t T, float *dP) {
+  float rows[16 * 256] __attribute__((aligned(64))), vt[256 * 16] __attribute__((aligned(64)));
+  for (int64_t j = 0; j < 16; j++)
+    if (j < T) memcpy(rows + j * hd, v + j * ld, (size_t)hd * sizeof(float));
+    else memset(rows + j * hd, 0, (size_t)hd * sizeof(float));
+  __m256 lo[8], hi[8];
+  for (int64_t c0 = 0; c0 < hd; c0 += 8) {
+    cols8(rows, hd, c0, 8, lo), cols8(rows + 8 * hd, hd, c0, 8, hi);
+    for (int u = 0; u < 8; u++) _mm256_store_ps(vt + (c0 + u) * 16, lo[u]), _mm256_store_ps(vt + (c0 + u) * 16 + 8, hi[u]);
+  }
+  const __mmask16 keys = (__mmask16)((1u << T) - 1);
+  for (int64_t i0 = 0; i0 < T; i0 += 8) {
+    int ni = T - i0 < 8 ? (int)(T - i0) : 8;
+    if (ni == 8) attb_dp_rows(vt, dz, ld, hd, i0, 8, 8, keys, T, dP);
+    else attb_dp_rows(vt, dz, ld, hd, i0, ni, 0, keys, T, dP);
+  }
+}
+
+/* One output row of attention backward's dq, dk or dv: out[0..hd) = sum over c in [c0, c1), in order from +0, of
+ * a[c * ld + ..] times s[c * ss], the dims in lanes (the gemm kernel's chain for that output); NV: the chunk's
+ * sixteen-float vectors as a constant where it is 8. */
+static inline __attribute__((always_inline, target(AVX512))) void attb_chunk(const float *a, int64_t ld, int nv,
+                                                                              const int NV, const float *s, int64_t ss,
+                                                                              int64_t c0, int64_t c1, float *out) {
+  __m512 acc[8];
+  for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
+  for (int64_t c = c0; c < c1; c++) {
+    __m512 b = _mm512_set1_ps(s[c * ss]);
+    const float *ac = a + c * ld;
+    #pragma GCC unroll 8
+    for (int u = 0; u < 8; u++)
+      if (u < (NV ? NV : nv)) acc[u] = _mm512_fmadd_ps(_mm512_loadu_ps(ac + 16 * u), b, acc[u]);
+  }
+  for (int u = 0; u < nv; u++) _mm512_storeu_ps(out + 16 * u, acc[u]);
+}
+static inline __attribute__((always_inline, target(AVX512))) void attb_row(const float *a, int64_t ld, int64_t hd,
+                                                                            const float *s, int64_t ss, int64_t c0,
+                                                                            int64_t c1, float *out) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 128) {
+    int nv = hd - d0 < 128 ? (int)((hd - d0) / 16) : 8;
+    if (nv == 8) attb_chunk(a + d0, ld, 8, 8, s, ss, c0, c1, out + d0);
+    else attb_chunk(a + d0, ld, nv, 0, s, ss, c0, c1, out + d0);
+  }
+}
+
+/* dq_t = sum over keys c < c1(t) of dS[t][c] k_c, dk_j = sum over queries i >= c0(j) of dS[i][j] q_i, dv_j likewise
+ * with P and dz: the ranges the gemm's causal modes give a token group of gnt (B_LOWER ends at the group's end,
+ * B_UPPER starts at its start), so the terms, and the bits, of cpu_train_attn.c's gemm calls. */
+__attribute__((target(AVX512))) static void attb_grads16_avx512(const float *q, const float *k, const float *dz,
+                                                                 const float *P, const float *dS, int64_t ld,
+                                                                 int64_t hd, int64_t T, int gnt, float *dq, float *dk,
+                                                                 float *dv) {
+  for (int64_t t = 0; t < T; t++) {
+    int64_t g0 = t - t % gnt, g1 = g0 + gnt < T ? g0 + gnt : T;
+    attb_row(k, ld, hd, dS + t * T, 1, 0, g1, dq + t * ld);
+    attb_row(q, ld, hd, dS + t, T, g0, T, dk + t * ld);
+    attb_row(dz, ld, hd, P + t, T, g0, T, dv + t * ld);
+  }
+}
+
 /* LayerNorm forward of sixteen rows: the stats by norm_bwd16's first passes (the forward loop's double sums, see
  * cpu_ops.c's layer_norm_tile; kept in stats when asked), then y = (x - m) * r * w + b sixteen floats at a time, the
  * scalar loop's float operations in its order (w absent: times 1, b absent: plus 0, as there). */
@@ -201,6 +283,8 @@ void cpu_kernels_train_avx512(cpu_kernels *k) {
   k->norm_bwd16 = norm_bwd16_avx512;
   k->layer_norm16 = layer_norm16_avx512;
   k->row_dots8 = row_dots8_avx512;
+  k->attb_dp16 = attb_dp16_avx512;
+  k->attb_grads16 = attb_grads16_avx512;
 }
 #else
 typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */

@@ -483,6 +483,40 @@ static void test_row_dots_kernel(int64_t T) {
 }
 
 
+/* The level's few-key attention backward kernels (attb_dp16, attb_grads16) against the strided-gemm calls they
+ * replace (removed from the table): dq, dk, dv bit-identical for T from 1 to 16 (one and two token groups, a group's
+ * remainder), past the kernel (17 keys, where both run the gemm), head sizes of one and of nine sixteen-float
+ * vectors (two 128-dim chunks). P's causal zeros and dz's signs as the forward leaves them. */
+static void test_attb_small_kernel(int64_t T, int64_t hd) {
+  if (!g_cb->k.attb_dp16) {
+    printf("attb_dp16: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t nh = 2, B = 3, n = hd * nh * T * B;
+  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1), *P = rnd(T * T * nh * B, 0, 1);
+  for (int64_t m = 0; m < nh * B; m++) /* a pattern's zeros above the diagonal */
+    for (int64_t i = 0; i < T; i++)
+      for (int64_t j = i + 1; j < T; j++) P[(m * T + i) * T + j] = 0.0f;
+  float *out[2][3];
+  for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 3; i++) out[w][i] = zeros_f(n);
+    cpu_kernels saved = g_cb->k;
+    if (w == 1) g_cb->k.attb_dp16 = NULL, g_cb->k.attb_grads16 = NULL;
+    icl_error err;
+    CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, 0.125f, out[w][0], out[w][1], out[w][2], &err) ==
+          ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++)
+    for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  printf("attb_small  T=%lld hd=%lld: dq, dk, dv %lld elements differ from the gemm path\n", (long long)T,
+         (long long)hd, (long long)bad);
+  CHECK(bad == 0);
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 3; i++) free(out[w][i]);
+  free(q), free(k), free(v), free(dz), free(P);
+}
 
 typedef struct attn_case {
   double *q, *k, *v;
@@ -797,6 +831,8 @@ int main(void) {
   test_copy_cols();
   const int64_t nT[] = {5, 9, 19, 70};
   for (int i = 0; i < 4; i++) test_row_dots_kernel(nT[i]);
+  const int64_t sT[] = {1, 5, 8, 9, 15, 16, 17};
+  for (int i = 0; i < 7; i++) test_attb_small_kernel(sT[i], 16), test_attb_small_kernel(sT[i], 144);
   test_gemm_causal(16, 70);
   test_gemm_causal(40, 37);
   test_gemm_causal(70, 70);
