@@ -209,6 +209,34 @@ typedef struct seqs_ctx {
   int64_t kv_floats;
 } seqs_ctx;
 
+/* Whether a sequence of c's shape runs seqs_small: as many queries as keys and few, the first query's range from
+ * key 0 (the blocked path's j0), no mask, one kv head per query head, whole vectors. */
+static int seqs_small_ok(const attn_ctx *c) {
+  int64_t lo, hi;
+  attn_range(c, 0, &lo, &hi);
+  return c->k->attb_dp16 && c->k->pv_row && !c->mask && c->nq == c->nkv && c->nkv <= 16 && lo == 0 &&
+         c->nkvh == c->nh && c->hd % 16 == 0 && c->hd <= 256;
+}
+
+/* One sequence of few keys (the meta-learning model's 9) on the level's kernels, the blocked path's arithmetic
+ * without its 32-key tiles and packing: every query's scores at once (attb_dp16: the chains of its q.k^T tile), then
+ * per group of gemm_nt queries the same key count ns, softmax and p.v chain over those ns keys (pv_row). */
+static void seqs_small(const attn_ctx *c) {
+  int64_t T = c->nkv, ld = c->nh * c->hd, gnt = c->k->gemm_nt, lo, hi;
+  float S[16 * 16];
+  for (int64_t h = 0; h < c->nh; h++) {
+    c->k->attb_dp16(c->kc + h * c->hd, c->q + h * c->hd, ld, c->hd, T, S);
+    for (int64_t t0 = 0; t0 < c->nq; t0 += gnt) {
+      int64_t nt = c->nq - t0 < gnt ? c->nq - t0 : gnt;
+      attn_range(c, t0 + nt - 1, &lo, &hi); /* the group's widest row: its key count, as attn_block_rows */
+      for (int64_t i = t0; i < t0 + nt; i++) {
+        cpu_attn_softmax_scores(c, h, i, 0, S + i * T, hi);
+        c->k->pv_row(c->vc + h * c->hd, ld, c->hd, S + i * T, hi, c->out + i * ld + h * c->hd);
+      }
+    }
+  }
+}
+
 /* Sequence b on this thread: the blocked path's two passes run serially, with this thread's scratch and packed
  * keys, so each sequence gets the arithmetic (and bits) a lone call gives it. */
 static void seqs_item(void *arg, int64_t b, int ith) {
@@ -217,6 +245,10 @@ static void seqs_item(void *arg, int64_t b, int ith) {
   c.q += b * s->per_q, c.kc += b * s->per_q, c.vc += b * s->per_q, c.out += b * s->per_q;
   c.pattern += b * s->per_p;
   c.scratch = &s->cb->scratch[ith];
+  if (seqs_small_ok(&c)) {
+    seqs_small(&c);
+    return;
+  }
   c.kpA = s->kv + ith * s->kv_floats;
   c.vpA = c.kpA + c.nkvh * c.nkA_pad * c.hd;
   for (int64_t it = 0; it < c.nkvh * (c.nkA_pad / TR); it++) pack_kv_item(&c, it, 0);

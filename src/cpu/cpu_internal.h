@@ -238,6 +238,10 @@ typedef struct cpu_kernels {
   void (*attb_dp16)(const float *v, const float *dz, int64_t ld, int64_t hd, int64_t T, float *dP);
   void (*attb_grads16)(const float *q, const float *k, const float *dz, const float *P, const float *dS, int64_t ld,
                        int64_t hd, int64_t T, int gnt, float *dq, float *dk, float *dv);
+  /* one row of few-key attention's p.v: out[0..hd) = sum over j < n of v[j * ld + ..] p[j], in order from +0, the
+   * dims in lanes (hd % 16 == 0), the chain of the blocked path's gemm_tile; with attb_dp16 for the scores, the
+   * trainer's attention forward of T <= 16 keys (cpu_attention.c); NULL where the level has none */
+  void (*pv_row)(const float *v, int64_t ld, int64_t hd, const float *p, int64_t n, float *out);
   /* gemm_tile_ld with B in place too: token t's value for column c at xp[c*ldx + t*ldt] (t < nt <= gemm_nt); the
    * sums start from y's values when cont, else from +0, and take the fma steps of gemm_tile in the same order, so a
    * reduction split at any columns (each part's sums stored, then continued) has the bits of one gemm_tile call

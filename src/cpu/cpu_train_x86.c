@@ -257,6 +257,11 @@ __attribute__((target(AVX512))) static void attb_grads16_avx512(const float *q, 
   }
 }
 
+__attribute__((target(AVX512))) static void pv_row_avx512(const float *v, int64_t ld, int64_t hd, const float *p,
+                                                           int64_t n, float *out) {
+  attb_row(v, ld, hd, p, 1, 0, n, out);
+}
+
 /* LayerNorm forward of sixteen rows: the stats by norm_bwd16's first passes (the forward loop's double sums, see
  * cpu_ops.c's layer_norm_tile; kept in stats when asked), then y = (x - m) * r * w + b sixteen floats at a time, the
  * scalar loop's float operations in its order (w absent: times 1, b absent: plus 0, as there). */
@@ -285,6 +290,7 @@ void cpu_kernels_train_avx512(cpu_kernels *k) {
   k->row_dots8 = row_dots8_avx512;
   k->attb_dp16 = attb_dp16_avx512;
   k->attb_grads16 = attb_grads16_avx512;
+  k->pv_row = pv_row_avx512;
 }
 #else
 typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */

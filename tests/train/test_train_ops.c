@@ -518,6 +518,42 @@ static void test_attb_small_kernel(int64_t T, int64_t hd) {
   free(q), free(k), free(v), free(dz), free(P);
 }
 
+/* The trainer's attention forward of few keys on the level's kernels (attb_dp16 for the scores, pv_row) against the
+ * blocked path it replaces (the kernels removed from the table): z and the pattern bit-identical for T from 1 to 16,
+ * past the kernels (17), head sizes of one and nine sixteen-float vectors. */
+static void test_attn_small_fwd(int64_t T, int64_t hd) {
+  if (!g_cb->k.pv_row) {
+    printf("pv_row: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t nh = 2, B = 3, n = hd * nh * T * B, np = T * T * nh * B;
+  float *q = rnd(n, -2, 2), *k = rnd(n, -2, 2), *v = rnd(n, -1, 1), *out[2][2];
+  for (int w = 0; w < 2; w++) {
+    out[w][0] = zeros_f(n), out[w][1] = zeros_f(np);
+    struct icl_buf bq, bk, bv, bz, bp;
+    icl_dt vq = hv(&bq, q, hd, nh, T * B, ICL_TYPE_F32), vk = hv(&bk, k, hd, nh, T * B, ICL_TYPE_F32);
+    icl_dt vv = hv(&bv, v, hd, nh, T * B, ICL_TYPE_F32), vz = hv(&bz, out[w][0], hd, nh, T * B, ICL_TYPE_F32);
+    icl_dt vp = hv(&bp, out[w][1], T, T, nh * B, ICL_TYPE_F32);
+    icl_dt *four[4] = {&vq, &vk, &vv, &vz};
+    for (int i = 0; i < 4; i++) four[i]->ne[2] = T, four[i]->ne[3] = B;
+    vp.ne[2] = nh, vp.ne[3] = B;
+    icl_attn_params ap = {.scale = 0.125f};
+    cpu_kernels saved = g_cb->k;
+    if (w == 1) g_cb->k.pv_row = NULL;
+    icl_error err;
+    CHECK(icl_op_attention_seqs(&g_cb->be, &vq, &vk, &vv, &ap, &vz, &vp, &err) == ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][0][j], &out[1][0][j], 4) != 0;
+  for (int64_t j = 0; j < np; j++) bad += memcmp(&out[0][1][j], &out[1][1][j], 4) != 0;
+  printf("attn_small  T=%lld hd=%lld: z and pattern %lld elements differ from the blocked path\n", (long long)T,
+         (long long)hd, (long long)bad);
+  CHECK(bad == 0);
+  for (int w = 0; w < 2; w++) free(out[w][0]), free(out[w][1]);
+  free(q), free(k), free(v);
+}
+
 typedef struct attn_case {
   double *q, *k, *v;
   int64_t hd, nh, T, B;
@@ -833,6 +869,7 @@ int main(void) {
   for (int i = 0; i < 4; i++) test_row_dots_kernel(nT[i]);
   const int64_t sT[] = {1, 5, 8, 9, 15, 16, 17};
   for (int i = 0; i < 7; i++) test_attb_small_kernel(sT[i], 16), test_attb_small_kernel(sT[i], 144);
+  for (int i = 0; i < 7; i++) test_attn_small_fwd(sT[i], 16), test_attn_small_fwd(sT[i], 144);
   test_gemm_causal(16, 70);
   test_gemm_causal(40, 37);
   test_gemm_causal(70, 70);
