@@ -4,6 +4,7 @@
 # both final losses (after the same steps; the inits differ, so they agree within noise, not exactly).
 #   scripts/bench-train-peers.sh [STEPS (20)] [ICL binary (build/icl)]
 # ICL_BASE=<another icl binary> adds its steps/s as a column (an old build timed in the same run).
+# ICL_ROUNDS=N (default 3): each case timed N times over, icl and PyTorch back to back in each round (see below).
 # The last column is icl's GFLOP/s as a share of this machine's f32 FMA peak (icl bench cpu, same run).
 # The peer is a current PyTorch from PyPI: $PYTHON if it imports torch >= 2, else the venv ICL_TORCH_VENV (default
 # .cache/torch-venv, shared with scripts/bench-peers.sh --park), installed there the first time (about 5.6 GB: PyPI's
@@ -46,16 +47,39 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 peak=$("$icl" bench cpu --quick | awk '/f32 FMA peak/ { print $4 }')
-"$icl" bench train --steps "$steps" | tee "$tmp/icl.txt"
-if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$steps" | tee "$tmp/base.txt"; else : > "$tmp/base.txt"; fi
-"$py" scripts/bench_train_torch.py "$steps" | tee "$tmp/torch.txt"
+# Rounds: each case timed icl, base, PyTorch back to back, ROUNDS times over. This machine kind's speed drifts by up
+# to half within minutes (docs/performance.md, session 28), so a ratio is only as good as the closeness of its two
+# runs; the table gives each engine's median steps/s and the median of the rounds' ratios, with every round's ratio.
+rounds=${ICL_ROUNDS:-3}
+cases="attn2-d256-ctx256-b32 meta-d128-h1-T9-b128"
+for r in $(seq 1 "$rounds"); do
+  for c in $cases; do
+    "$icl" bench train --steps "$steps" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/icl.txt"
+    if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$steps" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/base.txt"; fi
+    "$py" scripts/bench_train_torch.py "$steps" "$(nproc)" "$c" | sed "s/^/$r /" | tee -a "$tmp/torch.txt"
+  done
+done
+touch "$tmp/base.txt"
 echo
 echo "torch $("$py" -c 'import torch; print(torch.__version__)'); f32 FMA peak $peak GFLOP/s; load average before" \
-  "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg); $busy cores busy in the second before"
-printf '%-22s %12s %12s %12s %7s %12s %12s %8s\n' case "icl steps/s" "base st/s" "torch st/s" ratio "icl loss" \
-  "torch loss" "of peak"
-awk -v peak="$peak" 'FILENAME == ARGV[1] && / steps\/s / { s[$1] = $4; l[$1] = $NF; g[$1] = $8; next }
-     FILENAME == ARGV[2] && / steps\/s / { b[$1] = $4; next }
-     FILENAME == ARGV[3] && / steps\/s / { printf "%-22s %12.2f %12s %12.2f %6.2fx %12s %12s %7.0f%%\n", $1, s[$1],
-       ($1 in b) ? sprintf("%.2f", b[$1]) : "-", $4, s[$1] / $4, l[$1], $NF, 100 * g[$1] / peak }' \
+  "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg); $busy cores busy in the second before; $rounds rounds of" \
+  "$steps steps (medians; ratios per round)"
+printf '%-22s %12s %12s %12s %7s %12s %12s %8s  %s\n' case "icl steps/s" "base st/s" "torch st/s" ratio "icl loss" \
+  "torch loss" "of peak" "ratio by round"
+awk -v peak="$peak" '
+  function median(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+                                     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+  / steps\/s / { k = FILENAME == ARGV[1] ? "i" : FILENAME == ARGV[2] ? "b" : "t"; v[k, $2, $1] = $5; seen[$2] = 1
+                 if ($1 > R) R = $1; if (k == "i") { g[$2, $1] = $9; li[$2] = $NF } if (k == "t") lt[$2] = $NF }
+  END { split("attn2-d256-ctx256-b32 meta-d128-h1-T9-b128", cs, " ")
+        for (ci = 1; ci <= 2; ci++) { c = cs[ci]; if (!(c in seen)) continue
+          ni = nb = nt = nr = ng = 0; byr = ""
+          for (r = 1; r <= R; r++) {
+            if (("i", c, r) in v) { si[++ni] = v["i", c, r]; sg[++ng] = g[c, r] }
+            if (("b", c, r) in v) sb[++nb] = v["b", c, r]
+            if (("t", c, r) in v) st[++nt] = v["t", c, r]
+            if ((("i", c, r) in v) && (("t", c, r) in v)) { rr[++nr] = v["i", c, r] / v["t", c, r]; byr = byr sprintf(" %.2f", rr[nr]) }
+          }
+          printf "%-22s %12.2f %12s %12.2f %6.2fx %12s %12s %7.0f%%  %s\n", c, median(si, ni),
+            nb ? sprintf("%.2f", median(sb, nb)) : "-", median(st, nt), median(rr, nr), li[c], lt[c], 100 * median(sg, ng) / peak, byr } }' \
   "$tmp/icl.txt" "$tmp/base.txt" "$tmp/torch.txt"

@@ -114,8 +114,12 @@ def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count())  # default: the cores
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    only = sys.argv[3] if len(sys.argv) > 3 else None  # one case by name (bench-train-peers.sh's rounds)
+    if only and only not in [c[0] for c in CASES]:
+        sys.exit(f"bench_train_torch: no case {only} ({', '.join(c[0] for c in CASES)})")
     for c in CASES:
-        bench(*c, steps)
+        if only is None or c[0] == only:
+            bench(*c, steps)
 
 
 if __name__ == "__main__":
