@@ -209,18 +209,18 @@ typedef struct seqs_ctx {
   int64_t kv_floats;
 } seqs_ctx;
 
-/* Whether a sequence of c's shape runs seqs_small: as many queries as keys and few, the first query's range from
+/* Whether sequences of c's shape run seqs_small: as many queries as keys and few, the first query's range from
  * key 0 (the blocked path's j0), no mask, one kv head per query head, whole vectors. */
 static int seqs_small_ok(const attn_ctx *c) {
   int64_t lo, hi;
   attn_range(c, 0, &lo, &hi);
-  return c->k->attb_dp16 && c->k->pv_row && !c->mask && c->nq == c->nkv && c->nkv <= 16 && lo == 0 &&
-         c->nkvh == c->nh && c->hd % 16 == 0 && c->hd <= 256;
+  return c->k->attb_dp16 && c->k->pv_gemm_row && !c->mask && c->nq == c->nkv && cpu_few_keys(c->nkv, c->hd) &&
+         lo == 0 && c->nkvh == c->nh;
 }
 
 /* One sequence of few keys (the meta-learning model's 9) on the level's kernels, the blocked path's arithmetic
  * without its 32-key tiles and packing: every query's scores at once (attb_dp16: the chains of its q.k^T tile), then
- * per group of gemm_nt queries the same key count ns, softmax and p.v chain over those ns keys (pv_row). */
+ * per group of gemm_nt queries the same key count ns, softmax and p.v chain over those ns keys (pv_gemm_row). */
 static void seqs_small(const attn_ctx *c) {
   int64_t T = c->nkv, ld = c->nh * c->hd, gnt = c->k->gemm_nt, lo, hi;
   float S[16 * 16];
@@ -231,24 +231,32 @@ static void seqs_small(const attn_ctx *c) {
       attn_range(c, t0 + nt - 1, &lo, &hi); /* the group's widest row: its key count, as attn_block_rows */
       for (int64_t i = t0; i < t0 + nt; i++) {
         cpu_attn_softmax_scores(c, h, i, 0, S + i * T, hi);
-        c->k->pv_row(c->vc + h * c->hd, ld, c->hd, S + i * T, hi, c->out + i * ld + h * c->hd);
+        c->k->pv_gemm_row(c->vc + h * c->hd, ld, c->hd, S + i * T, hi, c->out + i * ld + h * c->hd);
       }
     }
   }
+}
+
+/* Sequence b's context: s->base with its rows. */
+static attn_ctx seq_ctx(const seqs_ctx *s, int64_t b) {
+  attn_ctx c = s->base;
+  c.q += b * s->per_q, c.kc += b * s->per_q, c.vc += b * s->per_q, c.out += b * s->per_q;
+  c.pattern += b * s->per_p;
+  return c;
+}
+
+static void seqs_small_item(void *arg, int64_t b, int ith) {
+  (void)ith;
+  attn_ctx c = seq_ctx(arg, b);
+  seqs_small(&c);
 }
 
 /* Sequence b on this thread: the blocked path's two passes run serially, with this thread's scratch and packed
  * keys, so each sequence gets the arithmetic (and bits) a lone call gives it. */
 static void seqs_item(void *arg, int64_t b, int ith) {
   const seqs_ctx *s = arg;
-  attn_ctx c = s->base;
-  c.q += b * s->per_q, c.kc += b * s->per_q, c.vc += b * s->per_q, c.out += b * s->per_q;
-  c.pattern += b * s->per_p;
+  attn_ctx c = seq_ctx(s, b);
   c.scratch = &s->cb->scratch[ith];
-  if (seqs_small_ok(&c)) {
-    seqs_small(&c);
-    return;
-  }
   c.kpA = s->kv + ith * s->kv_floats;
   c.vpA = c.kpA + c.nkvh * c.nkA_pad * c.hd;
   for (int64_t it = 0; it < c.nkvh * (c.nkA_pad / TR); it++) pack_kv_item(&c, it, 0);
@@ -275,6 +283,10 @@ int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const 
   seqs_ctx s = {.cb = cb, .per_q = hd * nh * T, .per_p = T * T * nh};
   s.base = (attn_ctx){.k = &cb->k, .q = cpu_f32(q), .kc = cpu_f32(k), .vc = cpu_f32(v), .out = cpu_f32(out),
                       .pattern = cpu_f32(pattern), .hd = hd, .nh = nh, .nkvh = k->ne[1], .nq = T, .nkv = T, .p = *p};
+  if (seqs_small_ok(&s.base)) { /* no packed keys or block scratch */
+    cpu_pool_for(cb->pool, B, seqs_small_item, &s);
+    return ICL_OK;
+  }
   cpu_attn_key_span(&s.base);
   int64_t nqb = (T + ATTN_QB - 1) / ATTN_QB;
   s.base.item_heads = nqb * s.base.nkvh >= 4 * cb->n_threads ? nh / s.base.nkvh : 1; /* as cpu_attention */

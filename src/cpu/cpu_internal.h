@@ -239,9 +239,10 @@ typedef struct cpu_kernels {
   void (*attb_grads16)(const float *q, const float *k, const float *dz, const float *P, const float *dS, int64_t ld,
                        int64_t hd, int64_t T, int gnt, float *dq, float *dk, float *dv);
   /* one row of few-key attention's p.v: out[0..hd) = sum over j < n of v[j * ld + ..] p[j], in order from +0, the
-   * dims in lanes (hd % 16 == 0), the chain of the blocked path's gemm_tile; with attb_dp16 for the scores, the
-   * trainer's attention forward of T <= 16 keys (cpu_attention.c); NULL where the level has none */
-  void (*pv_row)(const float *v, int64_t ld, int64_t hd, const float *p, int64_t n, float *out);
+   * dims in lanes (hd % 16 == 0), the chain of the blocked path's gemm_tile (unlike decode's pv_rows, which skips
+   * zero p and adds to o); with attb_dp16 for the scores, the trainer's attention forward of T <= 16 keys
+   * (cpu_attention.c); NULL where the level has none */
+  void (*pv_gemm_row)(const float *v, int64_t ld, int64_t hd, const float *p, int64_t n, float *out);
   /* gemm_tile_ld with B in place too: token t's value for column c at xp[c*ldx + t*ldt] (t < nt <= gemm_nt); the
    * sums start from y's values when cont, else from +0, and take the fma steps of gemm_tile in the same order, so a
    * reduction split at any columns (each part's sums stored, then continued) has the bits of one gemm_tile call
@@ -416,6 +417,9 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
 /* On the calling thread with work space ws (64-byte aligned, cpu_gemm_ws(k, n, K) floats). */
 void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws);
 int64_t cpu_gemm_ws(const cpu_kernels *k, int64_t n, int64_t K);
+
+/* Whether T keys of head size hd fit the few-key attention kernels (attb_dp16, attb_grads16, pv_gemm_row). */
+static inline int cpu_few_keys(int64_t T, int64_t hd) { return T <= 16 && hd % 16 == 0 && hd <= 256; }
 
 /* Training entries (cpu_train.c over cpu_train_ops.h), with the backend.h signatures. */
 int cpu_attention_seqs(icl_backend *be, const icl_dt *q, const icl_dt *k, const icl_dt *v, const icl_attn_params *p,

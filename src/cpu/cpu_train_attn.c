@@ -60,7 +60,7 @@ static void attb_item(void *arg, int64_t it, int ith) {
   float *dS = c->cb->scratch[ith].p, *ws = dS + up16(T * T); /* 64-byte aligned parts */
   /* few keys (the meta-learning model's 9): the level's kernels, the same chains without the gemm's 32-row tiles,
    * packing and per-call set-up around products of 9 x 9 */
-  int small = K->attb_dp16 && K->attb_grads16 && T <= 16 && hd % 16 == 0 && hd <= 256;
+  int small = K->attb_dp16 && K->attb_grads16 && cpu_few_keys(T, hd);
   if (small && b + 1 < c->B) /* the next sequence's rows, whose first reads otherwise wait on L3 row by row */
     for (int64_t t = 0; t < T; t++)
       for (int64_t e = 0; e < hd; e += 16) {

@@ -257,7 +257,7 @@ __attribute__((target(AVX512))) static void attb_grads16_avx512(const float *q, 
   }
 }
 
-__attribute__((target(AVX512))) static void pv_row_avx512(const float *v, int64_t ld, int64_t hd, const float *p,
+__attribute__((target(AVX512))) static void pv_gemm_row_avx512(const float *v, int64_t ld, int64_t hd, const float *p,
                                                            int64_t n, float *out) {
   attb_row(v, ld, hd, p, 1, 0, n, out);
 }
@@ -290,7 +290,7 @@ void cpu_kernels_train_avx512(cpu_kernels *k) {
   k->row_dots8 = row_dots8_avx512;
   k->attb_dp16 = attb_dp16_avx512;
   k->attb_grads16 = attb_grads16_avx512;
-  k->pv_row = pv_row_avx512;
+  k->pv_gemm_row = pv_gemm_row_avx512;
 }
 #else
 typedef int cpu_train_x86_empty; /* ISO C: a translation unit has a declaration */

@@ -452,6 +452,37 @@ static void test_gemm_causal(int64_t R, int64_t T) {
   free(a), free(b), free(y[0]), free(y[1]), free(ws);
 }
 
+/* Elements of dq, dk, dv that differ between the attention backward on the level's kernels and on the level with
+ * strip's kernels removed, for random inputs (P with its causal zeros when causal). */
+static int64_t attb_kernels_diff(int64_t T, int64_t hd, int64_t B, int causal, float scale,
+                                 void (*strip)(cpu_kernels *)) {
+  const int64_t nh = 2, n = hd * nh * T * B;
+  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1), *P = rnd(T * T * nh * B, 0, 1);
+  for (int64_t m = 0; causal && m < nh * B; m++) /* a pattern's zeros above the diagonal */
+    for (int64_t i = 0; i < T; i++)
+      for (int64_t j = i + 1; j < T; j++) P[(m * T + i) * T + j] = 0.0f;
+  float *out[2][3];
+  for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 3; i++) out[w][i] = zeros_f(n);
+    cpu_kernels saved = g_cb->k;
+    if (w == 1) strip(&g_cb->k);
+    icl_error err;
+    CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, scale, out[w][0], out[w][1], out[w][2], &err) ==
+          ICL_OK);
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++)
+    for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 3; i++) free(out[w][i]);
+  free(q), free(k), free(v), free(dz), free(P);
+  return bad;
+}
+
+static void strip_row_dots(cpu_kernels *k) { k->row_dots8 = NULL; }
+static void strip_attb_small(cpu_kernels *k) { k->attb_dp16 = NULL, k->attb_grads16 = NULL; }
+
 /* The level's eight-row sums of the attention backward (row_dots8) against the four-row loop (the kernel removed
  * from the table): dq, dk, dv bit-identical for sequence lengths below eight, with a remainder of 1 and of 3, and
  * past a whole 8-column block of the common keys. */
@@ -460,28 +491,10 @@ static void test_row_dots_kernel(int64_t T) {
     printf("row_dots8: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
     return;
   }
-  const int64_t hd = 16, nh = 2, B = 2, n = hd * nh * T * B;
-  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1), *P = rnd(T * T * nh * B, 0, 1);
-  float *out[2][3];
-  for (int w = 0; w < 2; w++) {
-    for (int i = 0; i < 3; i++) out[w][i] = zeros_f(n);
-    cpu_kernels saved = g_cb->k;
-    if (w == 1) g_cb->k.row_dots8 = NULL;
-    icl_error err;
-    CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, 0.25f, out[w][0], out[w][1], out[w][2], &err) ==
-          ICL_OK);
-    g_cb->k = saved;
-  }
-  int64_t bad = 0;
-  for (int i = 0; i < 3; i++)
-    for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  int64_t bad = attb_kernels_diff(T, 16, 2, 0, 0.25f, strip_row_dots);
   printf("row_dots8   T=%lld: dq, dk, dv %lld elements differ\n", (long long)T, (long long)bad);
   CHECK(bad == 0);
-  for (int w = 0; w < 2; w++)
-    for (int i = 0; i < 3; i++) free(out[w][i]);
-  free(q), free(k), free(v), free(dz), free(P);
 }
-
 
 /* The level's few-key attention backward kernels (attb_dp16, attb_grads16) against the strided-gemm calls they
  * replace (removed from the table): dq, dk, dv bit-identical for T from 1 to 16 (one and two token groups, a group's
@@ -492,38 +505,18 @@ static void test_attb_small_kernel(int64_t T, int64_t hd) {
     printf("attb_dp16: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
     return;
   }
-  const int64_t nh = 2, B = 3, n = hd * nh * T * B;
-  float *q = rnd(n, -1, 1), *k = rnd(n, -1, 1), *v = rnd(n, -1, 1), *dz = rnd(n, -1, 1), *P = rnd(T * T * nh * B, 0, 1);
-  for (int64_t m = 0; m < nh * B; m++) /* a pattern's zeros above the diagonal */
-    for (int64_t i = 0; i < T; i++)
-      for (int64_t j = i + 1; j < T; j++) P[(m * T + i) * T + j] = 0.0f;
-  float *out[2][3];
-  for (int w = 0; w < 2; w++) {
-    for (int i = 0; i < 3; i++) out[w][i] = zeros_f(n);
-    cpu_kernels saved = g_cb->k;
-    if (w == 1) g_cb->k.attb_dp16 = NULL, g_cb->k.attb_grads16 = NULL;
-    icl_error err;
-    CHECK(cpu_tr_attention_bwd(g_cb, q, k, v, P, dz, hd, nh, T, B, 0.125f, out[w][0], out[w][1], out[w][2], &err) ==
-          ICL_OK);
-    g_cb->k = saved;
-  }
-  int64_t bad = 0;
-  for (int i = 0; i < 3; i++)
-    for (int64_t j = 0; j < n; j++) bad += memcmp(&out[0][i][j], &out[1][i][j], 4) != 0;
+  int64_t bad = attb_kernels_diff(T, hd, 3, 1, 0.125f, strip_attb_small);
   printf("attb_small  T=%lld hd=%lld: dq, dk, dv %lld elements differ from the gemm path\n", (long long)T,
          (long long)hd, (long long)bad);
   CHECK(bad == 0);
-  for (int w = 0; w < 2; w++)
-    for (int i = 0; i < 3; i++) free(out[w][i]);
-  free(q), free(k), free(v), free(dz), free(P);
 }
 
-/* The trainer's attention forward of few keys on the level's kernels (attb_dp16 for the scores, pv_row) against the
+/* The trainer's attention forward of few keys on the level's kernels (attb_dp16 for the scores, pv_gemm_row) against the
  * blocked path it replaces (the kernels removed from the table): z and the pattern bit-identical for T from 1 to 16,
  * past the kernels (17), head sizes of one and nine sixteen-float vectors. */
 static void test_attn_small_fwd(int64_t T, int64_t hd) {
-  if (!g_cb->k.pv_row) {
-    printf("pv_row: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+  if (!g_cb->k.pv_gemm_row) {
+    printf("pv_gemm_row: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
     return;
   }
   const int64_t nh = 2, B = 3, n = hd * nh * T * B, np = T * T * nh * B;
@@ -539,7 +532,7 @@ static void test_attn_small_fwd(int64_t T, int64_t hd) {
     vp.ne[2] = nh, vp.ne[3] = B;
     icl_attn_params ap = {.scale = 0.125f};
     cpu_kernels saved = g_cb->k;
-    if (w == 1) g_cb->k.pv_row = NULL;
+    if (w == 1) g_cb->k.pv_gemm_row = NULL;
     icl_error err;
     CHECK(icl_op_attention_seqs(&g_cb->be, &vq, &vk, &vv, &ap, &vz, &vp, &err) == ICL_OK);
     g_cb->k = saved;
