@@ -1,6 +1,7 @@
 -- Trainer checkpoints for comparing two builds byte for byte (a speed change must not move a bit in EXACT):
 -- the four configurations of tests/train/test_train_grad.c plus the meta-learning bench shape (d_model 128, so the
--- gemm's whole tiles run), each trained ~30 steps with AdamW and with SGD, saved (GGUF + .optim) under OUTDIR.
+-- gemm's whole tiles run) and a small attn2 shape (160 keys: attention's blocked path, past one 128-column chunk of
+-- its backward's in-place products), each trained ~30 steps with AdamW and with SGD, saved (GGUF + .optim) under OUTDIR.
 -- Run once per thread count, then sha256sum the folder:
 --   ICL_THREADS=1 icl script scripts/train-ckpt-check.lua OUTDIR/t1; ICL_THREADS=2 ... OUTDIR/t2
 local out = assert(arg[1], "usage: icl script scripts/train-ckpt-check.lua OUTDIR")
@@ -71,5 +72,16 @@ for _, opt in ipairs({"adamw", "sgd"}) do
   local r = icl.train{model = net, data = data, steps = 20, batch = 128, progress = false, optim = optim}
   assert(net:save(out .. "/meta-" .. opt .. ".gguf"))
   print(string.format("meta %s: loss %.6f -> %.6f", opt, r.loss[1], r.loss[#r.loss]))
+end
+-- the attn2 bench shape scaled down: d_head 32, 160 tokens per sequence, 10 steps
+local attn2 = {layers = 2, heads = 2, d_model = 64, ctx = 160, vocab = 32, position = "learned", norm = "layer",
+               w_o = true, seed = 1, threads = threads}
+for _, opt in ipairs({"adamw", "sgd"}) do
+  local net = icl.nn.attn_only(attn2)
+  local data = icl.data.repeated_segments{vocab = 32, seq = 160, segment = 40, seed = 6}
+  local optim = opt == "adamw" and icl.optim.adamw{lr = 3e-3} or icl.optim.sgd{lr = 0.05, momentum = 0.9}
+  local r = icl.train{model = net, data = data, steps = 10, batch = 8, progress = false, optim = optim}
+  assert(net:save(out .. "/attn2-" .. opt .. ".gguf"))
+  print(string.format("attn2 %s: loss %.6f -> %.6f", opt, r.loss[1], r.loss[#r.loss]))
 end
 print("ok")

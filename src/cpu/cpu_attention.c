@@ -74,10 +74,13 @@ static void pack_kv_item(void *arg, int64_t it, int ith) {
   if (nk < TR || c->hd % TR) /* else every value row of the tile is copied whole below */
     for (int64_t dt = 0; dt < ndt; dt++)
       memset(vp + (dt * c->nkA_pad + t * TR) * TR, 0, (size_t)(TR * TR) * sizeof(float));
+  const float *k0 = c->kc + ((c->J0 + t * TR) * c->nkvh + kvh) * c->hd;
+  if (nk == TR) c->k->pack_tile(k0, c->nkvh * c->hd, c->hd, kp); /* a whole tile: transposed in registers */
   for (int64_t j = 0; j < nk; j++) {
     int64_t key = c->J0 + t * TR + j;
     const float *kv = c->kc + (key * c->nkvh + kvh) * c->hd, *vv = c->vc + (key * c->nkvh + kvh) * c->hd;
-    for (int64_t d = 0; d < c->hd; d++) kp[d * TR + j] = kv[d];
+    if (nk < TR)
+      for (int64_t d = 0; d < c->hd; d++) kp[d * TR + j] = kv[d];
     for (int64_t dt = 0; dt < ndt; dt++) {
       int64_t n = c->hd - dt * TR < TR ? c->hd - dt * TR : TR;
       memcpy(vp + (dt * c->nkA_pad + t * TR + j) * TR, vv + dt * TR, (size_t)n * sizeof(float));

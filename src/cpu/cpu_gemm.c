@@ -23,8 +23,8 @@ static void pack_a(const cpu_kernels *k, const cpu_mat *a, int64_t j0, int nr, i
   else if (a->rs == 1 && nr == CPU_TILE_ROWS) { /* a transposed view: each column's rows are contiguous */
     for (int64_t c = 0; c < K; c++)
       for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c * CPU_TILE_ROWS + r] = p[c * a->cs + r];
-  } else if (a->cs == 1 && a->rs == K && nr == CPU_TILE_ROWS) {
-    k->pack_tile(p, K, wp);
+  } else if (a->cs == 1 && nr == CPU_TILE_ROWS) { /* row-major rows, rs apart (the trainer's value rows) */
+    k->pack_tile(p, a->rs, K, wp);
   } else { /* rows read in turn (contiguous when cs = 1), the pad rows zero */
     if (nr < CPU_TILE_ROWS) memset(wp, 0, (size_t)(K * CPU_TILE_ROWS) * sizeof(float));
     for (int r = 0; r < nr; r++)
@@ -86,7 +86,8 @@ static int a_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
  * GEMM_IP_COLS columns, so that an item's chunk of A (GEMM_IP_ROWS rows) and of B (a token block) stays in cache
  * while all its kernel calls read it, and every output's sum continues from its stored value at each chunk: one fma
  * chain in order c = 0..K-1 from +0, the bits of the packed path, without the packed copies' writes and re-reads
- * (docs/performance.md, "dW in place"). No causal structure (attention's products keep theirs). */
+ * (docs/performance.md, "dW in place"). A causal B (attention's dq, dk, dv) trims each token group's columns as
+ * gemm_call does; a Y_LOWER product keeps the packed path, which skips whole row tiles. */
 #define GEMM_IP_COLS 128
 #define GEMM_IP_ROWS 256
 #define GEMM_IP_TOK 128
@@ -97,22 +98,38 @@ static int64_t ip_tb(const cpu_kernels *k, int64_t n, int threads) {
   return tb < gnt ? gnt : (tb + gnt - 1) / gnt * gnt;
 }
 static int both_in_place(const cpu_kernels *k, const cpu_gemm_args *g) {
-  return g->a.rs == 1 && (g->b.rs == 1 || g->b.cs == 1) && !g->causal && g->K > 0 && k->gemm_tile_2ld;
+  return g->a.rs == 1 && (g->b.rs == 1 || g->b.cs == 1) && g->causal != CPU_GEMM_Y_LOWER && g->K > 0 &&
+         k->gemm_tile_2ld;
+}
+
+/* The columns [*c0, *c1) of token group [t, t + nt) that can be non-zero (cpu_gemm_args.causal). */
+static void causal_cols(const cpu_gemm_args *g, int64_t t, int nt, int64_t *c0, int64_t *c1) {
+  *c0 = g->causal == CPU_GEMM_B_UPPER ? t : 0;
+  *c1 = g->causal == CPU_GEMM_B_LOWER && t + nt < g->K ? t + nt : g->K;
+  if (*c0 > *c1) *c0 = *c1;
 }
 
 /* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) on A and B in place, chunk by chunk of the reduction;
- * accumulating, the sums go to tmp (tb x GEMM_IP_ROWS floats) and are added to y when whole, as gemm_call adds. */
+ * accumulating, the sums go to tmp (tb x GEMM_IP_ROWS floats) and are added to y when whole, as gemm_call adds.
+ * Each token group's chain covers its causal columns [lo, hi) only, from +0 in the chunk holding lo (an empty
+ * range: one call over no columns, which stores +0). */
 static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, float *tmp) {
   int64_t j1 = j0a + GEMM_IP_ROWS < g->R ? j0a + GEMM_IP_ROWS : g->R;
   int64_t t1 = ta + tb < g->n ? ta + tb : g->n, ldo = g->accumulate ? GEMM_IP_ROWS : g->ldy;
   for (int64_t c0 = 0; c0 < g->K; c0 += GEMM_IP_COLS) {
-    int64_t kc = g->K - c0 < GEMM_IP_COLS ? g->K - c0 : GEMM_IP_COLS;
-    const float *a = g->a.p + c0 * g->a.cs, *b = g->b.p + c0 * g->b.cs;
+    int64_t ce = g->K - c0 < GEMM_IP_COLS ? g->K : c0 + GEMM_IP_COLS;
     for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
       for (int64_t t = ta; t < t1; t += k->gemm_nt) {
+        int nt = ntoks(k, g, t);
+        int64_t lo, hi;
+        causal_cols(g, t, nt, &lo, &hi);
+        int64_t a = lo > c0 ? lo : c0, b = hi < ce ? hi : ce;
+        int starts = c0 <= lo && (lo < ce || ce == g->K); /* the chunk where this chain starts */
+        if (a >= b && !starts) continue;
+        if (a > b) a = b;
         float *y = g->accumulate ? tmp + (t - ta) * GEMM_IP_ROWS + (j0 - j0a) : g->y + t * g->ldy + j0;
-        k->gemm_tile_2ld(a + j0, g->a.cs, kc, b + t * g->b.rs, g->b.cs, g->b.rs, ntoks(k, g, t), y, ldo, nrows(g, j0),
-                         c0 > 0);
+        k->gemm_tile_2ld(g->a.p + j0 + a * g->a.cs, g->a.cs, b - a, g->b.p + t * g->b.rs + a * g->b.cs, g->b.cs,
+                         g->b.rs, nt, y, ldo, nrows(g, j0), a > lo);
       }
   }
   if (!g->accumulate) return;
@@ -127,10 +144,8 @@ static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, i
 static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
                       int64_t t, int nt, float *tmp) {
   if (g->causal == CPU_GEMM_Y_LOWER && j0 > t + nt - 1) return; /* no y[t][j] with j <= t in this tile */
-  /* the columns [c0, c1) that can be non-zero for these tokens (cpu_gemm_args.causal) */
-  int64_t c0 = g->causal == CPU_GEMM_B_UPPER ? t : 0;
-  int64_t c1 = g->causal == CPU_GEMM_B_LOWER && t + nt < g->K ? t + nt : g->K;
-  if (c0 > c1) c0 = c1;
+  int64_t c0, c1;
+  causal_cols(g, t, nt, &c0, &c1);
   float *y = g->accumulate ? tmp : g->y + t * g->ldy + j0;
   int64_t ldy = g->accumulate ? CPU_TILE_ROWS : g->ldy;
   if (wp) k->gemm_tile(wp + c0 * CPU_TILE_ROWS, c1 - c0, xp + c0 * k->gemm_nt, nt, y, ldy, nr);

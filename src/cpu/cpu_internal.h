@@ -170,9 +170,9 @@ typedef struct cpu_kernels {
   void (*qpack[ICL_TYPE_COUNT])(const uint8_t *w, size_t wrb, int nr, int64_t K, uint8_t *tile);
   void (*qgemm[ICL_TYPE_COUNT])(const uint8_t *tile, int64_t G, const cpu_q8 *x, int64_t xs, int nt, float *y,
                                 int64_t ldy, int nr);
-  /* wp[c*32 + r] = src[r*K + c] for r < 32, c < K: a weight tile, dequantized row-major, to the
-   * gemm_tile layout */
-  void (*pack_tile)(const float *src, int64_t K, float *wp);
+  /* wp[c*32 + r] = src[r*lds + c] for r < 32, c < K: a row-major tile (a dequantized weight tile, attention's
+   * keys, the trainer's value rows) to the gemm_tile layout */
+  void (*pack_tile)(const float *src, int64_t lds, int64_t K, float *wp);
   /* cpu_pack_x (activations, attention's queries and probabilities for gemm_tile), in registers where the level
    * has a transpose for its gemm_nt */
   void (*pack_x)(const float *x, int64_t ldx, int64_t K, int nt, int gnt, float *xp);

@@ -51,11 +51,11 @@ static void rope_head_c(float *v, const float *cs, const float *sn, int half, in
 }
 
 /* In 8-column strips so the strided writes stay within a few cache lines. */
-static void pack_tile_c(const float *src, int64_t K, float *wp) {
+static void pack_tile_c(const float *src, int64_t lds, int64_t K, float *wp) {
   for (int64_t c0 = 0; c0 < K; c0 += 8) {
     int64_t cw = K - c0 < 8 ? K - c0 : 8;
     for (int r = 0; r < CPU_TILE_ROWS; r++)
-      for (int64_t j = 0; j < cw; j++) wp[(c0 + j) * CPU_TILE_ROWS + r] = src[r * K + c0 + j];
+      for (int64_t j = 0; j < cw; j++) wp[(c0 + j) * CPU_TILE_ROWS + r] = src[r * lds + c0 + j];
   }
 }
 

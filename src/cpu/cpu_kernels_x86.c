@@ -556,12 +556,13 @@ __attribute__((target(AVX512))) static void copy_cols_avx512(const float *p, int
     for (; c < K; c++) _mm256_storeu_ps(d0 + c * 8, _mm256_loadu_ps(p + c * cs));
 }
 
-__attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, int64_t K, float *wp) {
+__attribute__((target(AVX512))) static void pack_tile_avx512(const float *src, int64_t lds, int64_t K, float *wp) {
   int64_t c0 = 0;
   for (; c0 + 16 <= K; c0 += 16)
-    for (int h = 0; h < 2; h++) transpose16_avx512(src + 16 * h * K + c0, K, wp + c0 * CPU_TILE_ROWS + 16 * h, CPU_TILE_ROWS);
+    for (int h = 0; h < 2; h++)
+      transpose16_avx512(src + 16 * h * lds + c0, lds, wp + c0 * CPU_TILE_ROWS + 16 * h, CPU_TILE_ROWS);
   for (; c0 < K; c0++)
-    for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c0 * CPU_TILE_ROWS + r] = src[r * K + c0];
+    for (int r = 0; r < CPU_TILE_ROWS; r++) wp[c0 * CPU_TILE_ROWS + r] = src[r * lds + c0];
 }
 
 /* gemm_tile on an unpacked tile: 16x16 blocks of the row-major tile are transposed in registers and

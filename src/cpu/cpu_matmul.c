@@ -181,7 +181,7 @@ static void mm_dequant_tile(const mm_ctx *c, int64_t r0, int nr, float *tmp) {
 /* Dequantizes rows [r0, r0+nr) into wp[c*32 + r], through tmp. */
 static void mm_pack_tile(const mm_ctx *c, int64_t r0, int nr, float *wp, float *tmp) {
   mm_dequant_tile(c, r0, nr, tmp);
-  c->cb->k.pack_tile(tmp, c->K, wp);
+  c->cb->k.pack_tile(tmp, c->K, c->K, wp);
 }
 
 static int mm_reserve(cpu_backend *cb, size_t per_thread, icl_error *err) {

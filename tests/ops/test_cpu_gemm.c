@@ -37,6 +37,9 @@ static void want_matmul(const cpu_gemm_args *g, const float *y0, float *want) {
   free(A), free(B), free(out);
 }
 
+/* Whether output y[t][j] is compared: all of them, or under Y_LOWER the j <= t that the product promises. */
+static int used(const cpu_gemm_args *g, int64_t t, int64_t j) { return g->causal != CPU_GEMM_Y_LOWER || j <= t; }
+
 /* Max |got - sum in double| over the outputs, relative to the largest sum. */
 static double err_f64(const cpu_gemm_args *g, const float *y0, const float *got) {
   double worst = 0.0, big = 1e-30;
@@ -44,7 +47,7 @@ static double err_f64(const cpu_gemm_args *g, const float *y0, const float *got)
     for (int64_t j = 0; j < g->R; j++) {
       double s = g->accumulate ? y0[t * g->ldy + j] : 0.0;
       for (int64_t c = 0; c < g->K; c++) s += (double)g->a.p[j * g->a.rs + c * g->a.cs] * g->b.p[t * g->b.rs + c * g->b.cs];
-      worst = fmax(worst, fabs(got[t * g->ldy + j] - s)), big = fmax(big, fabs(s));
+      if (used(g, t, j)) worst = fmax(worst, fabs(got[t * g->ldy + j] - s)), big = fmax(big, fabs(s));
     }
   return worst / big;
 }
@@ -54,13 +57,18 @@ static cpu_mat operand(float *store, int layout, int64_t rows, int64_t K) {
   return layout == 0 ? (cpu_mat){store, K + 3, 1} : (cpu_mat){store, 1, rows + 5};
 }
 
-static void check(int64_t R, int64_t n, int64_t K, int la, int lb, int acc, const char *level) {
+/* causal (cpu_gemm_args.causal): B is zero where B_LOWER or B_UPPER says it is, so the full product is the want. */
+static void check(int64_t R, int64_t n, int64_t K, int la, int lb, int acc, int causal, const char *level) {
   int64_t ldy = R + 2, sa = (R + 5) * (K + 3), sb = (n + 5) * (K + 3);
   float *A = malloc((size_t)sa * 4), *B = malloc((size_t)sb * 4), *y0 = malloc((size_t)(n * ldy) * 4);
   float *want = malloc((size_t)(n * ldy) * 4), *got = malloc((size_t)(n * ldy) * 4);
   t_rand_fill(A, sa, 3, -1.0f, 1.0f), t_rand_fill(B, sb, 5, -1.0f, 1.0f), t_rand_fill(y0, n * ldy, 9, -1.0f, 1.0f);
   cpu_gemm_args g = {.a = operand(A, la, R, K), .b = operand(B, lb, n, K), .R = R, .n = n, .K = K, .ldy = ldy,
-                     .accumulate = acc};
+                     .accumulate = acc, .causal = causal};
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t c = 0; c < K; c++)
+      if ((causal == CPU_GEMM_B_LOWER && c > t) || (causal == CPU_GEMM_B_UPPER && c < t))
+        B[t * g.b.rs + c * g.b.cs] = 0.0f;
   memcpy(want, y0, (size_t)(n * ldy) * 4);
   want_matmul(&g, y0, want);
   cpu_backend *cb = cpu_of(be);
@@ -75,9 +83,12 @@ static void check(int64_t R, int64_t n, int64_t K, int la, int lb, int acc, cons
     } else {
       CHECKF(cpu_gemm(cb, &g, &err) == ICL_OK, "gemm: %s", err.msg);
     }
-    CHECKF(!memcmp(got, want, (size_t)(n * ldy) * 4), "%s %d threads %s R=%lld n=%lld K=%lld layouts %d/%d acc %d: differs "
-           "from transpose + matmul", level, cb->n_threads, serial ? "serial" : "threaded", (long long)R, (long long)n,
-           (long long)K, la, lb, acc);
+    int64_t bad = 0;
+    for (int64_t t = 0; t < n; t++)
+      for (int64_t j = 0; j < R; j++) bad += used(&g, t, j) && memcmp(got + t * ldy + j, want + t * ldy + j, 4);
+    CHECKF(!bad, "%s %d threads %s R=%lld n=%lld K=%lld layouts %d/%d acc %d causal %d: %lld outputs differ from "
+           "transpose + matmul", level, cb->n_threads, serial ? "serial" : "threaded", (long long)R, (long long)n,
+           (long long)K, la, lb, acc, causal, (long long)bad);
     double e = err_f64(&g, y0, got);
     CHECKF(e < 1e-5, "%s R=%lld n=%lld K=%lld: error %.2e against float64", level, (long long)R, (long long)n,
            (long long)K, e);
@@ -175,9 +186,22 @@ int main(void) {
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int la = 0; la < 2; la++)
           for (int lb = 0; lb < 2; lb++)
-            for (int acc = 0; acc < 2; acc++) check(shapes[s][0], shapes[s][1], shapes[s][2], la, lb, acc, levels[l]);
+            for (int acc = 0; acc < 2; acc++) check(shapes[s][0], shapes[s][1], shapes[s][2], la, lb, acc, 0, levels[l]);
       printf("%s, %d thread(s): strided gemm bit-identical to transpose + matmul (+ add) on every layout\n", levels[l],
              threads);
+      /* attention's causal products (n = K tokens for a causal B: dq, dk, dv; n = R for Y_LOWER: dP), on both sides
+       * of a 128-column chunk and of whole token groups and row tiles */
+      static const int64_t cshapes[][2] = {{32, 9}, {45, 131}, {16, 256}, {33, 263}};
+      for (size_t s = 0; s < sizeof cshapes / sizeof cshapes[0]; s++)
+        for (int la = 0; la < 2; la++)
+          for (int lb = 0; lb < 2; lb++)
+            for (int acc = 0; acc < 2; acc++) {
+              int64_t hd = cshapes[s][0], T = cshapes[s][1];
+              check(hd, T, T, la, lb, acc, CPU_GEMM_B_LOWER, levels[l]);
+              check(hd, T, T, la, lb, acc, CPU_GEMM_B_UPPER, levels[l]);
+              check(T, T, hd, la, lb, acc, CPU_GEMM_Y_LOWER, levels[l]);
+            }
+      printf("%s, %d thread(s): causal products bit-identical to the full ones\n", levels[l], threads);
       check_2ld(levels[l]);
       /* n 600: dW's A packed (a reduction past the in-place limit), 130: read in place */
       static const int64_t gshapes[][3] = {{40, 45, 600}, {37, 70, 130}, {128, 128, 1152}};
