@@ -230,6 +230,14 @@ typedef struct cpu_kernels {
   /* attention backward's row sums for nr <= 8 rows from i0 of the [T][T] P and dP: pdp[r] = sum over j <= i0 + r of
    * P[i0+r][j] dP[i0+r][j] in double, j in order (cpu_train_attn.c's row_dots bits); NULL where the level has none */
   void (*row_dots8)(const float *P, const float *dP, int64_t T, int64_t i0, int nr, double *pdp);
+  /* the trainer's norm backward, pass 2 on columns [lo, hi) of n rows (d floats apart): dw[j] += dy xhat and
+   * db[j] += dy (either may be NULL), rows in order (cpu_train_ops.c's norm_bwd_cols bits); NULL where the level has
+   * none */
+  void (*norm_cols)(const float *x, const float *dy, const float *stats, int64_t n, int64_t d, int64_t lo,
+                    int64_t hi, float *dw, float *db);
+  /* the optimizer step on elements [lo, hi): per element the operations of cpu_train_ops.c's upd_range loop in its
+   * order (the same bits); NULL where the level has none (that loop runs) */
+  void (*optim_upd)(float *w, const float *g, float *m1, float *m2, int64_t lo, int64_t hi, const icl_optim_args *a);
   /* attention backward's products for one (sequence, head) of T <= 16 keys and hd % 16 == 0, hd <= 256 (rows of q,
    * k, v, dz, dq, dk, dv ld floats apart; P, dS [T][T]): attb_dp16 dP [T][T] = dz v^T, attb_grads16 dq = dS k,
    * dk = dS^T q, dv = P^T dz WRITTEN; each output the fma chain cpu_train_attn.c's gemm calls give it (the same

@@ -150,6 +150,10 @@ static void norm_bwd_cols(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const norm_ctx *c = arg;
   float *restrict dw = c->dw, *restrict db = c->db;
+  if (c->k->norm_cols) {
+    c->k->norm_cols(c->x, c->dy, c->stats, c->n, c->d, lo, hi, dw, db);
+    return;
+  }
   for (int64_t t = 0; t < c->n; t++) {
     const float *restrict x = c->x + t * c->d, *restrict g = c->dy + t * c->d;
     float m = c->stats[2 * t], r = c->stats[2 * t + 1];
@@ -256,15 +260,20 @@ double cpu_tr_xent(cpu_backend *cb, const float *logits, int64_t nv, int64_t n, 
 /* ---- optimizer ------------------------------------------------------------------------------- */
 
 typedef struct upd_ctx {
+  const cpu_kernels *k;
   float *w, *g, *m1, *m2;
   icl_optim_args a;
 } upd_ctx;
 
-/* Elementwise, the constants in locals and the pointers restrict so the loops vectorize (IEEE per element: the
- * same bits as one element at a time). */
+/* Elements [lo, hi) on the level's kernel, else this loop (IEEE per element, so the same bits), the constants in
+ * locals and the pointers restrict so that it may vectorize. */
 static void upd_range(void *arg, int64_t lo, int64_t hi, int ith) {
   (void)ith;
   const upd_ctx *c = arg;
+  if (c->k->optim_upd) {
+    c->k->optim_upd(c->w, c->g, c->m1, c->m2, lo, hi, &c->a);
+    return;
+  }
   float *restrict w = c->w, *restrict m1 = c->m1, *restrict m2 = c->m2;
   const float *restrict gr = c->g;
   const float gs = c->a.gscale, b1 = c->a.b1, b2 = c->a.b2, c1 = c->a.c1, c2 = c->a.c2, eps = c->a.eps;
@@ -285,6 +294,6 @@ static void upd_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 void cpu_tr_optim_update(cpu_backend *cb, float *w, float *g, float *m1, float *m2, int64_t n, const icl_optim_args *a) {
-  upd_ctx c = {w, g, m1, m2, *a};
+  upd_ctx c = {&cb->k, w, g, m1, m2, *a};
   cpu_pool_range(cb->pool, n, 1 << 12, upd_range, &c);
 }

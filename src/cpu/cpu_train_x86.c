@@ -284,7 +284,71 @@ __attribute__((target(AVX512))) static void layer_norm16_avx512(const float *x, 
   }
 }
 
+/* norm_bwd_cols's loop, sixteen columns per register and up to four registers of dw and of db held over all the
+ * rows: per column the same mul, mul and add per row, in row order. */
+__attribute__((target(AVX512))) static void norm_cols_avx512(const float *x, const float *dy, const float *stats,
+                                                             int64_t n, int64_t d, int64_t lo, int64_t hi, float *dw,
+                                                             float *db) {
+  for (int64_t j0 = lo; j0 < hi; j0 += 64) {
+    __m512 aw[4], ab[4];
+    __mmask16 km[4];
+    int nv = (int)((hi - j0 < 64 ? hi - j0 : 64) + 15) / 16;
+    for (int v = 0; v < nv; v++) {
+      int64_t left = hi - j0 - 16 * v;
+      km[v] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+      aw[v] = dw ? _mm512_maskz_loadu_ps(km[v], dw + j0 + 16 * v) : _mm512_setzero_ps();
+      ab[v] = db ? _mm512_maskz_loadu_ps(km[v], db + j0 + 16 * v) : _mm512_setzero_ps();
+    }
+    for (int64_t t = 0; t < n; t++) {
+      const float *xt = x + t * d + j0, *gt = dy + t * d + j0;
+      __m512 m = _mm512_set1_ps(stats[2 * t]), r = _mm512_set1_ps(stats[2 * t + 1]);
+      for (int v = 0; v < nv; v++) {
+        __m512 g = _mm512_maskz_loadu_ps(km[v], gt + 16 * v);
+        if (dw) {
+          __m512 xh = _mm512_mul_ps(_mm512_mul_ps(g, _mm512_sub_ps(_mm512_maskz_loadu_ps(km[v], xt + 16 * v), m)), r);
+          aw[v] = _mm512_add_ps(aw[v], xh);
+        }
+        if (db) ab[v] = _mm512_add_ps(ab[v], g);
+      }
+    }
+    for (int v = 0; v < nv; v++) {
+      if (dw) _mm512_mask_storeu_ps(dw + j0 + 16 * v, km[v], aw[v]);
+      if (db) _mm512_mask_storeu_ps(db + j0 + 16 * v, km[v], ab[v]);
+    }
+  }
+}
+
+/* upd_range's loop (cpu_train_ops.c), sixteen elements per register: each element's multiplies, adds, divides and
+ * square root in the loop's order, none fused (the loop is ISO C, so no fma there either). */
+__attribute__((target(AVX512))) static void optim_upd_avx512(float *w, const float *g, float *m1, float *m2, int64_t lo,
+                                                             int64_t hi, const icl_optim_args *a) {
+  const __m512 gs = _mm512_set1_ps(a->gscale), b1 = _mm512_set1_ps(a->b1), b2 = _mm512_set1_ps(a->b2);
+  const __m512 nb1 = _mm512_set1_ps(1.0f - a->b1), nb2 = _mm512_set1_ps(1.0f - a->b2), c1 = _mm512_set1_ps(a->c1);
+  const __m512 c2 = _mm512_set1_ps(a->c2), eps = _mm512_set1_ps(a->eps), lr = _mm512_set1_ps(a->lr);
+  const __m512 wd = _mm512_set1_ps(a->wd), mom = _mm512_set1_ps(a->mom);
+  for (int64_t i = lo; i < hi; i += 16) {
+    __mmask16 k = hi - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi - i)) - 1);
+    __m512 gv = _mm512_maskz_loadu_ps(k, g + i), wv = _mm512_maskz_loadu_ps(k, w + i);
+    __m512 m = _mm512_maskz_loadu_ps(k, m1 + i), step;
+    if (a->adam) {
+      __m512 gg = _mm512_mul_ps(gv, gs), v = _mm512_maskz_loadu_ps(k, m2 + i);
+      m = _mm512_add_ps(_mm512_mul_ps(b1, m), _mm512_mul_ps(nb1, gg));
+      v = _mm512_add_ps(_mm512_mul_ps(b2, v), _mm512_mul_ps(_mm512_mul_ps(nb2, gg), gg));
+      _mm512_mask_storeu_ps(m2 + i, k, v);
+      __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(v, c2)), eps);
+      step = _mm512_add_ps(_mm512_div_ps(_mm512_div_ps(m, c1), den), _mm512_mul_ps(wd, wv));
+    } else {
+      m = _mm512_add_ps(_mm512_mul_ps(mom, m), _mm512_mul_ps(gv, gs));
+      step = _mm512_add_ps(m, _mm512_mul_ps(wd, wv));
+    }
+    _mm512_mask_storeu_ps(m1 + i, k, m);
+    _mm512_mask_storeu_ps(w + i, k, _mm512_sub_ps(wv, _mm512_mul_ps(lr, step)));
+  }
+}
+
 void cpu_kernels_train_avx512(cpu_kernels *k) {
+  k->optim_upd = optim_upd_avx512;
+  k->norm_cols = norm_cols_avx512;
   k->norm_bwd16 = norm_bwd16_avx512;
   k->layer_norm16 = layer_norm16_avx512;
   k->row_dots8 = row_dots8_avx512;

@@ -300,25 +300,27 @@ static void test_norm(int rms, int64_t d, int64_t n) {
   free(c.x), free(c.w), free(c.b), free(yd), free(rd), free(gx), free(gw), free(gb);
 }
 
-/* The level's sixteen-row norm backward kernel (norm_bwd16) against the four-row loop it replaces (the kernel
- * removed from the table), and both with the statistics given: stats, dx, dw, db bit-identical, for LayerNorm and RMSNorm, with and without a weight and
- * dx, row lengths that leave partial 8-column and 16-element blocks or pass the columns it keeps (256), row counts
- * with a 4-row and 1-row remainder. */
+/* The level's norm backward kernels (norm_bwd16 for the rows, norm_cols for dw and db) against the loops they
+ * replace (the kernels removed from the table), and both with the statistics given: stats, dx, dw, db
+ * bit-identical (dw and db added to non-zero values), for LayerNorm and RMSNorm, with and without a weight and dx,
+ * row lengths that leave partial 8-column, 16-element and 64-column blocks or pass the columns it keeps (256), row
+ * counts with a 4-row and 1-row remainder. */
 static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with_dx) {
   if (!g_cb->k.norm_bwd16) {
     printf("norm_bwd16  d=%lld: the %s level has no kernel; nothing to compare\n", (long long)d, g_cb->k.name);
     return;
   }
   float *x = rnd(d * n, -2, 2), *w = with_w ? rnd(d, 0.5f, 1.5f) : NULL, *dy = rnd(d * n, -1, 1);
-  float *dx0 = rnd(d * n, -1, 1), *out[4][4];
+  float *dx0 = rnd(d * n, -1, 1), *dw0 = rnd(d, -1, 1), *db0 = rnd(d, -1, 1), *out[4][4];
   for (int k = 0; k < 4; k++) { /* kernel, loop; then each again with the statistics given (the kernel's) */
     int given = k >= 2;
     out[k][0] = with_dx ? malloc((size_t)(d * n) * 4) : NULL, out[k][1] = zeros_f(d), out[k][2] = zeros_f(d);
     out[k][3] = zeros_f(2 * n);
     if (with_dx) memcpy(out[k][0], dx0, (size_t)(d * n) * 4);
+    memcpy(out[k][1], dw0, (size_t)d * 4), memcpy(out[k][2], db0, (size_t)d * 4);
     if (given) memcpy(out[k][3], out[0][3], (size_t)(2 * n) * 4);
     cpu_kernels saved = g_cb->k;
-    if (k & 1) g_cb->k.norm_bwd16 = NULL;
+    if (k & 1) g_cb->k.norm_bwd16 = NULL, g_cb->k.norm_cols = NULL;
     if (rms) cpu_tr_rms_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][3], given);
     else cpu_tr_layer_norm_bwd(g_cb, x, w, d, n, 1e-5f, dy, out[k][0], out[k][1], out[k][2], out[k][3], given);
     g_cb->k = saved;
@@ -336,7 +338,39 @@ static void test_norm_kernel(int rms, int64_t d, int64_t n, int with_w, int with
   }
   for (int k = 0; k < 4; k++)
     for (int i = 0; i < 4; i++) free(out[k][i]);
-  free(x), free(w), free(dy), free(dx0);
+  free(x), free(w), free(dy), free(dx0), free(dw0), free(db0);
+}
+
+/* The level's optimizer kernel (optim_upd) against the loop it replaces (the kernel removed from the table): w, m1,
+ * m2 bit-identical after three AdamW or SGD steps with weight decay and a gradient scale, over a length that leaves
+ * a partial register at the end of each thread's range. */
+static void test_optim_kernel(int adam) {
+  if (!g_cb->k.optim_upd) {
+    printf("optim_upd: the %s level has no kernel; nothing to compare\n", g_cb->k.name);
+    return;
+  }
+  const int64_t n = 9001;
+  float *g = rnd(n, -1, 1), *st0[3] = {rnd(n, -1, 1), rnd(n, -0.1f, 0.1f), rnd(n, 0, 0.01f)}, *st[2][3];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 3; i++) st[k][i] = malloc((size_t)n * 4), memcpy(st[k][i], st0[i], (size_t)n * 4);
+    cpu_kernels saved = g_cb->k;
+    if (k) g_cb->k.optim_upd = NULL;
+    for (int step = 1; step <= 3; step++) {
+      icl_optim_args a = {.lr = 1e-2f, .wd = 0.1f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .mom = 0.9f, .gscale = 0.7f,
+                          .c1 = (float)(1.0 - pow(0.9, step)), .c2 = (float)(1.0 - pow(0.999, step)), .adam = adam};
+      cpu_tr_optim_update(g_cb, st[k][0], g, st[k][1], st[k][2], n, &a);
+    }
+    g_cb->k = saved;
+  }
+  int64_t bad = 0;
+  for (int i = 0; i < 3; i++)
+    for (int64_t j = 0; j < n; j++) bad += memcmp(&st[0][i][j], &st[1][i][j], 4) != 0;
+  printf("optim_upd   %s: w, m1, m2 %lld elements differ from the loop\n", adam ? "adamw" : "sgd  ", (long long)bad);
+  CHECK(bad == 0);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 3; i++) free(st[k][i]);
+  for (int i = 0; i < 3; i++) free(st0[i]);
+  free(g);
 }
 
 /* The level's sixteen-row LayerNorm forward kernel (layer_norm16, the inference op's) against the four-row loop
@@ -851,6 +885,8 @@ int main(void) {
   test_norm_kernel(0, 29, 48, 1, 0);
   test_norm_kernel(0, 300, 20, 1, 1); /* past the kernel's kept columns: transposed again per pass */
   test_norm_kernel(1, 257, 16, 1, 1);
+  test_optim_kernel(1);
+  test_optim_kernel(0);
   for (int i = 0; i < 7; i++) test_layer_norm_kernel(nd[i], 37, 1, 1);
   test_layer_norm_kernel(128, 1152, 1, 1); /* the meta model's rows: several parallel ranges */
   test_layer_norm_kernel(29, 53, 0, 1);
