@@ -438,8 +438,7 @@ static AI __attribute__((target(AVX512))) void col32_avx512(__m512 w0, __m512 w1
 static AI __attribute__((target(AVX512))) void gemm32_avx512(const float *wp, int64_t ldw, int64_t K, const float *xp,
                                                              const int NT, const int MASKED, float *y, int64_t ldy,
                                                              int nr) {
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __mmask16 m0 = cpu_lanes16(nr), m1 = cpu_lanes16(nr - 16);
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
@@ -616,8 +615,7 @@ __attribute__((target(AVX512))) static void gemm_tile_ld_avx512(const float *wp,
 static AI __attribute__((target(AVX512))) void gemm32s_avx512(const float *wp, int64_t ldw, int64_t K,
                                                               const float *xp, int64_t ldx, int64_t ldt, const int NT,
                                                               const int UNIT, float *y, int64_t ldy, int nr, int cont) {
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __mmask16 m0 = cpu_lanes16(nr), m1 = cpu_lanes16(nr - 16);
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++)
@@ -800,7 +798,7 @@ __attribute__((target(AVX512))) static void gate_avx512(int gelu, const float *x
                                                         int64_t n) {
   const __m512 one = _mm512_set1_ps(1.0f), c3 = _mm512_set1_ps(0.044715f), cg = _mm512_set1_ps(-1.5957691216057308f);
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     __m512 v = _mm512_maskz_loadu_ps(m, x + i), t;
     if (gelu) t = _mm512_mul_ps(cg, _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c3, v), v), v)));
     else t = _mm512_xor_ps(v, _mm512_set1_ps(-0.0f));
@@ -815,7 +813,7 @@ __attribute__((target(AVX512))) static void scale_mul_avx512(const float *x, flo
                                                              int64_t n) {
   __m512 sv = _mm512_set1_ps(s);
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     __m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv);
     if (w) r = _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, w + i));
     _mm512_mask_storeu_ps(y + i, m, r);
@@ -825,7 +823,7 @@ __attribute__((target(AVX512))) static void scale_mul_avx512(const float *x, flo
 __attribute__((target(AVX512))) static void add_mul_avx512(int mul, const float *a, const float *b, float *y,
                                                            int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
     _mm512_mask_storeu_ps(y + i, m, mul ? _mm512_mul_ps(av, bv) : _mm512_add_ps(av, bv));
   }

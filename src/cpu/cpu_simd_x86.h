@@ -5,6 +5,11 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* A 16-lane mask of the first n lanes (none for n <= 0, all for n >= 16): a loop's tail. */
+static inline __mmask16 cpu_lanes16(int64_t n) {
+  return n >= 16 ? (__mmask16)0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1) : (__mmask16)0;
+}
+
 /* The 8 x 8 transpose of 32-bit values: rows r[0..8) (clobbered) to columns c[0..8), c[j] lane i = r[i] lane j
  * (unpack 32-bit, shuffle 64-bit, swap 128-bit lanes). */
 static inline __attribute__((always_inline, target("avx2"))) void cpu_t8_avx2(__m256 r[8], __m256 c[8]) {
@@ -31,8 +36,7 @@ static inline __attribute__((always_inline, target("avx2"))) void cpu_t8_avx2(__
 /* Stores rows [0, nr) (nr <= 32) of NT tokens' 32-row accumulators (two registers each) to y[t*ldy + r]. */
 static inline __attribute__((always_inline, target("avx512f"))) void cpu_store32_avx512(__m512 acc[8][2], const int NT,
                                                                                        float *y, int64_t ldy, int nr) {
-  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __mmask16 m0 = cpu_lanes16(nr), m1 = cpu_lanes16(nr - 16);
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) {
     _mm512_mask_storeu_ps(y + t * ldy, m0, acc[t][0]);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "cpu_simd_x86.h"
 
 #define AVX512 "avx512f,avx512vl,avx2"
 
@@ -129,7 +130,7 @@ __attribute__((target(AVX512))) static void norm_bwd16_avx512(const float *x, co
     const __m512 b = _mm512_set1_ps((float)(sgx[i] / (double)d));
     const __m512 mi = _mm512_set1_ps(m[i]), ri = _mm512_set1_ps(r[i]), one = _mm512_set1_ps(1.0f);
     for (int64_t j = 0; j < d; j += 16) {
-      __mmask16 k = d - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - j)) - 1);
+      __mmask16 k = cpu_lanes16(d - j);
       __m512 xv = _mm512_maskz_loadu_ps(k, xi + j), gv = _mm512_maskz_loadu_ps(k, gi + j);
       __m512 wv = w ? _mm512_maskz_loadu_ps(k, w + j) : one;
       __m512 xh = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(xv, mi), ri), b);
@@ -276,7 +277,7 @@ __attribute__((target(AVX512))) static void layer_norm16_avx512(const float *x, 
     float *yi = y + i * ld;
     const __m512 mi = _mm512_set1_ps(st[2 * i]), ri = _mm512_set1_ps(st[2 * i + 1]);
     for (int64_t j = 0; j < d; j += 16) {
-      __mmask16 k = d - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - j)) - 1);
+      __mmask16 k = cpu_lanes16(d - j);
       __m512 wv = w ? _mm512_maskz_loadu_ps(k, w + j) : one, bv = b ? _mm512_maskz_loadu_ps(k, b + j) : zero;
       __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xi + j), mi), ri), wv);
       _mm512_mask_storeu_ps(yi + j, k, _mm512_add_ps(t, bv));
@@ -295,7 +296,7 @@ __attribute__((target(AVX512))) static void norm_cols_avx512(const float *x, con
     int nv = (int)((hi - j0 < 64 ? hi - j0 : 64) + 15) / 16;
     for (int v = 0; v < nv; v++) {
       int64_t left = hi - j0 - 16 * v;
-      km[v] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+      km[v] = cpu_lanes16(left);
       aw[v] = dw ? _mm512_maskz_loadu_ps(km[v], dw + j0 + 16 * v) : _mm512_setzero_ps();
       ab[v] = db ? _mm512_maskz_loadu_ps(km[v], db + j0 + 16 * v) : _mm512_setzero_ps();
     }
@@ -327,7 +328,7 @@ __attribute__((target(AVX512))) static void optim_upd_avx512(float *w, const flo
   const __m512 c2 = _mm512_set1_ps(a->c2), eps = _mm512_set1_ps(a->eps), lr = _mm512_set1_ps(a->lr);
   const __m512 wd = _mm512_set1_ps(a->wd), mom = _mm512_set1_ps(a->mom);
   for (int64_t i = lo; i < hi; i += 16) {
-    __mmask16 k = hi - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi - i)) - 1);
+    __mmask16 k = cpu_lanes16(hi - i);
     __m512 gv = _mm512_maskz_loadu_ps(k, g + i), wv = _mm512_maskz_loadu_ps(k, w + i);
     __m512 m = _mm512_maskz_loadu_ps(k, m1 + i), step;
     if (a->adam) {
