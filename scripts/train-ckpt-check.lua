@@ -62,26 +62,24 @@ for _, c in ipairs(configs) do
   end
 end
 
--- the meta-learning bench shape: 1152 tokens, d_model 128, 20 steps
-local meta = {layers = 2, heads = 1, d_model = 128, ctx = 9, vocab = 64, position = "learned", norm = "layer",
-              w_o = true, seed = 1, threads = threads}
-for _, opt in ipairs({"adamw", "sgd"}) do
-  local net = icl.nn.attn_only(meta)
-  local data = icl.data.repeated_segments{vocab = 64, seq = 9, segment = 3, seed = 5}
-  local optim = opt == "adamw" and icl.optim.adamw{lr = 3e-3} or icl.optim.sgd{lr = 0.05, momentum = 0.9}
-  local r = icl.train{model = net, data = data, steps = 20, batch = 128, progress = false, optim = optim}
-  assert(net:save(out .. "/meta-" .. opt .. ".gguf"))
-  print(string.format("meta %s: loss %.6f -> %.6f", opt, r.loss[1], r.loss[#r.loss]))
-end
--- the attn2 bench shape scaled down: d_head 32, 160 tokens per sequence, 10 steps
-local attn2 = {layers = 2, heads = 2, d_model = 64, ctx = 160, vocab = 32, position = "learned", norm = "layer",
-               w_o = true, seed = 1, threads = threads}
-for _, opt in ipairs({"adamw", "sgd"}) do
-  local net = icl.nn.attn_only(attn2)
-  local data = icl.data.repeated_segments{vocab = 32, seq = 160, segment = 40, seed = 6}
-  local optim = opt == "adamw" and icl.optim.adamw{lr = 3e-3} or icl.optim.sgd{lr = 0.05, momentum = 0.9}
-  local r = icl.train{model = net, data = data, steps = 10, batch = 8, progress = false, optim = optim}
-  assert(net:save(out .. "/attn2-" .. opt .. ".gguf"))
-  print(string.format("attn2 %s: loss %.6f -> %.6f", opt, r.loss[1], r.loss[#r.loss]))
+-- the bench shapes, on repeated-segment data: meta (1152 tokens, d_model 128, 20 steps) and attn2 scaled down
+-- (d_head 32, 160 tokens per sequence, 10 steps)
+local shapes = {
+  {"meta", {layers = 2, heads = 1, d_model = 128, ctx = 9, vocab = 64}, {vocab = 64, seq = 9, segment = 3, seed = 5},
+   20, 128},
+  {"attn2", {layers = 2, heads = 2, d_model = 64, ctx = 160, vocab = 32}, {vocab = 32, seq = 160, segment = 40, seed = 6},
+   10, 8},
+}
+for _, sh in ipairs(shapes) do
+  local name, cfg, seg, steps, batch = sh[1], sh[2], sh[3], sh[4], sh[5]
+  cfg.position, cfg.norm, cfg.w_o, cfg.seed, cfg.threads = "learned", "layer", true, 1, threads
+  for _, opt in ipairs({"adamw", "sgd"}) do
+    local net = icl.nn.attn_only(cfg)
+    local data = icl.data.repeated_segments(seg)
+    local optim = opt == "adamw" and icl.optim.adamw{lr = 3e-3} or icl.optim.sgd{lr = 0.05, momentum = 0.9}
+    local r = icl.train{model = net, data = data, steps = steps, batch = batch, progress = false, optim = optim}
+    assert(net:save(out .. "/" .. name .. "-" .. opt .. ".gguf"))
+    print(string.format("%s %s: loss %.6f -> %.6f", name, opt, r.loss[1], r.loss[#r.loss]))
+  end
 end
 print("ok")
