@@ -53,8 +53,8 @@ __attribute__((target(BF16))) static void pack_x_bf16_avx512(const float *x, int
   for (; t0 + 8 <= nt; t0 += 8)
     for (int64_t c = 0; c < K; c += 32) {
       int64_t n = K - c < 32 ? K - c : 32, np = (n + 1) / 2;
-      __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-      __mmask16 m1 = n >= 32 ? 0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+      __mmask16 m0 = cpu_lanes16(n);
+      __mmask16 m1 = cpu_lanes16(n - 16);
       __m256 lo[8], hi[8], col[8];
 #pragma GCC unroll 8
       for (int t = 0; t < 8; t++) {
@@ -78,7 +78,7 @@ __attribute__((target(BF16))) static void pack_x_bf16_avx512(const float *x, int
 __attribute__((target(BF16))) static void pair_rows_bf16_avx512(const float *a, const float *b, int64_t n,
                                                                 uint32_t *out) {
   for (int64_t d = 0; d < n; d += 16) {
-    __mmask16 m = n - d >= 16 ? 0xFFFF : (__mmask16)((1u << (n - d)) - 1);
+    __mmask16 m = cpu_lanes16(n - d);
     __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, a + d));
     __m256i hi = b ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, b + d)) : _mm256_setzero_si256();
     __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));

@@ -675,7 +675,7 @@ __attribute__((target(AVX512))) static float dot_avx512(const float *a, const fl
     i += 16;
   }
   if (i < n) { /* masked tail: no scalar loop */
-    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
@@ -686,7 +686,7 @@ __attribute__((target(AVX512))) static void axpy_avx512(float *y, float a, const
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
   if (i < n) {
-    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
 }
@@ -788,7 +788,7 @@ __attribute__((target(AVX512))) static void vexp_avx512(const float *x, float *y
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
   if (i < n) {
-    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 m = cpu_lanes16(n - i);
     _mm512_mask_storeu_ps(y + i, m, exp512(_mm512_maskz_loadu_ps(m, x + i)));
   }
 }
@@ -878,7 +878,7 @@ __attribute__((target(AVX512))) static float scale_max_avx512(float *x, int64_t 
     mx = _mm512_max_ps(mx, v);
   }
   if (i < n) {
-    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 k = cpu_lanes16(n - i);
     __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
     _mm512_mask_storeu_ps(x + i, k, v);
     mx = _mm512_mask_max_ps(mx, k, mx, v);
@@ -895,7 +895,7 @@ __attribute__((target(AVX512))) static double exp_sum_avx512(float *x, int64_t n
     acc = _mm512_add_ps(acc, e);
   }
   if (i < n) {
-    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __mmask16 k = cpu_lanes16(n - i);
     __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
     _mm512_mask_storeu_ps(x + i, k, e);
     acc = _mm512_mask_add_ps(acc, k, acc, e);

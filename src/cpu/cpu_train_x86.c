@@ -208,7 +208,7 @@ __attribute__((target(AVX512))) static void attb_dp16_avx512(const float *v, con
     cols8(rows, hd, c0, 8, lo), cols8(rows + 8 * hd, hd, c0, 8, hi);
     for (int u = 0; u < 8; u++) _mm256_store_ps(vt + (c0 + u) * 16, lo[u]), _mm256_store_ps(vt + (c0 + u) * 16 + 8, hi[u]);
   }
-  const __mmask16 keys = (__mmask16)((1u << T) - 1);
+  const __mmask16 keys = cpu_lanes16(T);
   for (int64_t i0 = 0; i0 < T; i0 += 8) {
     int ni = T - i0 < 8 ? (int)(T - i0) : 8;
     if (ni == 8) attb_dp_rows(vt, dz, ld, hd, i0, 8, 8, keys, T, dP);
