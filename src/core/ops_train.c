@@ -88,16 +88,23 @@ int icl_op_matmul_bwd_group(icl_backend *be, int count, const icl_dt *w, const i
   return ICL_OK;
 }
 
+/* The checks norm_fwd and norm_bwd share: x and ot (y or dy) f32 and of one shape; w and b (b_name: b or db) absent
+ * or one per column of x, no bias for RMSNorm; stats present, 2 per row of x. */
+static int chk_norm(const char *op, int rms, const icl_dt *x, const char *ot_name, const icl_dt *ot, const icl_dt *w,
+                    const char *b_name, const icl_dt *b, const icl_dt *stats, icl_error *err) {
+  TRY(chk_f32(op, "x", x, err));
+  TRY(chk_f32(op, ot_name, ot, err));
+  TRY(chk_same_shape(op, "x", x, ot_name, ot, err));
+  TRY(chk_grad(op, "w", w, x->ne[0], "x's row length", err));
+  TRY(chk_grad(op, b_name, b, x->ne[0], "x's row length", err));
+  if (rms && b) return icl_error_set(err, ICL_EINVAL, "%s: %s: RMSNorm has no bias", op, b_name);
+  if (!stats) return icl_error_set(err, ICL_EINVAL, "%s: stats: missing tensor ([2, rows] of x)", op);
+  return chk_grad(op, "stats", stats, 2 * icl_dt_nrows(x), "2 per row of x", err);
+}
+
 int icl_op_norm_fwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, const icl_dt *b, float eps,
                     const icl_dt *y, const icl_dt *stats, icl_error *err) {
-  TRY(chk_f32("norm_fwd", "x", x, err));
-  TRY(chk_f32("norm_fwd", "y", y, err));
-  TRY(chk_same_shape("norm_fwd", "x", x, "y", y, err));
-  TRY(chk_grad("norm_fwd", "w", w, x->ne[0], "x's row length", err));
-  TRY(chk_grad("norm_fwd", "b", b, x->ne[0], "x's row length", err));
-  if (rms && b) return icl_error_set(err, ICL_EINVAL, "norm_fwd: b: RMSNorm has no bias");
-  if (!stats) return icl_error_set(err, ICL_EINVAL, "norm_fwd: stats: missing tensor ([2, rows] of x)");
-  TRY(chk_grad("norm_fwd", "stats", stats, 2 * icl_dt_nrows(x), "2 per row of x", err));
+  TRY(chk_norm("norm_fwd", rms, x, "y", y, w, "b", b, stats, err));
   if (be->ops->norm_fwd) return be->ops->norm_fwd(be, rms, x, w, b, eps, y, stats, err);
   TRY(rms ? icl_op_rms_norm(be, x, w, eps, y, err) : icl_op_layer_norm(be, x, w, b, eps, y, err));
   return icl_op_norm_bwd(be, rms, x, w, eps, x, NULL, NULL, NULL, stats, 0, err); /* dy: not read without dx */
@@ -106,19 +113,12 @@ int icl_op_norm_fwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, 
 int icl_op_norm_bwd(icl_backend *be, int rms, const icl_dt *x, const icl_dt *w, float eps, const icl_dt *dy,
                     const icl_dt *dx, const icl_dt *dw, const icl_dt *db, const icl_dt *stats, int stats_in,
                     icl_error *err) {
-  TRY(chk_f32("norm_bwd", "x", x, err));
-  TRY(chk_f32("norm_bwd", "dy", dy, err));
-  TRY(chk_same_shape("norm_bwd", "x", x, "dy", dy, err));
-  TRY(chk_grad("norm_bwd", "w", w, x->ne[0], "x's row length", err));
+  TRY(chk_norm("norm_bwd", rms, x, "dy", dy, w, "db", db, stats, err));
   TRY(chk_grad("norm_bwd", "dx", dx, icl_dt_nelem(x), "as many as x", err));
   TRY(chk_grad("norm_bwd", "dw", dw, x->ne[0], "x's row length", err));
-  TRY(chk_grad("norm_bwd", "db", db, x->ne[0], "x's row length", err));
-  if (rms && db) return icl_error_set(err, ICL_EINVAL, "norm_bwd: db: RMSNorm has no bias");
-  if (!stats) return icl_error_set(err, ICL_EINVAL, "norm_bwd: stats: missing tensor (scratch [2, rows])");
-  TRY(chk_grad("norm_bwd", "stats", stats, 2 * icl_dt_nrows(x), "2 per row of x", err));
-  NEED(be, norm_bwd);
   if (stats_in != 0 && stats_in != 1)
     return icl_error_set(err, ICL_EINVAL, "norm_bwd: stats_in %d, expected 0 (computed) or 1 (given)", stats_in);
+  NEED(be, norm_bwd);
   return be->ops->norm_bwd(be, rms, x, w, eps, dy, dx, dw, db, stats, stats_in, err);
 }
 
