@@ -3,6 +3,9 @@
 # models, batches and data, one after the other on this machine, with the ratio icl / PyTorch in steps/s and
 # both final losses (after the same steps; the inits differ, so they agree within noise, not exactly).
 #   scripts/bench-train-peers.sh [STEPS (20)] [ICL binary (build/icl)]
+# STEPS is the attn2 case's count; the meta case runs ICL_META_SCALE (default 10) times as many steps on both
+# engines: its step lasts ~7 ms, so 20 steps timed 0.15 s, and one round's ratio swung from 1.33 to 2.53 on one
+# quiet machine (docs/performance.md, session 31).
 # ICL_BASE=<another icl binary> adds its steps/s as a column (an old build timed in the same run).
 # ICL_ROUNDS=N (default 3): each case timed N times over, icl and PyTorch back to back in each round (see below).
 # The "of peak" column is icl's GFLOP/s as a share of this machine's f32 FMA peak (icl bench cpu, same run).
@@ -15,6 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20}
 icl=${2:-build/icl}
+meta_scale=${ICL_META_SCALE:-10}
+case $steps$meta_scale in *[!0-9]*) echo "bench-train-peers: STEPS ($steps) and ICL_META_SCALE ($meta_scale) must be whole numbers" >&2; exit 2 ;; esac
 TORCH_VERSION=2.15.0
 new_torch() { "$1" -c "import sys, torch; sys.exit(int(torch.__version__.split('.')[0]) < 2)" 2>/dev/null; }
 py=
@@ -57,9 +62,11 @@ rounds=${ICL_ROUNDS:-3}
 cases="attn2-d256-ctx256-b32 meta-d128-h1-T9-b128"
 for r in $(seq 1 "$rounds"); do
   for c in $cases; do
-    "$icl" bench train --steps "$steps" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/icl.txt"
-    if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$steps" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/base.txt"; fi
-    "$py" scripts/bench_train_torch.py "$steps" "$(nproc)" "$c" | sed "s/^/$r /" | tee -a "$tmp/torch.txt"
+    n=$steps
+    case $c in meta-*) n=$((steps * meta_scale)) ;; esac
+    "$icl" bench train --steps "$n" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/icl.txt"
+    if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$n" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/base.txt"; fi
+    "$py" scripts/bench_train_torch.py "$n" "$(nproc)" "$c" | sed "s/^/$r /" | tee -a "$tmp/torch.txt"
   done
   peak=$(awk -v a="$peak" -v b="$(probe_peak)" 'BEGIN { print (b > a ? b : a) }')
 done
@@ -67,7 +74,7 @@ touch "$tmp/base.txt"
 echo
 echo "torch $("$py" -c 'import torch; print(torch.__version__)'); f32 FMA peak $peak GFLOP/s; load average before" \
   "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg); $busy cores busy in the second before; $rounds rounds of" \
-  "$steps steps (medians; ratios per round)"
+  "$steps steps (attn2) and $((steps * meta_scale)) (meta) (medians; ratios per round)"
 printf '%-22s %12s %12s %12s %7s %12s %12s %8s  %s\n' case "icl steps/s" "base st/s" "torch st/s" ratio "icl loss" \
   "torch loss" "of peak" "ratio by round"
 awk -v peak="$peak" '
