@@ -2,12 +2,14 @@
  * each an entry of the backend contract (backend.h, "training", through ops_train.c). Every parameter gradient is
  * overwritten by this pass (the matmul weights' written by their product, the others zeroed first and accumulated).
  *
- * Two parts. The dx chain (from dlogits down to d(x0)) is row-local by sequence, so like the forward it runs as one
- * slice of sequences per thread on the backend's run_split, each slice's ops on its own sub-backend, writing its rows
- * of every gradient the parameter sums read (per layer, tr->G). The parameter gradients are sums over all rows whose
- * order fixes their bits (dW = dy^T x, bias, norm weight and bias, smear, position and embedding sums), so they run
- * after the join on the backend itself, on all rows, in the order of the unsliced pass: the same bits for any
- * slices. */
+ * Two kinds of work. The dx chain (from dlogits down to d(x0)) is row-local by sequence, so like the forward it runs
+ * as one slice of sequences per thread on the backend's run_split, each slice's ops on its own sub-backend, writing
+ * its rows of every gradient the parameter sums read (per layer, tr->G). The parameter gradients are sums over all
+ * rows whose order fixes their bits (dW = dy^T x, bias, norm weight and bias, smear, position and embedding sums),
+ * so they run after a join on the backend itself, on all rows, in the order of the unsliced pass: the same bits for
+ * any slices. The chain runs part by part (head, then blocks from the top), each part's sums right after its join,
+ * while the gradients its slices wrote are still in cache (one join for the whole chain left them to L3: 4-6% of a
+ * 2-thread meta step). */
 #include <string.h>
 
 #include "train_internal.h"
@@ -132,14 +134,12 @@ static int dx_attention(const tr_slice *s, int l, icl_error *err) {
   return dx_norm(s, L->norm_w, 2 * l, tr->res + l * d * tr->N, g->dh, r, err);
 }
 
-/* The whole dx chain of the slice's rows. */
-static int dx_slice(const tr_slice *s, icl_error *err) {
-  int rc = dx_head(s, err);
-  for (int l = s->tr->cfg.n_layer - 1; !rc && l >= 0; l--) {
-    if (s->tr->cfg.d_ff) rc = dx_mlp(s, l, err);
-    if (!rc) rc = dx_attention(s, l, err);
-  }
-  return rc;
+/* Part s->part of the dx chain on the slice's rows: n_layer the head, l < n_layer block l (MLP, then attention). */
+static int dx_part(const tr_slice *s, icl_error *err) {
+  int l = s->part, rc = ICL_OK;
+  if (l == s->tr->cfg.n_layer) return dx_head(s, err);
+  if (s->tr->cfg.d_ff) rc = dx_mlp(s, l, err);
+  return rc ? rc : dx_attention(s, l, err);
 }
 
 /* ---- parameter sums, all rows, after the join ---------------------------------------------------------------- */
@@ -201,18 +201,24 @@ static int sums_block(icl_trainer *tr, int l, icl_error *err) {
   return rc ? rc : sums_norm(tr, L->norm_w, L->norm_b, 2 * l, tr->res + l * d * N, g->dh, err);
 }
 
-/* Every parameter sum, in the unsliced pass's order: head, blocks from the top, embedding. */
-static int sums_all(icl_trainer *tr, icl_error *err) {
+/* The head's parameter sums: output layer, classifier, final norm. */
+static int sums_head(icl_trainer *tr, icl_error *err) {
   const icl_attn_config *c = &tr->cfg;
   int64_t d = c->d_model, N = tr->N;
   int nh = c->output == ICL_OUT_CLASSIFIER ? c->cls_hidden : 0;
   int rc = sums_linear(tr, tr->out_w, tr->out_b, nh ? tr->ch[nh - 1] : tr->hf, d, tr_n_out(c), tr->dlogits, err);
   for (int i = nh - 1; !rc && i >= 0; i--)
     rc = sums_linear(tr, tr->cls_w[i], tr->cls_b[i], i > 0 ? tr->ch[i - 1] : tr->hf, d, d, tr->dcls[i], err);
-  if (!rc) rc = sums_norm(tr, tr->onorm_w, tr->onorm_b, 2 * c->n_layer, tr->res + c->n_layer * d * N, tr->dhf, err);
-  for (int l = c->n_layer - 1; !rc && l >= 0; l--) rc = sums_block(tr, l, err);
+  return rc ? rc : sums_norm(tr, tr->onorm_w, tr->onorm_b, 2 * c->n_layer, tr->res + c->n_layer * d * N, tr->dhf, err);
+}
+
+/* The input's parameter sums: token embedding, positions, input projection. */
+static int sums_input(icl_trainer *tr, icl_error *err) {
+  const icl_attn_config *c = &tr->cfg;
+  int64_t d = c->d_model, N = tr->N;
+  int rc = ICL_OK;
   tr_views v = {.tr = tr};
-  if (!rc && tr->tok >= 0)
+  if (tr->tok >= 0)
     rc = icl_op_embed_bwd(tr->be, tr_vi(&v, tr->tokens, N), tr_v(&v, tr->dres, d, N),
                           tr_v(&v, tr_g(tr, tr->tok), d, c->vocab), err);
   if (!rc && tr->pos >= 0)
@@ -249,11 +255,17 @@ static void zero_accumulated(icl_trainer *tr) {
     if (!written[i]) zero(tr_g(tr, i), tr->p[i].ne[0] * tr->p[i].ne[1]);
 }
 
+/* Part by part from the top (head, then the blocks), the part's dx chain in slices and then, after the join, its
+ * parameter sums while the slices' gradients are still in cache: the sums in the unsliced pass's order (head,
+ * blocks from the top, input), each reading only what the chain's parts above it wrote. */
 int tr_backward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
-  int rc = tr_run_slices(tr, "backward", n, b, dx_slice, err); /* writes no parameter gradient */
-  if (rc) return rc;
-  zero_accumulated(tr);
-  return sums_all(tr, err);
+  zero_accumulated(tr); /* the dx chain writes no parameter gradient */
+  int rc = ICL_OK;
+  for (int l = tr->cfg.n_layer; !rc && l >= 0; l--) {
+    rc = tr_run_slices(tr, "backward", l, n, b, dx_part, err);
+    if (!rc) rc = l == tr->cfg.n_layer ? sums_head(tr, err) : sums_block(tr, l, err);
+  }
+  return rc ? rc : sums_input(tr, err);
 }
 
 int tr_backward(icl_trainer *tr, icl_error *err) {

@@ -186,7 +186,7 @@ static int fwd_slice(const tr_slice *s, icl_error *err) {
 }
 
 int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
-  int rc = tr_run_slices(tr, "forward", n, b, fwd_slice, err);
+  int rc = tr_run_slices(tr, "forward", 0, n, b, fwd_slice, err);
   int64_t nv = tr_n_out(&tr->cfg), N = tr->N;
   tr_views v = {.tr = tr};
   if (!rc)

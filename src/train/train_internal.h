@@ -106,11 +106,13 @@ typedef struct tr_slice {
   icl_trainer *tr;
   icl_backend *be;
   int64_t b0, B, n0, N;
+  int part; /* which part of the pass fn runs (tr_run_slices' part) */
 } tr_slice;
 typedef int (*tr_slice_fn)(const tr_slice *s, icl_error *err);
 /* fn on each slice of sequences [b[i], b[i+1]) after checking the bounds (errors name the pass), at once on the
- * backend's run_split, or on the backend itself for one slice (train_slices.c). */
-int tr_run_slices(icl_trainer *tr, const char *pass, int n, const int64_t *b, tr_slice_fn fn, icl_error *err);
+ * backend's run_split, or on the backend itself for one slice (train_slices.c); each slice's part is part. */
+int tr_run_slices(icl_trainer *tr, const char *pass, int part, int n, const int64_t *b, tr_slice_fn fn,
+                  icl_error *err);
 /* The default slicing into b[0..n] (b holds TR_MAX_SLICES + 1): one slice per thread with run_split; returns n. */
 int tr_default_slices(const icl_trainer *tr, int64_t *b);
 int tr_forward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err);
