@@ -259,11 +259,13 @@ static void zero_accumulated(icl_trainer *tr) {
  * parameter sums while the slices' gradients are still in cache: the sums in the unsliced pass's order (head,
  * blocks from the top, input), each reading only what the chain's parts above it wrote. */
 int tr_backward_slices(icl_trainer *tr, int n, const int64_t *b, icl_error *err) {
-  zero_accumulated(tr); /* the dx chain writes no parameter gradient */
-  int rc = ICL_OK;
-  for (int l = tr->cfg.n_layer; !rc && l >= 0; l--) {
+  int top = tr->cfg.n_layer, rc = ICL_OK;
+  for (int l = top; !rc && l >= 0; l--) {
     rc = tr_run_slices(tr, "backward", l, n, b, dx_part, err);
-    if (!rc) rc = l == tr->cfg.n_layer ? sums_head(tr, err) : sums_block(tr, l, err);
+    /* zeroed once the slices are known good (refused ones leave every gradient as it was); the dx chain writes no
+     * parameter gradient */
+    if (!rc && l == top) zero_accumulated(tr);
+    if (!rc) rc = l == top ? sums_head(tr, err) : sums_block(tr, l, err);
   }
   return rc ? rc : sums_input(tr, err);
 }

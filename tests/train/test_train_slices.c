@@ -177,6 +177,8 @@ static void check_config(const char *label, icl_attn_config cfg, int64_t B, int6
       bad += compare(what, &go, &gref, 0.0);
     }
     CHECK(tr_backward_slices(tr, 2, wrong, &err) == ICL_EINVAL);
+    snprintf(what, sizeof what, "%s, %d thread(s), backward refused: gradients as they were", label, threads);
+    bad += compare(what, &go, &gref, 0.0);
     printf("%s, %d thread(s): %d outputs, %d gradients, %d slicings each: %d differ\n", label, threads, o.count,
            go.count, threads > 1 ? 6 : 5, bad);
     if (tr != tr1) icl_trainer_free(tr);
