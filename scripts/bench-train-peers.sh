@@ -7,7 +7,7 @@
 # engines: its step lasts ~7 ms, so 20 steps timed 0.15 s, and one round's ratio swung from 1.33 to 2.53 on one
 # quiet machine (docs/performance.md, session 31).
 # ICL_BASE=<another icl binary> adds its steps/s as a column (an old build timed in the same run).
-# ICL_ROUNDS=N (default 3): each case timed N times over, icl and PyTorch back to back in each round (see below).
+# ICL_ROUNDS=N (default 5): each case timed N times over, icl and PyTorch back to back in each round (see below).
 # The "of peak" column is icl's GFLOP/s as a share of this machine's f32 FMA peak (icl bench cpu, same run).
 # The peer is a current PyTorch from PyPI: $PYTHON if it imports torch >= 2, else the venv ICL_TORCH_VENV (default
 # .cache/torch-venv, shared with scripts/bench-peers.sh --park), installed there the first time (about 5.6 GB: PyPI's
@@ -58,23 +58,34 @@ peak=$(probe_peak)
 # Rounds: each case timed icl, base, PyTorch back to back, ROUNDS times over. This machine kind's speed drifts by up
 # to half within minutes (docs/performance.md, session 28), so a ratio is only as good as the closeness of its two
 # runs; the table gives each engine's median steps/s and the median of the rounds' ratios, with every round's ratio.
-rounds=${ICL_ROUNDS:-3}
+# Five rounds, the order flipped in every other one (PyTorch first), so that a drift within a round favours neither
+# engine: on 2026-12-07 this machine's speed for the same icl binary switched between ~115 and ~150 meta steps/s
+# every few tens of seconds at a load average near 1, and three rounds gave a median of 1.35 where sixteen longer
+# pairs gave 1.40-2.10, median 1.76 (docs/performance.md, session 32).
+rounds=${ICL_ROUNDS:-5}
+case $rounds in '' | *[!0-9]* | 0) echo "bench-train-peers: ICL_ROUNDS ($rounds) must be a whole number >= 1" >&2; exit 2 ;; esac
+probes=$peak
 cases="attn2-d256-ctx256-b32 meta-d128-h1-T9-b128"
+run_torch() { "$py" scripts/bench_train_torch.py "$n" "$(nproc)" "$c" | sed "s/^/$r /" | tee -a "$tmp/torch.txt"; }
 for r in $(seq 1 "$rounds"); do
   for c in $cases; do
     n=$steps
     case $c in meta-*) n=$((steps * meta_scale)) ;; esac
+    if [ $((r % 2)) = 0 ]; then run_torch; fi
     "$icl" bench train --steps "$n" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/icl.txt"
     if [ -n "${ICL_BASE:-}" ]; then "$ICL_BASE" bench train --steps "$n" --case "$c" | sed "s/^/$r /" | tee -a "$tmp/base.txt"; fi
-    "$py" scripts/bench_train_torch.py "$n" "$(nproc)" "$c" | sed "s/^/$r /" | tee -a "$tmp/torch.txt"
+    if [ $((r % 2)) = 1 ]; then run_torch; fi
   done
-  peak=$(awk -v a="$peak" -v b="$(probe_peak)" 'BEGIN { print (b > a ? b : a) }')
+  p=$(probe_peak)
+  probes="$probes $p"
+  peak=$(awk -v a="$peak" -v b="$p" 'BEGIN { print (b > a ? b : a) }')
 done
 touch "$tmp/base.txt"
 echo
 echo "torch $("$py" -c 'import torch; print(torch.__version__)'); f32 FMA peak $peak GFLOP/s; load average before" \
   "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg); $busy cores busy in the second before; $rounds rounds of" \
-  "$steps steps (attn2) and $((steps * meta_scale)) (meta) (medians; ratios per round)"
+  "$steps steps (attn2) and $((steps * meta_scale)) (meta), PyTorch first in even rounds (medians; ratios per round);" \
+  "FMA probes (GFLOP/s, before round 1 and after each): $probes"
 printf '%-22s %12s %12s %12s %7s %12s %12s %8s  %s\n' case "icl steps/s" "base st/s" "torch st/s" ratio "icl loss" \
   "torch loss" "of peak" "ratio by round"
 awk -v peak="$peak" '

@@ -6,6 +6,8 @@
  * copied (gemm_tile_2ld, the reduction in chunks). Every output element is one kernel sum over the whole reduction
  * in order c = 0..K-1, the same fma sequence as transposing first and calling the matmul, so results are
  * bit-identical to that and do not depend on the thread count. */
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -139,6 +141,95 @@ static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, i
   }
 }
 
+/* ---- pipelined in-place products: each thread sums the reduction rows its slice wrote -------------------------
+ *
+ * A written (not accumulating), non-causal product read in place has one fma chain per output over c = 0..K-1.
+ * With P threads, the reduction is cut into P stages (K s / P .. K (s+1) / P: the trainer's slices when B splits
+ * evenly) and the outputs into parts; stage s runs every part in order, each once stage s - 1 has finished it,
+ * continuing the chains from the stored sums (gemm_tile_2ld's cont). So each core reads only the x and dy rows its
+ * own slice wrote (half the operands when the pool items threw every row at both cores), and only the parts'
+ * partial sums cross between cores: the bits of ip_item's chunks, at the cost of one part of fill and drain. */
+#define GEMM_PIPE_TOK 16      /* tokens per part (whole token groups): more parts, a shorter fill and drain */
+#define GEMM_PIPE_MAX_PARTS 192
+/* Only where a stage's operand rows fit in a core's L2 beside the rest (the meta model's 576 rows of 128 + 128
+ * floats: 0.6 MB): there the slice left them in its core's cache. The attn2 model's 4096 rows of 256 + 256 floats
+ * (8 MB) come from L3 either way, and its parts re-reading them cost 1.5-2.6% of a step. */
+#define GEMM_PIPE_STAGE_BYTES (1 << 20)
+typedef struct pipe_part {
+  int i; /* the product */
+  int64_t j0a, ta;
+} pipe_part;
+typedef struct pipe_ctx {
+  const cpu_kernels *k;
+  const cpu_gemm_args *g;
+  int n_parts, stages;
+  int64_t tb; /* tokens per part */
+  pipe_part part[GEMM_PIPE_MAX_PARTS];
+  _Atomic int done[GEMM_PIPE_MAX_PARTS]; /* stages finished on part p */
+} pipe_ctx;
+
+/* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) over reduction columns [k0, k1), written to y, the chains
+ * starting from +0 at column 0 and continuing from y after it. */
+static void ip_range(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, int64_t k0,
+                     int64_t k1) {
+  int64_t j1 = j0a + GEMM_IP_ROWS < g->R ? j0a + GEMM_IP_ROWS : g->R, t1 = ta + tb < g->n ? ta + tb : g->n;
+  for (int64_t c0 = k0; c0 < k1; c0 += GEMM_IP_COLS) {
+    int64_t ce = k1 - c0 < GEMM_IP_COLS ? k1 : c0 + GEMM_IP_COLS;
+    for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
+      for (int64_t t = ta; t < t1; t += k->gemm_nt)
+        k->gemm_tile_2ld(g->a.p + j0 + c0 * g->a.cs, g->a.cs, ce - c0, g->b.p + t * g->b.rs + c0 * g->b.cs, g->b.cs,
+                         g->b.rs, ntoks(k, g, t), g->y + t * g->ldy + j0, g->ldy, nrows(g, j0), c0 > 0);
+  }
+}
+
+/* Stage s: every part in order over its rows, each after stage s - 1 has left it. The pool claims items in order,
+ * so the stage waited on is running or done: no wait can deadlock, one thread running every stage included. */
+static void pipe_item(void *arg, int64_t s, int ith) {
+  pipe_ctx *c = arg;
+  (void)ith;
+  for (int p = 0; p < c->n_parts; p++) {
+    for (int i = 0; atomic_load_explicit(&c->done[p], memory_order_acquire) < s; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if ((i & 1023) == 1023) sched_yield();
+    }
+    const cpu_gemm_args *g = &c->g[c->part[p].i];
+    ip_range(c->k, g, c->part[p].j0a, c->part[p].ta, c->tb, g->K * s / c->stages, g->K * (s + 1) / c->stages);
+    atomic_store_explicit(&c->done[p], (int)s + 1, memory_order_release);
+  }
+}
+
+/* Runs the group pipelined when every product can be (written, in place, not causal, at least a chunk of the
+ * reduction per stage, a stage's rows within GEMM_PIPE_STAGE_BYTES, few enough parts) on more than one thread; 0
+ * when it cannot (nothing run). */
+static int gemm_pipelined(cpu_backend *cb, int count, const cpu_gemm_args *g) {
+  int P = cpu_pool_threads(cb->pool);
+  int64_t gnt = cb->k.gemm_nt, tb = GEMM_PIPE_TOK < gnt ? gnt : GEMM_PIPE_TOK / gnt * gnt;
+  if (P < 2) return 0;
+  int n = 0;
+  for (int i = 0; i < count; i++) {
+    if (!both_in_place(&cb->k, &g[i]) || g[i].accumulate || g[i].causal || g[i].K < (int64_t)P * GEMM_IP_COLS ||
+        g[i].K / P * (g[i].R + g[i].n) * (int64_t)sizeof(float) > GEMM_PIPE_STAGE_BYTES)
+      return 0;
+    int64_t np = (g[i].R + GEMM_IP_ROWS - 1) / GEMM_IP_ROWS, nb = (g[i].n + tb - 1) / tb;
+    if (np * nb > GEMM_PIPE_MAX_PARTS - n) return 0;
+    n += (int)(np * nb);
+  }
+  pipe_ctx *c = cpu_scratch_get(&cb->shared, sizeof *c);
+  if (!c) return 0; /* the pooled path reports the shortage */
+  c->k = &cb->k, c->g = g, c->n_parts = 0, c->stages = P, c->tb = tb;
+  for (int i = 0; i < count; i++) /* token blocks outermost: a part's dy columns are next to the previous part's */
+    for (int64_t ta = 0; ta < g[i].n; ta += tb)
+      for (int64_t j0a = 0; j0a < g[i].R; j0a += GEMM_IP_ROWS) {
+        atomic_init(&c->done[c->n_parts], 0);
+        c->part[c->n_parts++] = (pipe_part){.i = i, .j0a = j0a, .ta = ta};
+      }
+  cpu_pool_for(cb->pool, P, pipe_item, c);
+  cb->n_pipelined++;
+  return 1;
+}
+
 /* One kernel call: rows [j0, j0 + nr) of tokens [t, t + nt) from the packed tile wp (NULL: A in place) and the
  * packed group xp. */
 static void gemm_call(const cpu_kernels *k, const cpu_gemm_args *g, const float *wp, const float *xp, int64_t j0, int nr,
@@ -241,6 +332,7 @@ int cpu_gemm_group(cpu_backend *cb, int count, const cpu_gemm_args *g, icl_error
   int gnt = cb->k.gemm_nt;
   if (count < 1 || count > CPU_GEMM_GROUP_MAX)
     return icl_error_set(err, ICL_EINVAL, "cpu: gemm group: %d products, expected 1..%d", count, CPU_GEMM_GROUP_MAX);
+  if (gemm_pipelined(cb, count, g)) return ICL_OK;
   gemm_ctx c = {.cb = cb, .g = g, .count = count};
   /* two halves, so the next product's packs do not overwrite what this region's kernel calls read; one thread runs
    * a region's items in order (the kernel calls first), so there one half serves and stays in cache */

@@ -386,6 +386,7 @@ typedef struct cpu_backend {
   int rope_next;        /* the table to replace next */
   cpu_mem mem;          /* weights and repacked copies */
   struct cpu_backend **sub; /* run_split's sub-backends [n_threads] (cpu_split.c), made on first use */
+  int64_t n_pipelined;  /* gemm groups run pipelined (cpu_gemm.c), for the tests */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }

@@ -3,8 +3,10 @@
  * writing and accumulating, threaded and serial, on every SIMD level and with 1 and 2 threads, its output is
  * bit-identical to making the operands contiguous and running the backend's matmul, then a separate add: the
  * path it replaced. Also against a float64 sum (a loose bound), so both cannot be wrong together. And the pipelined
- * gemm group against its products one cpu_gemm call at a time. */
+ * gemm group against its products one cpu_gemm call at a time, and the stage-pipelined dW groups (each thread
+ * summing its own rows, the sums handed on) against the serial gemm, the pipelined path asserted taken. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,6 +134,42 @@ static void check_group(int count, int64_t K, int64_t R, int64_t n, int distinct
   free(dx[0]), free(dx[1]);
 }
 
+/* A group of count written dW products alone (the trainer's parameter sums: dW[i] = dy[i]^T x over n rows), which
+ * more than one thread runs stage-pipelined (cpu_gemm.c: each thread's share of the rows, the partial sums handed
+ * on): bit-identical to cpu_gemm_serial on each product, and taken (the backend's count of pipelined groups grows)
+ * exactly when expected. */
+static void check_dw_group(int count, int64_t K, int64_t R, int64_t n, const char *level) {
+  cpu_backend *cb = cpu_of(be);
+  float *x = malloc((size_t)(n * K) * 4), *dy[3], *dW[2][3];
+  t_rand_fill(x, n * K, 71, -1.0f, 1.0f);
+  cpu_gemm_args g[3];
+  for (int i = 0; i < count; i++) {
+    dy[i] = malloc((size_t)(n * R) * 4), t_rand_fill(dy[i], n * R, 73 + i, -1.0f, 1.0f);
+    for (int v = 0; v < 2; v++) dW[v][i] = malloc((size_t)(R * K) * 4), t_rand_fill(dW[v][i], R * K, 79 + v, -9.0f, 9.0f);
+    g[i] = (cpu_gemm_args){.a = {x, 1, K}, .b = {dy[i], 1, R}, .R = K, .n = R, .K = n, .y = dW[1][i], .ldy = K};
+  }
+  float *ws = malloc((size_t)cpu_gemm_ws(&cb->k, R, n) * sizeof(float) + 64);
+  float *wsa = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+  for (int i = 0; i < count; i++) {
+    cpu_gemm_args s = g[i];
+    s.y = dW[0][i];
+    cpu_gemm_serial(&cb->k, &s, wsa);
+  }
+  int64_t before = cb->n_pipelined;
+  icl_error err;
+  CHECKF(cpu_gemm_group(cb, count, g, &err) == ICL_OK, "gemm group: %s", err.msg);
+  int bad = 0;
+  for (int i = 0; i < count; i++) bad += memcmp(dW[0][i], dW[1][i], (size_t)(R * K) * 4) != 0;
+  CHECKF(!bad, "%s %d threads: %d dW products (K=%lld R=%lld n=%lld): %d differ from the serial gemm", level,
+         cb->n_threads, count, (long long)K, (long long)R, (long long)n, bad);
+  int64_t P = cb->n_threads; /* cpu_gemm.c's rule: a 128-column chunk per stage, a stage's rows within 1 MiB */
+  int want = P > 1 && n >= P * 128 && n / P * (K + R) * 4 <= (1 << 20);
+  CHECKF((cb->n_pipelined > before) == want, "%s %d threads: %d dW products over n=%lld rows: pipelined %s, expected %s",
+         level, cb->n_threads, count, (long long)n, cb->n_pipelined > before ? "yes" : "no", want ? "yes" : "no");
+  for (int i = 0; i < count; i++) free(dy[i]), free(dW[0][i]), free(dW[1][i]);
+  free(x), free(ws);
+}
+
 /* The level's gemm_tile_2ld (A and B in place, sums continued from y) with the reduction cut into three parts, for
  * every token count, some row counts and B's tokens side by side (ldt = 1) or rows apart: bit-identical to gemm_tile
  * on the packed copies over the whole reduction. */
@@ -211,6 +249,15 @@ int main(void) {
             for (int acc = 0; acc < 2; acc++)
               check_group(count, gshapes[s][0], gshapes[s][1], gshapes[s][2], distinct, acc, levels[l]);
       printf("%s, %d thread(s): gemm groups of mixed shapes bit-identical to the products in turn\n", levels[l], threads);
+      /* dW groups: the meta model's shape (1152 rows), ragged rows, tiles and token groups, stages of uneven rows,
+       * a reduction too short to pipeline (under one 128-column chunk per thread), stages too large to (2 MB each) */
+      static const int64_t dshapes[][3] = {{128, 128, 1152}, {45, 37, 517}, {257, 70, 300}, {33, 9, 255},
+                                           {256, 200, 2200}};
+      for (size_t s = 0; s < sizeof dshapes / sizeof dshapes[0]; s++)
+        for (int count = 1; count <= 3; count++)
+          check_dw_group(count, dshapes[s][0], dshapes[s][1], dshapes[s][2], levels[l]);
+      printf("%s, %d thread(s): dW groups (pipelined over the rows on 2 threads) bit-identical to the serial gemm\n",
+             levels[l], threads);
       be->ops->destroy(be);
     }
   unsetenv("ICL_CPU_SIMD");
