@@ -111,15 +111,17 @@ static void causal_cols(const cpu_gemm_args *g, int64_t t, int nt, int64_t *c0, 
   if (*c0 > *c1) *c0 = *c1;
 }
 
-/* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) on A and B in place, chunk by chunk of the reduction;
- * accumulating, the sums go to tmp (tb x GEMM_IP_ROWS floats) and are added to y when whole, as gemm_call adds.
- * Each token group's chain covers its causal columns [lo, hi) only, from +0 in the chunk holding lo (an empty
- * range: one call over no columns, which stores +0). */
-static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, float *tmp) {
+/* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) on A and B in place, over reduction columns [k0, k1)
+ * (0 and K but for a pipeline stage, which is written and not causal: its chains continue from y past column 0),
+ * chunk by chunk; accumulating, the sums go to tmp (tb x GEMM_IP_ROWS floats) and are added to y when whole, as
+ * gemm_call adds. Each token group's chain covers its causal columns [lo, hi) only, from +0 in the chunk holding lo
+ * (an empty range: one call over no columns, which stores +0). */
+static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, int64_t k0,
+                    int64_t k1, float *tmp) {
   int64_t j1 = j0a + GEMM_IP_ROWS < g->R ? j0a + GEMM_IP_ROWS : g->R;
   int64_t t1 = ta + tb < g->n ? ta + tb : g->n, ldo = g->accumulate ? GEMM_IP_ROWS : g->ldy;
-  for (int64_t c0 = 0; c0 < g->K; c0 += GEMM_IP_COLS) {
-    int64_t ce = g->K - c0 < GEMM_IP_COLS ? g->K : c0 + GEMM_IP_COLS;
+  for (int64_t c0 = k0; c0 < k1; c0 += GEMM_IP_COLS) {
+    int64_t ce = k1 - c0 < GEMM_IP_COLS ? k1 : c0 + GEMM_IP_COLS;
     for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
       for (int64_t t = ta; t < t1; t += k->gemm_nt) {
         int nt = ntoks(k, g, t);
@@ -148,7 +150,7 @@ static void ip_item(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, i
  * evenly) and the outputs into parts; stage s runs every part in order, each once stage s - 1 has finished it,
  * continuing the chains from the stored sums (gemm_tile_2ld's cont). So each core reads only the x and dy rows its
  * own slice wrote (half the operands when the pool items threw every row at both cores), and only the parts'
- * partial sums cross between cores: the bits of ip_item's chunks, at the cost of one part of fill and drain. */
+ * partial sums cross between cores: ip_item over the stage's columns, the same bits, at the cost of one part of fill and drain. */
 #define GEMM_PIPE_TOK 16      /* tokens per part (whole token groups): more parts, a shorter fill and drain */
 #define GEMM_PIPE_MAX_PARTS 192
 /* Only where a stage's operand rows fit in a core's L2 beside the rest (the meta model's 576 rows of 128 + 128
@@ -168,20 +170,6 @@ typedef struct pipe_ctx {
   _Atomic int done[GEMM_PIPE_MAX_PARTS]; /* stages finished on part p */
 } pipe_ctx;
 
-/* Rows [j0a, j0a + GEMM_IP_ROWS) of tokens [ta, ta + tb) over reduction columns [k0, k1), written to y, the chains
- * starting from +0 at column 0 and continuing from y after it. */
-static void ip_range(const cpu_kernels *k, const cpu_gemm_args *g, int64_t j0a, int64_t ta, int64_t tb, int64_t k0,
-                     int64_t k1) {
-  int64_t j1 = j0a + GEMM_IP_ROWS < g->R ? j0a + GEMM_IP_ROWS : g->R, t1 = ta + tb < g->n ? ta + tb : g->n;
-  for (int64_t c0 = k0; c0 < k1; c0 += GEMM_IP_COLS) {
-    int64_t ce = k1 - c0 < GEMM_IP_COLS ? k1 : c0 + GEMM_IP_COLS;
-    for (int64_t j0 = j0a; j0 < j1; j0 += CPU_TILE_ROWS)
-      for (int64_t t = ta; t < t1; t += k->gemm_nt)
-        k->gemm_tile_2ld(g->a.p + j0 + c0 * g->a.cs, g->a.cs, ce - c0, g->b.p + t * g->b.rs + c0 * g->b.cs, g->b.cs,
-                         g->b.rs, ntoks(k, g, t), g->y + t * g->ldy + j0, g->ldy, nrows(g, j0), c0 > 0);
-  }
-}
-
 /* Stage s: every part in order over its rows, each after stage s - 1 has left it. The pool claims items in order,
  * so the stage waited on is running or done: no wait can deadlock, one thread running every stage included. */
 static void pipe_item(void *arg, int64_t s, int ith) {
@@ -189,13 +177,11 @@ static void pipe_item(void *arg, int64_t s, int ith) {
   (void)ith;
   for (int p = 0; p < c->n_parts; p++) {
     for (int i = 0; atomic_load_explicit(&c->done[p], memory_order_acquire) < s; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      if ((i & 1023) == 1023) sched_yield();
+      CPU_RELAX();
+      if ((i & 1023) == 1023) sched_yield(); /* the pool's join does the same */
     }
     const cpu_gemm_args *g = &c->g[c->part[p].i];
-    ip_range(c->k, g, c->part[p].j0a, c->part[p].ta, c->tb, g->K * s / c->stages, g->K * (s + 1) / c->stages);
+    ip_item(c->k, g, c->part[p].j0a, c->part[p].ta, c->tb, g->K * s / c->stages, g->K * (s + 1) / c->stages, NULL);
     atomic_store_explicit(&c->done[p], (int)s + 1, memory_order_release);
   }
 }
@@ -259,7 +245,7 @@ void cpu_gemm_serial(const cpu_kernels *k, const cpu_gemm_args *g, float *ws) {
   if (both_in_place(k, g) && !g->accumulate) { /* (accumulating needs a sum buffer larger than ws holds) */
     int64_t tb = ip_tb(k, g->n, 1);
     for (int64_t ta = 0; ta < g->n; ta += tb)
-      for (int64_t j0 = 0; j0 < g->R; j0 += GEMM_IP_ROWS) ip_item(k, g, j0, ta, tb, NULL);
+      for (int64_t j0 = 0; j0 < g->R; j0 += GEMM_IP_ROWS) ip_item(k, g, j0, ta, tb, 0, g->K, NULL);
     return;
   }
   int64_t groups = (g->n + gnt - 1) / gnt;
@@ -305,7 +291,7 @@ static void gemm_item(void *arg, int64_t it, int ith) {
     const cpu_gemm_args *g = &c->g[i];
     if (c->pr[i].ip) {
       int64_t np = c->pr[i].n_panels;
-      ip_item(k, g, it % np * GEMM_IP_ROWS, it / np * c->pr[i].tb, c->pr[i].tb, c->cb->scratch[ith].p);
+      ip_item(k, g, it % np * GEMM_IP_ROWS, it / np * c->pr[i].tb, c->pr[i].tb, 0, g->K, c->cb->scratch[ith].p);
       return;
     }
     int64_t K = g->K, nt = c->pr[i].n_tiles;

@@ -390,6 +390,13 @@ typedef struct cpu_backend {
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(icl_backend *be) { return (cpu_backend *)be; }
+
+/* One spin-wait step: a pause hint where the CPU has one (the pool's waits, the pipelined gemm's stage flags). */
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 static inline void *cpu_ptr(const icl_dt *t) { return (char *)t->buf->data + t->offset; }
 static inline float *cpu_f32(const icl_dt *t) { return (float *)cpu_ptr(t); }
 

@@ -17,12 +17,6 @@
 
 #include "cpu_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPU_RELAX() _mm_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
 
 /* How long an idle worker keeps spinning before it sleeps. */
 #define SPIN_NS 300000

@@ -6,7 +6,6 @@
  * gemm group against its products one cpu_gemm call at a time, and the stage-pipelined dW groups (each thread
  * summing its own rows, the sums handed on) against the serial gemm, the pipelined path asserted taken. */
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,12 +147,12 @@ static void check_dw_group(int count, int64_t K, int64_t R, int64_t n, const cha
     for (int v = 0; v < 2; v++) dW[v][i] = malloc((size_t)(R * K) * 4), t_rand_fill(dW[v][i], R * K, 79 + v, -9.0f, 9.0f);
     g[i] = (cpu_gemm_args){.a = {x, 1, K}, .b = {dy[i], 1, R}, .R = K, .n = R, .K = n, .y = dW[1][i], .ldy = K};
   }
-  float *ws = malloc((size_t)cpu_gemm_ws(&cb->k, R, n) * sizeof(float) + 64);
-  float *wsa = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-  for (int i = 0; i < count; i++) {
+  float *ws = cpu_scratch_get(&cb->shared, (size_t)cpu_gemm_ws(&cb->k, R, n) * sizeof(float));
+  CHECK(ws != NULL);
+  for (int i = 0; ws && i < count; i++) {
     cpu_gemm_args s = g[i];
     s.y = dW[0][i];
-    cpu_gemm_serial(&cb->k, &s, wsa);
+    cpu_gemm_serial(&cb->k, &s, ws);
   }
   int64_t before = cb->n_pipelined;
   icl_error err;
@@ -167,7 +166,7 @@ static void check_dw_group(int count, int64_t K, int64_t R, int64_t n, const cha
   CHECKF((cb->n_pipelined > before) == want, "%s %d threads: %d dW products over n=%lld rows: pipelined %s, expected %s",
          level, cb->n_threads, count, (long long)n, cb->n_pipelined > before ? "yes" : "no", want ? "yes" : "no");
   for (int i = 0; i < count; i++) free(dy[i]), free(dW[0][i]), free(dW[1][i]);
-  free(x), free(ws);
+  free(x);
 }
 
 /* The level's gemm_tile_2ld (A and B in place, sums continued from y) with the reduction cut into three parts, for
